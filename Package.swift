@@ -1,0 +1,60 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// Swift 5 language mode: OpenCombine and the libmicrohttpd callbacks are not annotated
+// for strict concurrency. Thread safety is shown by the tests under --sanitize=thread.
+let package = Package(
+    name: "reactord",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "ReactorCore", targets: ["ReactorCore"]),
+        .library(name: "MicroHTTP", targets: ["MicroHTTP"]),
+        .library(name: "ReactorService", targets: ["ReactorService"]),
+        .executable(name: "reactord", targets: ["reactord"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+    ],
+    targets: [
+        .target(
+            name: "ReactorCore",
+            dependencies: [
+                .product(name: "OpenCombine", package: "OpenCombine",
+                         condition: .when(platforms: [.linux, .windows, .android])),
+            ]
+        ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(
+            name: "ReactorService",
+            dependencies: [
+                "ReactorCore", "MicroHTTP",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            resources: [.copy("Resources")]
+        ),
+        .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"]),
+        .executableTarget(
+            name: "reactord",
+            dependencies: [
+                "ReactorService", "Examples",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
+        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
+        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,5 @@
+import XCTest
+
+final class ReactorCorePlaceholderTests: XCTestCase {
+    func testBuilds() { XCTAssertTrue(true) }
+}

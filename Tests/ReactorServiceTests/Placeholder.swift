@@ -1,0 +1,5 @@
+import XCTest
+
+final class ReactorServicePlaceholderTests: XCTestCase {
+    func testBuilds() { XCTAssertTrue(true) }
+}
