@@ -1,0 +1,88 @@
+import ReactorCore
+import ReactorService
+
+/// The bundled `counter`: ReactorKit's counter, with an alert pulse and the global user.
+public final class CounterReactor: Reactor {
+    public enum Action {
+        case increase
+        case decrease
+        case alert(String)
+        case doSomeAction
+    }
+
+    public enum Mutation {
+        case increase
+        case decrease
+        case setAlert(String)
+        case setUser(User?)
+    }
+
+    public struct State: Encodable {
+        public var count = 0
+        @Pulse public var alertMessage: String?
+        public var user: User?
+
+        public init() {}
+    }
+
+    /// Longer alert messages are cut here, before they reach every subscriber.
+    public static let maxAlertLength = 1_000
+
+    public let initialState = State()
+    private let currentUser: CurrentValueSubject<User?, Never>
+
+    public init(currentUser: CurrentValueSubject<User?, Never>) {
+        self.currentUser = currentUser
+    }
+
+    public func transform(action: AnyPublisher<Action, Never>) -> AnyPublisher<Action, Never> {
+        action.map { action in
+            guard case let .alert(message) = action, message.count > Self.maxAlertLength else { return action }
+            return .alert(String(message.prefix(Self.maxAlertLength)))
+        }
+        .eraseToAnyPublisher()
+    }
+
+    public func mutate(action: Action) -> AnyPublisher<Mutation, Never> {
+        switch action {
+        case .increase: return .just(.increase)
+        case .decrease: return .just(.decrease)
+        case let .alert(message): return .just(.setAlert(message))
+        case .doSomeAction: return .empty
+        }
+    }
+
+    /// ReactorKit's global-state pattern: every change of the user becomes a mutation.
+    public func transform(mutation: AnyPublisher<Mutation, Never>) -> AnyPublisher<Mutation, Never> {
+        .merge(mutation, currentUser.map(Mutation.setUser).eraseToAnyPublisher())
+    }
+
+    public func reduce(state: State, mutation: Mutation) -> State {
+        var state = state
+        switch mutation {
+        case .increase: state.count += 1
+        case .decrease: state.count -= 1
+        case let .setAlert(message): state.alertMessage = message
+        case let .setUser(user): state.user = user
+        }
+        return state
+    }
+
+    /// Where a reactor would derive or share state; the counter's passes through unchanged.
+    public func transform(state: AnyPublisher<State, Never>) -> AnyPublisher<State, Never> {
+        state
+    }
+}
+
+extension CounterReactor.Action: Decodable {
+    public init(from decoder: any Decoder) throws {
+        let fields = try ActionFields(from: decoder)
+        switch fields.type {
+        case "increase": self = .increase
+        case "decrease": self = .decrease
+        case "alert": self = .alert(try fields.decode("message"))
+        case "doSomeAction": self = .doSomeAction
+        default: throw fields.unknownType(expected: ["increase", "decrease", "alert", "doSomeAction"])
+        }
+    }
+}

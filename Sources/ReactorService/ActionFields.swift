@@ -1,0 +1,51 @@
+/// The wire form of an action: a JSON object whose `"type"` names the case and whose other
+/// fields are its associated values, e.g. `{"type":"alert","message":"Hello"}`.
+///
+/// A reactor's `Action` decodes itself with it:
+/// ```swift
+/// extension CounterReactor.Action: Decodable {
+///     init(from decoder: any Decoder) throws {
+///         let fields = try ActionFields(from: decoder)
+///         switch fields.type {
+///         case "increase": self = .increase
+///         case "alert": self = .alert(try fields.decode("message"))
+///         default: throw fields.unknownType(expected: ["increase", "alert"])
+///         }
+///     }
+/// }
+/// ```
+public struct ActionFields {
+    public let type: String
+    private let container: KeyedDecodingContainer<FieldKey>
+
+    public init(from decoder: any Decoder) throws {
+        container = try decoder.container(keyedBy: FieldKey.self)
+        type = try container.decode(String.self, forKey: FieldKey("type"))
+    }
+
+    /// The associated value in field `name`; a missing or mistyped field is an error naming it.
+    public func decode<T: Decodable>(_ name: String, as _: T.Type = T.self) throws -> T {
+        try container.decode(T.self, forKey: FieldKey(name))
+    }
+
+    /// Like `decode`, but `nil` when the field is absent or null.
+    public func decodeIfPresent<T: Decodable>(_ name: String, as _: T.Type = T.self) throws -> T? {
+        try container.decodeIfPresent(T.self, forKey: FieldKey(name))
+    }
+
+    /// The error for a `type` the reactor does not know, listing the ones it does.
+    public func unknownType(expected: [String]) -> any Error {
+        DecodingError.dataCorruptedError(
+            forKey: FieldKey("type"), in: container,
+            debugDescription: "unknown action type '\(type)'; expected one of: "
+                + expected.joined(separator: ", "))
+    }
+
+    public struct FieldKey: CodingKey {
+        public let stringValue: String
+        public var intValue: Int? { nil }
+        public init(_ name: String) { stringValue = name }
+        public init?(stringValue: String) { self.stringValue = stringValue }
+        public init?(intValue: Int) { nil }
+    }
+}

@@ -1,0 +1,105 @@
+import Dispatch
+import Foundation
+import Logging
+import MicroHTTP
+import ReactorCore
+
+/// Serves reactors over HTTP: sessions, actions, and their state and pulses as SSE.
+///
+/// ```swift
+/// let server = ReactorServer(configuration: ServiceConfiguration())
+/// server.register("counter") { currentUser in CounterReactor(currentUser: currentUser) }
+/// try server.run()   // until SIGINT or SIGTERM
+/// ```
+public final class ReactorServer: @unchecked Sendable {
+    private let context: ServiceContext
+    private let http: HTTPServer
+    private var sweeper: SessionSweeper?
+
+    /// The global current user, handed to every reactor made by `register`'s factory.
+    public var currentUser: CurrentValueSubject<User?, Never> { context.currentUser }
+    /// The bearer token writes to `/user` need.
+    public var adminToken: String { context.adminToken }
+    /// The bound port, after `start()`.
+    public var port: UInt16 { http.port }
+    public var sessionCount: Int { context.store.sessionCount }
+    public var configuration: ServiceConfiguration { context.configuration }
+
+    public init(configuration: ServiceConfiguration = ServiceConfiguration(),
+                logger: Logger = Logger(label: "reactord")) {
+        let token = configuration.adminToken ?? Self.randomToken()
+        context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
+        http = HTTPServer(configuration: Self.httpConfiguration(configuration),
+                          router: RouteTable(context: context).router)
+        if configuration.adminToken == nil {
+            logger.notice("no admin token configured; made one for this run", metadata: ["admin_token": "\(token)"])
+        }
+    }
+
+    /// Adds a reactor kind. `make` builds one reactor per session and is handed the global
+    /// current user, which the reactor merges in its `transform(mutation:)`.
+    public func register<R: Reactor>(
+        _ kind: String,
+        _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
+    ) where R.Action: Decodable, R.State: Encodable {
+        let context = context
+        context.registry.register(kind) { id, hub in
+            ReactorSession(id: id, kind: kind, reactor: make(context.currentUser), hub: hub) { error in
+                context.logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
+            }
+        }
+    }
+
+    public func start() throws {
+        try http.start()
+        sweeper = SessionSweeper(context: context)
+        context.logger.info("reactord listening", metadata: [
+            "host": "\(context.configuration.host)", "port": "\(http.port)",
+            "reactors": "\(context.registry.names.joined(separator: ","))",
+        ])
+    }
+
+    /// Stops gracefully: new work is refused (503), every stream gets `event: end`, requests
+    /// in flight are answered, connections drain for up to `stopDeadline` seconds.
+    public func stop() {
+        guard context.beginStopping() else { return }
+        context.logger.info("reactord stopping")
+        sweeper?.cancel()
+        for session in context.store.removeAll() { context.end(session, reason: "shutdown") }
+        http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
+        context.logger.info("reactord stopped")
+    }
+
+    /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.
+    public func run() throws {
+        try start()
+        let stopped = DispatchSemaphore(value: 0)
+        let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stopped.signal() }
+            source.resume()
+            return source
+        }
+        stopped.wait()
+        stop()
+        signals.forEach { $0.cancel() }
+    }
+
+    private static func httpConfiguration(_ configuration: ServiceConfiguration) -> HTTPServerConfiguration {
+        var http = HTTPServerConfiguration()
+        http.host = configuration.host
+        http.port = configuration.port
+        http.threads = configuration.threads
+        http.connectionLimit = configuration.connectionLimit
+        http.connectionsPerIP = configuration.connectionsPerIP
+        http.bodyLimit = configuration.bodyLimit
+        http.heartbeatInterval = configuration.heartbeat
+        http.streamQueueLimit = configuration.streamQueueLimit
+        return http
+    }
+
+    private static func randomToken() -> String {
+        Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255) })
+    }
+}

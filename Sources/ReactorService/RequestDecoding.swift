@@ -1,0 +1,63 @@
+import Foundation
+
+/// What went wrong with a request body, already worded for the problem document.
+enum BodyError: Error {
+    /// Not JSON at all: 400.
+    case malformed(String)
+    /// JSON, but not what this route or reactor accepts: 422.
+    case invalid(String)
+}
+
+/// Decodes request bodies, telling unparseable JSON (400) from well-formed JSON of the
+/// wrong shape (422), with a detail that names the field and what it must be.
+enum RequestDecoding {
+    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8]) throws(BodyError) -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(body))
+        } catch let error as DecodingError {
+            throw describe(error, body: body)
+        } catch {
+            throw .malformed("request body is not valid JSON: \(error)")
+        }
+    }
+
+    private static func describe(_ error: DecodingError, body: [UInt8]) -> BodyError {
+        switch error {
+        case let .keyNotFound(key, context):
+            return .invalid("missing field '\(path(context.codingPath + [key]))'")
+        case let .typeMismatch(type, context):
+            let what = context.codingPath.isEmpty ? "the request body" : "field '\(path(context.codingPath))'"
+            return .invalid("\(what) must be \(describe(type))")
+        case let .valueNotFound(type, context):
+            let what = context.codingPath.isEmpty ? "the request body" : "field '\(path(context.codingPath))'"
+            return .invalid("\(what) must be \(describe(type)), not null")
+        case let .dataCorrupted(context):
+            if context.codingPath.isEmpty {
+                let reason = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
+                return .malformed("request body is not valid JSON" + (reason.map { ": \($0)" } ?? ""))
+            }
+            return .invalid("field '\(path(context.codingPath))': \(context.debugDescription)")
+        @unknown default:
+            return .invalid("\(error)")
+        }
+    }
+
+    private static func path(_ keys: [any CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Bool.Type: return "a boolean"
+        case is Int.Type, is Int64.Type, is Int32.Type, is UInt.Type, is UInt64.Type: return "an integer"
+        case is Double.Type, is Float.Type: return "a number"
+        default:
+            let name = String(describing: type)
+            if name.hasPrefix("Array") { return "an array" }
+            if name.hasPrefix("Dictionary") || name.contains("KeyedDecodingContainer") { return "an object" }
+            return "a valid \(name)"
+        }
+    }
+}

@@ -1,0 +1,30 @@
+import MicroHTTP
+
+extension RouteTable {
+    /// `GET /sessions/{id}/events`: the session's state and pulses as Server-Sent Events.
+    mutating func addEventRoute() {
+        let context = context
+        add(.GET, "/sessions/{id}/events") { request in
+            guard !context.isStopping else { return .response(Problems.stopping) }
+            guard let session = context.store.session(request.pathParameters["id"] ?? "") else {
+                return .response(Problems.unknownSession)
+            }
+            var filter: FieldFilter?
+            if let fields = request.query["fields"] {
+                let known = FieldFilter.fieldNames(of: session.hub.snapshot.stateJSON)
+                do {
+                    filter = try FieldFilter(query: fields, knownFields: known)
+                } catch {
+                    return .response(.problem(status: 400, detail: error.description))
+                }
+            }
+            // An id that is not a number we issued is treated as no id: the stream starts afresh.
+            let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])
+                .flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
+            let retry = context.retryFrame
+            return .eventStream(headers: HTTPHeaders()) { stream in
+                session.hub.subscribe(stream, lastEventID: lastEventID, filter: filter, retry: retry)
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+import MicroHTTP
+
+extension RouteTable {
+    /// Health, metrics and the spec: what operators and tools read.
+    mutating func addOperationRoutes() {
+        let context = context
+        add(.GET, "/healthz") { _ in
+            guard !context.isStopping else { return .response(Problems.stopping) }
+            return .response(.json(JSONText.object([
+                ("status", JSONText.string("ok")),
+                ("sessions", Array(String(context.store.sessionCount).utf8)),
+            ])))
+        }
+        add(.GET, "/metrics") { _ in
+            .response(Response(
+                status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
+                body: context.metrics.exposition()))
+        }
+        let spec = BundledResource.bytes(named: "openapi", extension: "yaml")
+        add(.GET, "/openapi.yaml") { _ in
+            guard let spec else { return .response(.problem(status: 500, detail: "the bundled openapi.yaml is missing")) }
+            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]), body: spec))
+        }
+    }
+}
+
+enum BundledResource {
+    static func bytes(named name: String, extension ext: String) -> [UInt8]? {
+        guard let url = Bundle.module.url(forResource: name, withExtension: ext, subdirectory: "Resources"),
+              let data = try? Data(contentsOf: url) else { return nil }
+        return Array(data)
+    }
+}

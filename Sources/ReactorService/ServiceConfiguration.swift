@@ -1,0 +1,30 @@
+/// Everything an operator can set. The defaults are DESIGN.md's.
+public struct ServiceConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port; `ReactorServer.port` tells which after `start()`.
+    public var port: UInt16 = 8080
+    public var threads = 1
+    /// Bearer token for writes to `/user`. `nil`: a random one is made at start and logged.
+    public var adminToken: String?
+    /// Seconds a session may stay without an action and without a subscriber.
+    public var sessionTTL: Double = 30 * 60
+    public var maxSessions = 100_000
+    public var bodyLimit = 1 << 20
+    /// Seconds between `: keep-alive` comments on every event stream.
+    public var heartbeat: Double = 15
+    /// Events kept per session for `Last-Event-ID` resumes.
+    public var historyLength = 1_024
+    /// The `retry:` an event stream opens with, in milliseconds.
+    public var retryMilliseconds = 3_000
+    public var connectionLimit = 10_000
+    /// 0: no per-address limit.
+    public var connectionsPerIP = 0
+    /// Bytes queued for one slow subscriber before its stream is closed.
+    public var streamQueueLimit = 256 * 1024
+    /// Reactor kind used by `POST /sessions` without a body; `nil`: the first registered.
+    public var defaultReactor: String?
+    /// Seconds `stop()` waits for connections to drain.
+    public var stopDeadline: Double = 5
+
+    public init() {}
+}

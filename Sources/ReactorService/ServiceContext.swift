@@ -1,0 +1,42 @@
+import Foundation
+import Logging
+import MicroHTTP
+import ReactorCore
+
+/// What every route shares: the sessions, the reactor kinds, the global user, the metrics.
+final class ServiceContext: @unchecked Sendable {
+    let configuration: ServiceConfiguration
+    let store: SessionStore
+    let registry = ReactorRegistry()
+    let currentUser: CurrentValueSubject<User?, Never>
+    let adminToken: String
+    let metrics = ServiceMetrics()
+    let logger: Logger
+    let retryFrame: Frame
+    private let stopping = Locked(false)
+
+    init(configuration: ServiceConfiguration, adminToken: String, logger: Logger) {
+        self.configuration = configuration
+        self.adminToken = adminToken
+        self.logger = logger
+        store = SessionStore(capacity: configuration.maxSessions)
+        currentUser = CurrentValueSubject(nil)
+        retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
+    }
+
+    var isStopping: Bool { stopping.current }
+
+    /// Marks the service as stopping; `true` only for the first caller.
+    func beginStopping() -> Bool {
+        stopping.withLock { stopping in
+            defer { stopping = true }
+            return !stopping
+        }
+    }
+
+    /// Ends a session removed from the store, with `event: end` for its streams.
+    func end(_ session: any Session, reason: String) {
+        session.end(reason: reason)
+        metrics.sessions.decrement()
+    }
+}

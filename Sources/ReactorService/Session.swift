@@ -1,0 +1,62 @@
+import Foundation
+import ReactorCore
+
+/// One reactor instance behind a server-issued id, as the routes see it whatever its type.
+protocol Session: AnyObject, Sendable {
+    var id: String { get }
+    var kind: String { get }
+    var hub: EventHub { get }
+    /// Decodes the action in a `POST /action` body and runs it. `nil` once the session ended.
+    func perform(actionBody: [UInt8]) throws(BodyError) -> EventHub.Snapshot?
+    /// Ends the streams with `event: end` and releases the reactor, cancelling its effects.
+    func end(reason: String)
+}
+
+/// A session of reactor type `R`: its state stream feeds the hub, encoded once per state.
+final class ReactorSession<R: Reactor>: Session, @unchecked Sendable
+where R.Action: Decodable, R.State: Encodable {
+    private struct Envelope: Decodable { let action: R.Action }
+
+    let id: String
+    let kind: String
+    let hub: EventHub
+    // Serialises `send` with reading the state it produced, so the answer is that action's.
+    private let lock = NSLock()
+    private var reactor: R?
+    private var subscription: AnyCancellable?
+
+    init(id: String, kind: String, reactor: R, hub: EventHub, onEncodingError: @escaping (any Error) -> Void) {
+        self.id = id
+        self.kind = kind
+        self.hub = hub
+        self.reactor = reactor
+        subscription = reactor.state.sink { [hub] state in
+            do {
+                hub.publish(try StateEncoding.encode(state))
+            } catch {
+                onEncodingError(error)
+            }
+        }
+        hub.goLive()
+    }
+
+    func perform(actionBody: [UInt8]) throws(BodyError) -> EventHub.Snapshot? {
+        let action = try RequestDecoding.decode(Envelope.self, from: actionBody).action
+        lock.lock()
+        defer { lock.unlock() }
+        guard let reactor else { return nil }
+        reactor.action.send(action)
+        hub.touch()
+        return hub.snapshot
+    }
+
+    func end(reason: String) {
+        hub.end(reason: reason)
+        lock.lock()
+        let subscription = self.subscription
+        self.subscription = nil
+        reactor = nil
+        lock.unlock()
+        subscription?.cancel()
+    }
+}

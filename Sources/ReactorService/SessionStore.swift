@@ -1,0 +1,74 @@
+/// The live sessions, in shards each behind its own lock, so actions on different sessions
+/// never wait for one another. Only creating a session touches the shared count.
+final class SessionStore: @unchecked Sendable {
+    private static let shardCount = 16
+    private let shards: [Locked<[String: any Session]>]
+    private let count = Locked(0)
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        shards = (0..<Self.shardCount).map { _ in Locked([:]) }
+    }
+
+    var sessionCount: Int { count.current }
+
+    /// Claims a place for a new session; `false` when the table is full.
+    func reserve() -> Bool {
+        count.withLock { count in
+            guard count < capacity else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    /// Gives back a place claimed with `reserve()` that was not used.
+    func cancelReservation() { count.withLock { $0 -= 1 } }
+
+    func insert(_ session: any Session) {
+        shard(session.id).withLock { $0[session.id] = session }
+    }
+
+    func session(_ id: String) -> (any Session)? {
+        guard SessionID.isWellFormed(id) else { return nil }
+        return shard(id).withLock { $0[id] }
+    }
+
+    func remove(_ id: String) -> (any Session)? {
+        guard SessionID.isWellFormed(id) else { return nil }
+        let removed = shard(id).withLock { $0.removeValue(forKey: id) }
+        if removed != nil { count.withLock { $0 -= 1 } }
+        return removed
+    }
+
+    /// Removes and returns the sessions nobody listens to that saw nothing since `cutoff`.
+    func removeIdle(since cutoff: Double) -> [any Session] {
+        var removed: [any Session] = []
+        for shard in shards {
+            removed += shard.withLock { sessions in
+                let idle = sessions.values.filter { $0.hub.isIdle(since: cutoff) }
+                for session in idle { sessions.removeValue(forKey: session.id) }
+                return idle
+            }
+        }
+        if !removed.isEmpty { count.withLock { $0 -= removed.count } }
+        return removed
+    }
+
+    func removeAll() -> [any Session] {
+        let removed = shards.flatMap { shard in
+            shard.withLock { sessions in
+                defer { sessions.removeAll() }
+                return Array(sessions.values)
+            }
+        }
+        count.withLock { $0 -= removed.count }
+        return removed
+    }
+
+    private func shard(_ id: String) -> Locked<[String: any Session]> {
+        var hasher = Hasher()
+        hasher.combine(id)
+        return shards[Int(UInt(bitPattern: hasher.finalize()) % UInt(Self.shardCount))]
+    }
+}

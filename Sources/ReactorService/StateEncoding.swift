@@ -1,0 +1,40 @@
+import Foundation
+import ReactorCore
+
+/// A state as the wire sees it: its JSON (sorted keys, so equal states are equal bytes)
+/// and the `@Pulse` fields met while encoding it, with their update counts.
+struct EncodedState {
+    struct PulseField {
+        let name: String
+        let updatedCount: UInt
+        let value: any Encodable
+    }
+
+    let json: [UInt8]
+    let pulses: [PulseField]
+}
+
+/// Encodes states in one pass that also finds their pulses: `Pulse` reports itself to the
+/// observer in the encoder's `userInfo`, so no reflection runs per event.
+enum StateEncoding {
+    static func encode(_ state: some Encodable) throws -> EncodedState {
+        let collector = PulseCollector()
+        let encoder = JSONText.makeEncoder()
+        encoder.userInfo[.pulseObserver] = collector
+        let json = try encoder.encode(state)
+        return EncodedState(json: Array(json), pulses: collector.pulses)
+    }
+
+    static func encodeValue(_ value: any Encodable) -> [UInt8] {
+        (try? Array(JSONText.makeEncoder().encode(value))) ?? Array("null".utf8)
+    }
+}
+
+private final class PulseCollector: PulseEncodingObserver {
+    var pulses: [EncodedState.PulseField] = []
+
+    func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable) {
+        let name = codingPath.map(\.stringValue).joined(separator: ".")
+        pulses.append(.init(name: name, updatedCount: updatedCount, value: value))
+    }
+}

@@ -1,0 +1,81 @@
+import ArgumentParser
+import Examples
+import Foundation
+import Logging
+import ReactorService
+
+@main
+struct Reactord: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serves reactors over HTTP: sessions, actions, state and pulses as Server-Sent Events.",
+        discussion: "Every option can also be set by the environment variable named in its help; the flag wins.")
+
+    @Option(help: "Address to bind. [env: REACTORD_HOST] (default: 127.0.0.1)")
+    var host: String?
+    @Option(help: "Port to listen on, 0 for any free one. [env: REACTORD_PORT] (default: 8080)")
+    var port: UInt16?
+    @Option(help: "libmicrohttpd worker threads. [env: REACTORD_THREADS] (default: 1)")
+    var threads: Int?
+    @Option(help: "Bearer token for PUT/DELETE /user; random and logged when unset. [env: REACTORD_ADMIN_TOKEN]")
+    var adminToken: String?
+    @Option(help: "Seconds a session lives without actions or subscribers. [env: REACTORD_SESSION_TTL] (default: 1800)")
+    var sessionTTL: Double?
+    @Option(help: "Most sessions at once; past it POST /sessions answers 503. [env: REACTORD_MAX_SESSIONS] (default: 100000)")
+    var maxSessions: Int?
+    @Option(help: "Largest request body in bytes. [env: REACTORD_BODY_LIMIT] (default: 1048576)")
+    var bodyLimit: Int?
+    @Option(help: "Seconds between SSE keep-alive comments. [env: REACTORD_HEARTBEAT] (default: 15)")
+    var heartbeat: Double?
+    @Option(help: "Events kept per session for Last-Event-ID resumes. [env: REACTORD_HISTORY] (default: 1024)")
+    var history: Int?
+    @Option(help: "Most connections at once. [env: REACTORD_CONNECTION_LIMIT] (default: 10000)")
+    var connectionLimit: Int?
+    @Option(help: "Most connections from one address, 0 for no limit. [env: REACTORD_CONNECTIONS_PER_IP] (default: 0)")
+    var connectionsPerIP: Int?
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
+    var logLevel: String?
+
+    mutating func run() throws {
+        let environment = Environment(ProcessInfo.processInfo.environment)
+        var configuration = ServiceConfiguration()
+        configuration.host = try host ?? environment.value("REACTORD_HOST") ?? configuration.host
+        configuration.port = try port ?? environment.value("REACTORD_PORT") ?? configuration.port
+        configuration.threads = try threads ?? environment.value("REACTORD_THREADS") ?? configuration.threads
+        configuration.adminToken = try adminToken ?? environment.value("REACTORD_ADMIN_TOKEN")
+        configuration.sessionTTL = try sessionTTL ?? environment.value("REACTORD_SESSION_TTL") ?? configuration.sessionTTL
+        configuration.maxSessions = try maxSessions ?? environment.value("REACTORD_MAX_SESSIONS") ?? configuration.maxSessions
+        configuration.bodyLimit = try bodyLimit ?? environment.value("REACTORD_BODY_LIMIT") ?? configuration.bodyLimit
+        configuration.heartbeat = try heartbeat ?? environment.value("REACTORD_HEARTBEAT") ?? configuration.heartbeat
+        configuration.historyLength = try history ?? environment.value("REACTORD_HISTORY") ?? configuration.historyLength
+        configuration.connectionLimit = try connectionLimit ?? environment.value("REACTORD_CONNECTION_LIMIT")
+            ?? configuration.connectionLimit
+        configuration.connectionsPerIP = try connectionsPerIP ?? environment.value("REACTORD_CONNECTIONS_PER_IP")
+            ?? configuration.connectionsPerIP
+        let level: Logger.Level = try logLevel.map { try Environment.parse($0, name: "--log-level") }
+            ?? environment.value("REACTORD_LOG_LEVEL") ?? .info
+        try Self.validate(configuration)
+
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let server = ReactorServer(configuration: configuration, logger: Logger(label: "reactord"))
+        server.registerBundledReactors()
+        try server.run()
+    }
+
+    private static func validate(_ configuration: ServiceConfiguration) throws {
+        func require(_ condition: Bool, _ message: String) throws {
+            if !condition { throw ValidationError(message) }
+        }
+        try require(configuration.threads >= 1, "threads must be at least 1")
+        try require(configuration.sessionTTL > 0, "session TTL must be positive")
+        try require(configuration.maxSessions >= 1, "max sessions must be at least 1")
+        try require(configuration.bodyLimit >= 64, "body limit must be at least 64 bytes")
+        try require(configuration.heartbeat > 0, "heartbeat must be positive")
+        try require(configuration.historyLength >= 0, "history must not be negative")
+        try require(configuration.connectionLimit >= 1, "connection limit must be at least 1")
+        try require(configuration.connectionsPerIP >= 0, "connections per IP must not be negative")
+    }
+}

@@ -1,0 +1,111 @@
+import XCTest
+
+/// Every error status of the contract, each a problem document naming the problem, none of
+/// them changing any session.
+final class ErrorTests: XCTestCase {
+    private var fixture: ServerFixture!
+    private var session = ""
+
+    override func setUpWithError() throws {
+        fixture = try ServerFixture { $0.bodyLimit = 4096 }
+        session = try fixture.createSession()
+        XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200)
+    }
+
+    override func tearDown() {
+        fixture.stop()
+    }
+
+    private func assertProblem(_ response: TestResponse, _ status: Int, mentions words: [String],
+                               file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(response.status, status, response.text, file: file, line: line)
+        XCTAssertEqual(response.header("Content-Type"), "application/problem+json", file: file, line: line)
+        let problem = response.object
+        XCTAssertEqual(problem["status"] as? Int, status, file: file, line: line)
+        XCTAssertNotNil(problem["type"] as? String, file: file, line: line)
+        XCTAssertNotNil(problem["title"] as? String, file: file, line: line)
+        let detail = problem["detail"] as? String ?? ""
+        for word in words {
+            XCTAssertTrue(detail.contains(word), "'\(detail)' should mention '\(word)'", file: file, line: line)
+        }
+    }
+
+    private func assertSessionUnchanged(file: StaticString = #filePath, line: UInt = #line) throws {
+        let current = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual(current.object["version"] as? Int, 1, file: file, line: line)
+        XCTAssertEqual((current.object["state"] as? [String: Any])?["count"] as? Int, 1, file: file, line: line)
+    }
+
+    func testUnparseableJSONIs400() throws {
+        assertProblem(try fixture.client.request("POST", "/action", body: "{not json"), 400, mentions: ["JSON"])
+        assertProblem(try fixture.client.request("POST", "/action", bodyBytes: [0x7B, 0xFF, 0xFE, 0x7D]), 400,
+                      mentions: ["JSON"])
+        assertProblem(try fixture.client.request("POST", "/sessions", body: "[1,"), 400, mentions: ["JSON"])
+        try assertSessionUnchanged()
+    }
+
+    func testWrongShapeIs422NamingTheField() throws {
+        assertProblem(try fixture.client.request("POST", "/action", body: "[]"), 422, mentions: ["object"])
+        assertProblem(try fixture.client.request("POST", "/action", body: #"{"action":{"type":"increase"}}"#),
+                      422, mentions: ["session"])
+        assertProblem(try fixture.client.request("POST", "/action", body: #"{"session":42}"#), 422,
+                      mentions: ["session", "string"])
+        assertProblem(try fixture.client.request("POST", "/action", body: #"{"session":"\#(session)"}"#), 422,
+                      mentions: ["action"])
+        assertProblem(try fixture.send(session, #"{"type":"explode"}"#), 422, mentions: ["explode", "increase"])
+        assertProblem(try fixture.send(session, #"{"message":"no type"}"#), 422, mentions: ["type"])
+        assertProblem(try fixture.send(session, #"{"type":"alert"}"#), 422, mentions: ["message"])
+        assertProblem(try fixture.send(session, #"{"type":"alert","message":7}"#), 422,
+                      mentions: ["message", "string"])
+        assertProblem(try fixture.send(session, #""increase""#), 422, mentions: ["action"])
+        assertProblem(try fixture.client.request("POST", "/sessions", body: #"{"reactor":"nope"}"#), 422,
+                      mentions: ["nope", "counter"])
+        try assertSessionUnchanged()
+    }
+
+    func testUnknownSessionIs404() throws {
+        assertProblem(try fixture.send("AAAAAAAAAAAAAAAAAAAAAA", #"{"type":"increase"}"#), 404, mentions: ["session"])
+        assertProblem(try fixture.client.request("GET", "/sessions/nope"), 404, mentions: ["session"])
+        assertProblem(try fixture.client.request("GET", "/sessions/AAAAAAAAAAAAAAAAAAAAAA/events"), 404,
+                      mentions: ["session"])
+        try assertSessionUnchanged()
+    }
+
+    func testOversizedBodyIs413() throws {
+        let big = #"{"session":"\#(session)","action":{"type":"alert","message":""# + String(repeating: "x", count: 8192) + #""}}"#
+        assertProblem(try fixture.client.request("POST", "/action", body: big), 413, mentions: ["4096"])
+        try assertSessionUnchanged()
+    }
+
+    func testWrongMethodIs405WithAllow() throws {
+        let response = try fixture.client.request("PATCH", "/action", body: "{}")
+        assertProblem(response, 405, mentions: [])
+        XCTAssertEqual(response.header("Allow"), "POST")
+        let user = try fixture.client.request("POST", "/user", body: "{}")
+        XCTAssertEqual(user.status, 405)
+        XCTAssertEqual(Set((user.header("Allow") ?? "").split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespaces) }), ["GET", "PUT", "DELETE"])
+        assertProblem(try fixture.client.request("GET", "/no/such/path"), 404, mentions: [])
+        try assertSessionUnchanged()
+    }
+
+    func testUserWritesNeedTheAdminToken() throws {
+        let missing = try fixture.client.request("PUT", "/user", body: #"{"id":"u1","name":"Jay"}"#)
+        assertProblem(missing, 401, mentions: ["Bearer"])
+        XCTAssertNotNil(missing.header("WWW-Authenticate"))
+        assertProblem(try fixture.client.request("PUT", "/user", body: #"{"id":"u1","name":"Jay"}"#,
+                                                 headers: ["Authorization": "Bearer wrong"]), 403, mentions: ["token"])
+        assertProblem(try fixture.client.request("DELETE", "/user", headers: ["Authorization": "Bearer wrong"]), 403,
+                      mentions: ["token"])
+        let body = try fixture.client.request("PUT", "/user", body: #"{"id":"u1"}"#,
+                                              headers: ["Authorization": "Bearer \(ServerFixture.token)"])
+        assertProblem(body, 422, mentions: ["name"])
+        XCTAssertEqual(try fixture.client.request("GET", "/user").text, "null")
+        try assertSessionUnchanged()
+    }
+
+    func testBadFieldsFilterIs400() throws {
+        assertProblem(try fixture.client.request("GET", "/sessions/\(session)/events?fields=count,nope"), 400,
+                      mentions: ["nope", "count"])
+    }
+}

@@ -1,0 +1,110 @@
+import XCTest
+
+final class EventStreamTests: XCTestCase {
+    func testStreamHeadersRetryAndCurrentStateFirst() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        try fixture.send(session, #"{"type":"increase"}"#)
+        let events = try fixture.subscribe(session)
+        XCTAssertEqual(events.status, 200)
+        XCTAssertEqual(events.headers["content-type"], "text/event-stream")
+        XCTAssertEqual(events.headers["cache-control"], "no-cache")
+        XCTAssertEqual(events.headers["x-accel-buffering"], "no")
+        let first = try XCTUnwrap(events.next())
+        XCTAssertEqual(events.retry, 3000)
+        XCTAssertEqual(first.event, "state")
+        XCTAssertEqual(first.id, "1")
+        XCTAssertEqual(first.state["count"] as? Int, 1)
+    }
+
+    func testSubscribersShareTheSameEventsAndHeartbeatsArrive() throws {
+        let fixture = try ServerFixture { $0.heartbeat = 0.2 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let streams = try (0..<5).map { _ in try fixture.subscribe(session) }
+        for stream in streams { XCTAssertEqual(stream.next()?.id, "0") }
+        for _ in 0..<10 { try fixture.send(session, #"{"type":"increase"}"#) }
+        for stream in streams {
+            let counts = stream.take(10).map { $0.state["count"] as? Int }
+            XCTAssertEqual(counts, (1...10).map { $0 })
+        }
+        Thread.sleep(forTimeInterval: 0.7)
+        XCTAssertNil(streams[0].next(timeout: 0.1))
+        XCTAssertTrue(streams[0].comments.contains("keep-alive"), "\(streams[0].comments)")
+    }
+
+    func testResumeReplaysExactlyWhatWasMissed() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let first = try fixture.subscribe(session)
+        try fixture.send(session, #"{"type":"increase"}"#)
+        try fixture.send(session, #"{"type":"alert","message":"a"}"#)
+        let seen = first.take(3)
+        XCTAssertEqual(seen.map(\.id), ["0", "1", "2"])
+        first.reset()
+        try fixture.send(session, #"{"type":"alert","message":"a"}"#)   // pulse only: 4
+        try fixture.send(session, #"{"type":"increase"}"#)              // state: 5
+
+        let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": "2"])
+        let missed = resumed.drain()
+        XCTAssertEqual(missed.map(\.id), ["3", "4", "5"])
+        XCTAssertEqual(missed.map(\.event), ["pulse", "pulse", "state"])
+        XCTAssertEqual(missed.last?.state["count"] as? Int, 2)
+
+        let byQuery = try fixture.subscribe(session, query: "?lastEventId=4")
+        XCTAssertEqual(byQuery.drain().map(\.id), ["5"])
+
+        let upToDate = try fixture.subscribe(session, headers: ["Last-Event-ID": "5"])
+        XCTAssertEqual(upToDate.drain().count, 0)
+    }
+
+    func testResumeBeyondHistoryStartsWithCurrentState() throws {
+        let fixture = try ServerFixture { $0.historyLength = 4 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        for _ in 0..<10 { try fixture.send(session, #"{"type":"increase"}"#) }
+        let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": "2"])
+        let events = resumed.drain()
+        XCTAssertEqual(events.count, 1)
+        XCTAssertEqual(events.first?.event, "state")
+        XCTAssertEqual(events.first?.id, "10")
+        XCTAssertEqual(events.first?.state["count"] as? Int, 10)
+        // Pulses are not replayed on a new connection.
+        try fixture.send(session, #"{"type":"alert","message":"x"}"#)
+        let fresh = try fixture.subscribe(session)
+        XCTAssertEqual(fresh.drain().map(\.event), ["state"])
+    }
+
+    func testFieldsFilterSendsOnlyThoseFieldsWhenTheyChange() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let filtered = try fixture.subscribe(session, query: "?fields=count")
+        let first = try XCTUnwrap(filtered.next())
+        XCTAssertEqual(Set(first.state.keys), ["count"])
+        try fixture.send(session, #"{"type":"alert","message":"m"}"#)   // state changes, count does not
+        try fixture.send(session, #"{"type":"increase"}"#)
+        let events = filtered.drain()
+        XCTAssertEqual(events.filter { $0.event == "state" }.map { $0.state as NSDictionary }, [["count": 1]])
+        XCTAssertEqual(events.filter { $0.event == "pulse" }.count, 1, "pulses still arrive")
+    }
+
+    func testConcurrentActionsOnOneSessionAreSerialised() throws {
+        let fixture = try ServerFixture { $0.threads = 2 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let clients = 4, perClient = 250
+        DispatchQueue.concurrentPerform(iterations: clients) { _ in
+            let client = HTTPClient(port: fixture.port)
+            for _ in 0..<perClient {
+                let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
+                XCTAssertEqual(try? client.request("POST", "/action", body: body).status, 200)
+            }
+        }
+        let state = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual((state.object["state"] as? [String: Any])?["count"] as? Int, clients * perClient)
+        XCTAssertEqual(state.object["version"] as? Int, clients * perClient)
+    }
+}

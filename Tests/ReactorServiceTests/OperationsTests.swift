@@ -1,0 +1,46 @@
+import Foundation
+import XCTest
+
+final class OperationsTests: XCTestCase {
+    func testHealthMetricsAndSpec() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let events = try fixture.subscribe(session)
+        XCTAssertNotNil(events.next())
+        try fixture.send(session, #"{"type":"increase"}"#)
+        XCTAssertNotNil(events.next())
+
+        let health = try fixture.client.request("GET", "/healthz")
+        XCTAssertEqual(health.status, 200)
+        XCTAssertEqual(health.object["status"] as? String, "ok")
+
+        let metrics = try fixture.client.request("GET", "/metrics")
+        XCTAssertEqual(metrics.status, 200)
+        XCTAssertTrue(metrics.header("Content-Type")?.hasPrefix("text/plain") ?? false)
+        let text = metrics.text
+        XCTAssertTrue(text.contains("reactord_sessions 1"), text)
+        XCTAssertTrue(text.contains("reactord_subscribers 1"), text)
+        XCTAssertTrue(text.contains("reactord_actions_total 1"), text)
+        XCTAssertTrue(text.contains("reactord_events_delivered_total"), text)
+        XCTAssertTrue(text.contains("reactord_request_duration_seconds_bucket"), text)
+        XCTAssertFalse(text.contains(session), "metrics leak no session id")
+        XCTAssertFalse(text.contains(ServerFixture.token), "metrics leak no token")
+
+        let spec = try fixture.client.request("GET", "/openapi.yaml")
+        XCTAssertEqual(spec.status, 200)
+        let onDisk = try Data(contentsOf: URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("openapi.yaml"))
+        XCTAssertEqual(spec.body, Array(onDisk), "the server serves the repository's openapi.yaml")
+    }
+
+    func testHealthIs503WhileStopping() throws {
+        let fixture = try ServerFixture()
+        let client = HTTPClient(port: fixture.port)
+        XCTAssertEqual(try client.request("GET", "/healthz").status, 200)
+        fixture.stop()
+        // After stop the listening socket is gone: a new request cannot connect at all.
+        XCTAssertThrowsError(try HTTPClient(port: fixture.port).request("GET", "/healthz"))
+    }
+}

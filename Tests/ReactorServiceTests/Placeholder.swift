@@ -1,5 +1,0 @@
-import XCTest
-
-final class ReactorServicePlaceholderTests: XCTestCase {
-    func testBuilds() { XCTAssertTrue(true) }
-}

@@ -1,0 +1,85 @@
+import XCTest
+
+final class SessionLifecycleTests: XCTestCase {
+    func testCreateWithoutBodyUsesDefaultReactorAtVersionZero() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let response = try fixture.client.request("POST", "/sessions")
+        XCTAssertEqual(response.status, 201)
+        XCTAssertEqual(response.object["reactor"] as? String, "counter")
+        XCTAssertEqual(response.object["version"] as? Int, 0)
+        let id = try XCTUnwrap(response.object["session"] as? String)
+        XCTAssertEqual(response.header("Location"), "/sessions/\(id)")
+        XCTAssertEqual(id.count, 22)
+        XCTAssertTrue(id.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        let state = try XCTUnwrap(response.object["state"] as? [String: Any])
+        XCTAssertEqual(state["count"] as? Int, 0)
+        XCTAssertTrue(state.keys.contains("alertMessage") && state.keys.contains("user"))
+        let fetched = try fixture.client.request("GET", "/sessions/\(id)")
+        XCTAssertEqual(fetched.status, 200)
+        XCTAssertEqual(fetched.object["session"] as? String, id)
+    }
+
+    func testIdsAreDistinct() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let ids = try (0..<200).map { _ in try fixture.createSession() }
+        XCTAssertEqual(Set(ids).count, ids.count)
+    }
+
+    func testDeleteEndsStreamsAndForgetsTheSession() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let events = try fixture.subscribe(session)
+        XCTAssertEqual(events.next()?.event, "state")
+        XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(session)").status, 204)
+        let end = try XCTUnwrap(events.next())
+        XCTAssertEqual(end.event, "end")
+        XCTAssertEqual(end.object["reason"] as? String, "deleted")
+        XCTAssertNil(events.next(timeout: 2), "the stream closes after event: end")
+        XCTAssertTrue(events.ended)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
+        XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 404)
+        XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(session)").status, 404)
+    }
+
+    func testIdleSessionExpiresAfterTTLButNotWhileSubscribed() throws {
+        let fixture = try ServerFixture { $0.sessionTTL = 0.5 }
+        defer { fixture.stop() }
+        let idle = try fixture.createSession()
+        let watched = try fixture.createSession()
+        let events = try fixture.subscribe(watched)
+        XCTAssertEqual(events.next()?.event, "state")
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(idle)").status, 404)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(watched)").status, 200)
+        XCTAssertEqual(fixture.server.sessionCount, 1)
+        events.reset()
+        let deadline = Date().addingTimeInterval(5)
+        while fixture.server.sessionCount > 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        XCTAssertEqual(fixture.server.sessionCount, 0, "expires once its subscriber is gone and the TTL passes")
+    }
+
+    func testExpiredSessionCannotBeFollowed() throws {
+        // A subscriber keeps a session alive, so only a session nobody follows expires.
+        let fixture = try ServerFixture { $0.sessionTTL = 0.3 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertEqual(try fixture.subscribe(session).status, 404)
+    }
+
+    func testFullSessionTableAnswers503WithRetryAfter() throws {
+        let fixture = try ServerFixture { $0.maxSessions = 3 }
+        defer { fixture.stop() }
+        let ids = try (0..<3).map { _ in try fixture.createSession() }
+        let refused = try fixture.client.request("POST", "/sessions")
+        XCTAssertEqual(refused.status, 503)
+        XCTAssertEqual(refused.header("Content-Type"), "application/problem+json")
+        XCTAssertNotNil(refused.header("Retry-After").flatMap(Int.init))
+        XCTAssertTrue((refused.object["detail"] as? String ?? "").contains("full"))
+        XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(ids[0])").status, 204)
+        XCTAssertEqual(try fixture.client.request("POST", "/sessions").status, 201)
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import XCTest
+
+/// The real executable, stopped by SIGTERM with live subscribers.
+final class ShutdownTests: XCTestCase {
+    private func executableURL() throws -> URL {
+        var directory = Bundle(for: Self.self).bundleURL.deletingLastPathComponent()
+        if directory.lastPathComponent == "Contents" { directory = directory.deletingLastPathComponent() }
+        let url = directory.appendingPathComponent("reactord")
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw XCTSkip("reactord is not built beside the tests at \(url.path)")
+        }
+        return url
+    }
+
+    func testSIGTERMEndsStreamsAnswersAndExitsZero() throws {
+        let process = Process()
+        process.executableURL = try executableURL()
+        process.arguments = ["--port", "0", "--admin-token", "t"]
+        process.environment = ["REACTORD_HEARTBEAT": "1", "REACTORD_LOG_LEVEL": "info"]
+        let stderr = Pipe()
+        process.standardError = stderr
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        let port = try XCTUnwrap(Self.readPort(from: stderr.fileHandleForReading), "the server logs its port")
+        let client = HTTPClient(port: port)
+        let created = try client.request("POST", "/sessions")
+        let session = try XCTUnwrap(created.object["session"] as? String)
+        let streams = try (0..<20).map { _ in try EventStreamClient(port: port, path: "/sessions/\(session)/events") }
+        for stream in streams { XCTAssertEqual(stream.next()?.event, "state") }
+        let action = try client.request("POST", "/action",
+                                        body: #"{"session":"\#(session)","action":{"type":"increase"}}"#)
+        XCTAssertEqual(action.status, 200)
+
+        kill(process.processIdentifier, SIGTERM)
+        for stream in streams {
+            let rest = stream.drain(quiet: 2)
+            XCTAssertEqual(rest.last?.event, "end")
+            XCTAssertEqual(rest.last?.object["reason"] as? String, "shutdown")
+            XCTAssertTrue(stream.ended)
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertFalse(process.isRunning)
+        XCTAssertEqual(process.terminationStatus, 0)
+    }
+
+    /// Reads the log until the `listening` line and takes its `port=` value.
+    static func readPort(from handle: FileHandle) -> UInt16? {
+        var text = ""
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let data = handle.availableData
+            if data.isEmpty { return nil }
+            text += String(decoding: data, as: UTF8.self)
+            if let range = text.range(of: #"port=(\d+)"#, options: .regularExpression) {
+                return UInt16(text[range].dropFirst(5))
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+
+/// One Server-Sent Event as a client parses it (WHATWG rules: `field: value` lines, a blank
+/// line dispatches, `:` starts a comment, `retry` alone dispatches nothing).
+struct TestEvent: Equatable {
+    var event = "message"
+    var id: String?
+    var data = ""
+
+    var object: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? [:]
+    }
+}
+
+/// A subscriber on its own connection: reads the chunked body and parses it into events.
+final class EventStreamClient {
+    let status: Int
+    let headers: [String: String]
+    private let socket: TestSocket
+    private var pending: [UInt8] = []
+    private var current = TestEvent()
+    private var hasFields = false
+    private(set) var comments: [String] = []
+    /// The last `retry:` the server sent; a block of only `retry` dispatches no event.
+    private(set) var retry: Int?
+    private(set) var ended = false
+
+    init(port: UInt16, path: String, headers: [String: String] = [:], timeout: Double = 5) throws {
+        socket = try TestSocket(port: port, timeout: timeout)
+        var head = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        try socket.write(head + "\r\n")
+        let statusLine = try socket.readLine()
+        status = Int(statusLine.split(separator: " ")[1]) ?? 0
+        self.headers = try HTTPClient.readHeaders(from: socket)
+    }
+
+    /// The next event, or `nil` when the stream ends or nothing comes within the timeout.
+    func next(timeout: Double = 5) -> TestEvent? {
+        socket.setTimeout(timeout)
+        while true {
+            if let event = parsePending() { return event }
+            guard !ended else { return nil }
+            do {
+                if let chunk = try HTTPClient.readChunk(from: socket) {
+                    pending += chunk
+                } else {
+                    ended = true
+                }
+            } catch {
+                if case TestSocket.Failure.timeout = error { return nil }
+                ended = true
+            }
+        }
+    }
+
+    /// Events until `count` of them or the timeout, skipping none.
+    func take(_ count: Int, timeout: Double = 5) -> [TestEvent] {
+        var events: [TestEvent] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while events.count < count, Date() < deadline, let event = next(timeout: deadline.timeIntervalSinceNow) {
+            events.append(event)
+        }
+        return events
+    }
+
+    /// Every event that arrives until `quiet` seconds pass with none.
+    func drain(quiet: Double = 0.3) -> [TestEvent] {
+        var events: [TestEvent] = []
+        while let event = next(timeout: quiet) { events.append(event) }
+        return events
+    }
+
+    func reset() { socket.reset() }
+
+    private func parsePending() -> TestEvent? {
+        while let newline = pending.firstIndex(of: 0x0A) {
+            var line = Array(pending[..<newline])
+            pending.removeFirst(newline + 1)
+            if line.last == 0x0D { line.removeLast() }
+            let text = String(decoding: line, as: UTF8.self)
+            if text.isEmpty {
+                defer { current = TestEvent(); hasFields = false }
+                if hasFields { return current }
+                continue
+            }
+            if text.hasPrefix(":") {
+                comments.append(String(text.dropFirst()).trimmingCharacters(in: .whitespaces))
+                continue
+            }
+            let field: Substring
+            var value: Substring
+            if let colon = text.firstIndex(of: ":") {
+                field = text[..<colon]
+                value = text[text.index(after: colon)...]
+                if value.first == " " { value = value.dropFirst() }
+            } else {
+                field = Substring(text)
+                value = ""
+            }
+            if field == "retry" {
+                retry = Int(value)
+                continue
+            }
+            hasFields = true
+            switch field {
+            case "event": current.event = String(value)
+            case "id": current.id = String(value)
+            case "data": current.data += current.data.isEmpty ? String(value) : "\n" + value
+            default: break
+            }
+        }
+        return nil
+    }
+}
