@@ -59,8 +59,14 @@ public final class ActionSubject<Element>: Subject {
 
 extension ActionSubject: GateWork {
     func perform(_ value: Element) {
-        let current = lock.withLock { conduits }
-        for conduit in current { conduit.offer(value) }
+        lock.lock()
+        let current = conduits
+        lock.unlock()
+        var index = 0
+        while index < current.count {
+            current[index].offer(value)
+            index += 1
+        }
     }
 }
 
@@ -75,12 +81,12 @@ private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionCond
 where Downstream.Input == Element, Downstream.Failure == Never {
     private let lock = Lock()
     private weak var subject: ActionSubject<Element>?
-    private var downstream: Downstream?
+    private var downstream: Box<Downstream>?
     private var demand = Subscribers.Demand.none
 
     init(subject: ActionSubject<Element>, downstream: Downstream) {
         self.subject = subject
-        self.downstream = downstream
+        self.downstream = Box(downstream)
     }
 
     override func offer(_ value: Element) {
@@ -91,19 +97,25 @@ where Downstream.Input == Element, Downstream.Failure == Never {
         }
         if demand != .unlimited { demand -= 1 }
         lock.unlock()
-        let more = downstream.receive(value)
-        if more > 0 { lock.withLock { demand += more } }
+        let more = downstream.value.receive(value)
+        if more > 0 {
+            lock.lock()
+            demand += more
+            lock.unlock()
+        }
     }
 
     override func request(_ demand: Subscribers.Demand) {
-        lock.withLock { self.demand += demand }
+        lock.lock()
+        self.demand += demand
+        lock.unlock()
     }
 
     override func cancel() {
-        let subject = lock.withLock { () -> ActionSubject<Element>? in
-            downstream = nil
-            return self.subject
-        }
+        lock.lock()
+        downstream = nil
+        let subject = self.subject
+        lock.unlock()
         subject?.remove(self)
     }
 }

@@ -19,7 +19,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
 
     private let lock = Lock()
     // Guarded by `lock`.
-    private var downstream: Downstream?
+    private var downstream: Box<Downstream>?
     private var upstreams: [AnyPublisher<Output, Failure>]
     private var next = 0
     private var current: Subscription?
@@ -28,7 +28,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
     private var advanceAgain = false
 
     init(downstream: Downstream, upstreams: [AnyPublisher<Output, Failure>]) {
-        self.downstream = downstream
+        self.downstream = Box(downstream)
         self.upstreams = upstreams
     }
 
@@ -50,7 +50,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
                 self.downstream = nil
                 upstreams = []
                 lock.unlock()
-                downstream.receive(completion: .finished)
+                downstream.value.receive(completion: .finished)
                 lock.lock()
                 break
             }
@@ -82,19 +82,19 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
     }
 
     func receive(_ value: Output, generation: Int) -> Subscribers.Demand {
-        let target = lock.withLock { () -> Downstream? in
+        let target = lock.withLock { () -> Box<Downstream>? in
             guard generation == next, let downstream else { return nil }
             if demand != .unlimited && demand > 0 { demand -= 1 }
             return downstream
         }
         guard let target else { return .none }
-        let more = target.receive(value)
+        let more = target.value.receive(value)
         if more > 0 { lock.withLock { demand += more } }
         return more
     }
 
     func receive(completion: Subscribers.Completion<Failure>, generation: Int) {
-        let (isCurrent, target) = lock.withLock { () -> (Bool, Downstream?) in
+        let (isCurrent, target) = lock.withLock { () -> (Bool, Box<Downstream>?) in
             guard generation == next, downstream != nil else { return (false, nil) }
             current = nil
             if case .failure = completion {
@@ -108,7 +108,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
         }
         guard isCurrent else { return }
         if let target {
-            target.receive(completion: completion)
+            target.value.receive(completion: completion)
         } else {
             advance()
         }

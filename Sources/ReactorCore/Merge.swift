@@ -26,7 +26,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     private let lock = Lock()
     private let deliveryLock = Lock(recursive: true)
     // Guarded by `lock`.
-    private var downstream: Downstream?
+    private var downstream: Box<Downstream>?
     private var upstreams: [Subscription?]
     private var remaining: Int
     private var demand = Subscribers.Demand.none
@@ -34,7 +34,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     private var bufferHead = 0
 
     init(downstream: Downstream, count: Int) {
-        self.downstream = downstream
+        self.downstream = Box(downstream)
         upstreams = Array(repeating: nil, count: count)
         remaining = count
     }
@@ -79,8 +79,12 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
         }
         if demand != .unlimited { demand -= 1 }
         lock.unlock()
-        let more = downstream.receive(value)
-        if more > 0 { lock.withLock { demand += more } }
+        let more = downstream.value.receive(value)
+        if more > 0 {
+            lock.lock()
+            demand += more
+            lock.unlock()
+        }
     }
 
     func receive(completion: Subscribers.Completion<Failure>, index: Int) {
@@ -92,14 +96,14 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
             }
             finishIfDone()
         case .failure:
-            let (target, others) = lock.withLock { () -> (Downstream?, [Subscription]) in
+            let (target, others) = lock.withLock { () -> (Box<Downstream>?, [Subscription]) in
                 upstreams[index] = nil
                 let others = upstreams.compactMap { $0 }
                 defer { clear() }
                 return (downstream, others)
             }
             for other in others { other.cancel() }
-            deliveryLock.withLock { target?.receive(completion: completion) }
+            deliveryLock.withLock { target?.value.receive(completion: completion) }
         }
     }
 
@@ -143,7 +147,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
                 bufferHead = 0
             }
             lock.unlock()
-            let more = downstream.receive(value)
+            let more = downstream.value.receive(value)
             if more > 0 { lock.withLock { demand += more } }
         }
         finishIfDone()
@@ -152,12 +156,12 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     private func finishIfDone() {
         deliveryLock.lock()
         defer { deliveryLock.unlock() }
-        let target = lock.withLock { () -> Downstream? in
+        let target = lock.withLock { () -> Box<Downstream>? in
             guard remaining == 0, bufferHead == buffer.count else { return nil }
             defer { clear() }
             return downstream
         }
-        target?.receive(completion: .finished)
+        target?.value.receive(completion: .finished)
     }
 
     /// Under `lock`.

@@ -4,15 +4,17 @@
 /// another thread (a `.run` task) is serialised with everything else.
 ///
 /// It knows which effects are still running, so the release watcher can cancel them
-/// promptly when the reactor goes away.
+/// promptly when the reactor goes away. An effect that finishes while it is being
+/// subscribed (`.just`, `.empty`) is never entered in that list: the common case costs
+/// no bookkeeping.
 struct MutationFlatMap<Action, Mutation>: Publisher {
     typealias Output = Mutation
     typealias Failure = Never
 
     let upstream: AnyPublisher<Action, Never>
     let gate: SerialGate
-    /// Nil when the reactor is gone.
-    let mutate: (Action) -> AnyPublisher<Mutation, Never>?
+    /// The reactor's `mutate`; false when the reactor is gone.
+    let mutate: (Action, inout AnyPublisher<Mutation, Never>) -> Bool
     let reactorGone: () -> Void
     let effectsRunning: (EffectTracking) -> Void
 
@@ -35,11 +37,12 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
     typealias Failure = Never
 
     private let stage: MutationFlatMap<Action, Mutation>
-    private let lock = Lock()
+    /// Guards this subscription's state and that of its effect subscribers.
+    let lock = Lock()
     // Guarded by `lock`.
-    private var downstream: Downstream?
+    private var downstream: Box<Downstream>?
     private var upstream: Subscription?
-    private var effects: [ObjectIdentifier: EffectSubscriber<Action, Mutation, Downstream>] = [:]
+    private var running: [ObjectIdentifier: EffectSubscriber<Action, Mutation, Downstream>] = [:]
     private var demand = Subscribers.Demand.none
     private var buffer: [Mutation] = []
     private var upstreamFinished = false
@@ -47,83 +50,78 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
 
     init(_ stage: MutationFlatMap<Action, Mutation>, downstream: Downstream) {
         self.stage = stage
-        self.downstream = downstream
+        self.downstream = Box(downstream)
     }
 
-    var hasRunningEffects: Bool { lock.withLock { !effects.isEmpty } }
+    var gate: SerialGate { stage.gate }
+
+    var hasRunningEffects: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return !running.isEmpty
+    }
 
     // MARK: Upstream: actions
 
     func receive(subscription: Subscription) {
-        let accepted = lock.withLock { () -> Bool in
-            guard upstream == nil, !cancelled else { return false }
-            upstream = subscription
-            return true
-        }
+        lock.lock()
+        let accepted = upstream == nil && !cancelled
+        if accepted { upstream = subscription }
+        lock.unlock()
         if accepted { subscription.request(.unlimited) } else { subscription.cancel() }
     }
 
     func receive(_ action: Action) -> Subscribers.Demand {
-        stage.gate.dispatch(self, .action(action))
+        stage.gate.dispatch(self, action)
         return .none
     }
 
     func receive(completion: Subscribers.Completion<Never>) {
-        let finish = lock.withLock { () -> Bool in
-            upstreamFinished = true
-            return effects.isEmpty && buffer.isEmpty
-        }
-        if finish { stage.gate.dispatch(self, .finish) }
+        lock.lock()
+        upstreamFinished = true
+        lock.unlock()
+        finishIfDone()
     }
 
     // MARK: Under the gate
 
-    enum Item {
-        case action(Action)
-        case mutation(Mutation)
-        /// Deliver what was buffered for lack of demand.
-        case flush
-        case finish
-    }
-
-    func perform(_ item: Item) {
-        switch item {
-        case let .action(action): start(action)
-        case let .mutation(mutation): deliver(mutation)
-        case .flush: flush()
-        case .finish: finish()
-        }
-    }
-
-    private func start(_ action: Action) {
-        guard lock.withLock({ !cancelled }) else { return }
-        guard let effect = stage.mutate(action) else {
+    /// Calls `mutate` and subscribes to the effect it returns.
+    func perform(_ action: Action) {
+        lock.lock()
+        let cancelled = self.cancelled
+        lock.unlock()
+        guard !cancelled else { return }
+        var effect = AnyPublisher<Mutation, Never>.empty
+        guard stage.mutate(action, &effect) else {
             stage.reactorGone()
             return
         }
         let subscriber = EffectSubscriber(parent: self)
-        let id = ObjectIdentifier(subscriber)
-        lock.withLock { effects[id] = subscriber }
         effect.subscribe(subscriber)
-        // Still running after subscribing: an asynchronous effect worth watching.
-        if lock.withLock({ effects[id] != nil }) { stage.effectsRunning(self) }
+        lock.lock()
+        let stillRunning = !subscriber.finished && !self.cancelled
+        if stillRunning { running[ObjectIdentifier(subscriber)] = subscriber }
+        subscriber.tracked = stillRunning
+        lock.unlock()
+        if stillRunning { stage.effectsRunning(self) }
     }
 
-    private func deliver(_ mutation: Mutation) {
+    /// Under the gate: passes a mutation on, or buffers it for lack of demand.
+    func deliver(_ mutation: Mutation) {
         lock.lock()
-        guard let downstream else {
-            lock.unlock()
-            return
-        }
-        guard demand > 0, buffer.isEmpty else {
-            buffer.append(mutation)
+        guard let downstream, demand > 0, buffer.isEmpty else {
+            if downstream != nil { buffer.append(mutation) }
             lock.unlock()
             return
         }
         if demand != .unlimited { demand -= 1 }
         lock.unlock()
-        let more = downstream.receive(mutation)
-        if more > 0 { lock.withLock { demand += more } }
+        let more = downstream.value.receive(mutation)
+        if more > 0 {
+            lock.lock()
+            demand += more
+            lock.unlock()
+        }
     }
 
     private func flush() {
@@ -136,108 +134,120 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
             if demand != .unlimited { demand -= 1 }
             let mutation = buffer.removeFirst()
             lock.unlock()
-            let more = downstream.receive(mutation)
-            if more > 0 { lock.withLock { demand += more } }
+            let more = downstream.value.receive(mutation)
+            if more > 0 {
+                lock.lock()
+                demand += more
+                lock.unlock()
+            }
         }
-        finish()
+        finishIfDone()
     }
 
-    private func finish() {
-        let target = lock.withLock { () -> Downstream? in
-            guard upstreamFinished, effects.isEmpty, buffer.isEmpty else { return nil }
-            defer { downstream = nil }
-            return downstream
+    /// Finishes downstream once the actions have ended and every effect has finished.
+    func finishIfDone() {
+        lock.lock()
+        let done = upstreamFinished && running.isEmpty && buffer.isEmpty && downstream != nil
+        lock.unlock()
+        guard done else { return }
+        stage.gate.submit { [self] in
+            lock.lock()
+            let target = downstream
+            downstream = nil
+            lock.unlock()
+            target?.value.receive(completion: .finished)
         }
-        target?.receive(completion: .finished)
     }
 
-    // MARK: Effects
-
-    func effectEmitted(_ mutation: Mutation) {
-        stage.gate.dispatch(self, .mutation(mutation))
-    }
+    // MARK: Effects (their state is guarded by `lock`)
 
     func effectFinished(_ subscriber: EffectSubscriber<Action, Mutation, Downstream>) {
-        let finish = lock.withLock { () -> Bool in
-            effects[ObjectIdentifier(subscriber)] = nil
-            return upstreamFinished && effects.isEmpty
-        }
-        if finish { stage.gate.dispatch(self, .finish) }
+        lock.lock()
+        subscriber.finished = true
+        let tracked = subscriber.tracked
+        if tracked { running[ObjectIdentifier(subscriber)] = nil }
+        lock.unlock()
+        if tracked { finishIfDone() }
     }
 
     // MARK: Downstream
 
     func request(_ more: Subscribers.Demand) {
-        let flush = lock.withLock { () -> Bool in
-            demand += more
-            return !buffer.isEmpty
-        }
-        if flush { stage.gate.dispatch(self, .flush) }
+        lock.lock()
+        demand += more
+        let flush = !buffer.isEmpty
+        lock.unlock()
+        if flush { stage.gate.submit { [self] in self.flush() } }
     }
 
     func cancel() {
-        let (upstream, effects) = lock.withLock { () -> (Subscription?, [EffectSubscriber<Action, Mutation, Downstream>]) in
-            cancelled = true
-            downstream = nil
-            buffer = []
-            defer {
-                self.upstream = nil
-                self.effects = [:]
-            }
-            return (self.upstream, Array(self.effects.values))
-        }
+        lock.lock()
+        cancelled = true
+        downstream = nil
+        buffer = []
+        let upstream = self.upstream
+        self.upstream = nil
+        let effects = Array(running.values)
+        running = [:]
+        lock.unlock()
         upstream?.cancel()
         for effect in effects { effect.cancel() }
     }
 }
 
-/// Subscribes to one effect returned by `mutate`.
-final class EffectSubscriber<Action, Mutation, Downstream: Subscriber>: Subscriber
+/// Subscribes to one effect returned by `mutate`; its state is guarded by its parent's
+/// lock (one lock per reactor stage, not one per effect).
+final class EffectSubscriber<Action, Mutation, Downstream: Subscriber>: Subscriber, GateWork
 where Downstream.Input == Mutation, Downstream.Failure == Never {
     typealias Input = Mutation
     typealias Failure = Never
 
-    private let lock = Lock()
-    private var parent: MutationFlatMapSubscription<Action, Mutation, Downstream>?
+    private let parent: MutationFlatMapSubscription<Action, Mutation, Downstream>
+    // Guarded by `parent.lock`.
     private var subscription: Subscription?
     private var cancelled = false
+    var finished = false
+    /// Entered in the parent's list of running effects.
+    var tracked = false
 
     init(parent: MutationFlatMapSubscription<Action, Mutation, Downstream>) {
         self.parent = parent
     }
 
     func receive(subscription: Subscription) {
-        let accepted = lock.withLock { () -> Bool in
-            guard !cancelled, self.subscription == nil else { return false }
-            self.subscription = subscription
-            return true
-        }
+        parent.lock.lock()
+        let accepted = !cancelled && !finished && self.subscription == nil
+        if accepted { self.subscription = subscription }
+        parent.lock.unlock()
         if accepted { subscription.request(.unlimited) } else { subscription.cancel() }
     }
 
     func receive(_ input: Mutation) -> Subscribers.Demand {
-        lock.withLock { parent }?.effectEmitted(input)
+        parent.gate.dispatch(self, input)
         return .none
     }
 
+    /// Under the gate.
+    func perform(_ mutation: Mutation) {
+        parent.lock.lock()
+        let live = !cancelled
+        parent.lock.unlock()
+        if live { parent.deliver(mutation) }
+    }
+
     func receive(completion: Subscribers.Completion<Never>) {
-        let parent = lock.withLock { () -> MutationFlatMapSubscription<Action, Mutation, Downstream>? in
-            defer {
-                self.parent = nil
-                subscription = nil
-            }
-            return self.parent
-        }
-        parent?.effectFinished(self)
+        parent.lock.lock()
+        subscription = nil
+        parent.lock.unlock()
+        parent.effectFinished(self)
     }
 
     func cancel() {
-        let subscription = lock.withLock { () -> Subscription? in
-            cancelled = true
-            parent = nil
-            defer { self.subscription = nil }
-            return self.subscription
-        }
+        parent.lock.lock()
+        cancelled = true
+        let subscription = self.subscription
+        self.subscription = nil
+        parent.lock.unlock()
         subscription?.cancel()
     }
 }

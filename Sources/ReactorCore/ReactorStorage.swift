@@ -55,7 +55,11 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
         gate.withLock { effects }?.hasRunningEffects ?? false
     }
 
-    var currentState: State { gate.withLock { current } }
+    var currentState: State {
+        gate.lock()
+        defer { gate.unlock() }
+        return current
+    }
 
     // MARK: Stub
 
@@ -70,7 +74,11 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
 
     /// The stub when it is enabled.
     var enabledStub: StubCore<Action, State>? {
-        gate.withLock { stubCore }.flatMap { $0.isEnabled ? $0 : nil }
+        gate.lock()
+        let core = stubCore
+        gate.unlock()
+        if let core, core.isEnabled { return core }
+        return nil
     }
 
     // MARK: Building the pipeline
@@ -78,11 +86,10 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
     /// Builds the pipeline on first use, under the gate, in ReactorKit's order.
     func startIfNeeded<R: Reactor>(_ reactor: R)
     where R.Action == Action, R.Mutation == Mutation, R.State == State {
-        let needed = gate.withLock { () -> Bool in
-            guard !started else { return false }
-            started = true
-            return true
-        }
+        gate.lock()
+        let needed = !started
+        started = true
+        gate.unlock()
         guard needed else { return }
         let context = ThreadContext.current
         if gate.tryEnter(context) || (!context.holdsAnyGate && gate.enter(context)) {
@@ -101,7 +108,7 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
         let stage = MutationFlatMap<Action, Mutation>(
             upstream: reactor.transform(action: action.eraseToAnyPublisher()),
             gate: gate,
-            mutate: { handle.mutate($0) },
+            mutate: { handle.mutate($0, &$1) },
             reactorGone: { [weak self] in self?.teardown() },
             effectsRunning: { [weak self] tracker in self?.watchEffects(tracker) }
         )
@@ -125,19 +132,20 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
 
     func reduceAndEmit(_ mutation: Mutation) {
         guard let source else { return }
-        guard let reduced = handle.reduce(scanState, mutation) else {
+        guard handle.reduce(&scanState, mutation) else {
             teardown()
             return
         }
-        scanState = reduced
         let wasEmitting = gate.isEmitting
         gate.isEmitting = true
-        source.send(reduced)
+        source.send(scanState)
         gate.isEmitting = wasEmitting
     }
 
     func publish(_ state: State) {
-        gate.withLock { current = state }
+        gate.lock()
+        current = state
+        gate.unlock()
         let wasEmitting = gate.isEmitting
         gate.isEmitting = true
         output.send(state)

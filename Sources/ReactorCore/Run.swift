@@ -36,13 +36,13 @@ where Downstream.Failure == Never {
     /// Serialises calls into the downstream: the operation may send from child tasks.
     private let deliveryLock = Lock(recursive: true)
     // Guarded by `lock`.
-    private var downstream: Downstream?
+    private var downstream: Box<Downstream>?
     private var demand = Subscribers.Demand.none
     private var buffer: [Output] = []
     private var finished = false
     private var task: Task<Void, Never>?
 
-    init(downstream: Downstream) { self.downstream = downstream }
+    init(downstream: Downstream) { self.downstream = Box(downstream) }
 
     func start(priority: TaskPriority?, operation: @escaping @Sendable (Send<Output>) async -> Void) {
         let task = Task(priority: priority) { [self] in
@@ -72,7 +72,7 @@ where Downstream.Failure == Never {
         }
         if demand != .unlimited { demand -= 1 }
         lock.unlock()
-        let more = downstream.receive(value)
+        let more = downstream.value.receive(value)
         if more > 0 { lock.withLock { demand += more } }
     }
 
@@ -96,7 +96,7 @@ where Downstream.Failure == Never {
                 if demand != .unlimited { demand -= 1 }
                 let value = buffer.removeFirst()
                 lock.unlock()
-                let more = downstream.receive(value)
+                let more = downstream.value.receive(value)
                 if more > 0 { lock.withLock { demand += more } }
                 continue
             }
@@ -106,7 +106,7 @@ where Downstream.Failure == Never {
                 task = nil
             }
             lock.unlock()
-            if complete { downstream.receive(completion: .finished) }
+            if complete { downstream.value.receive(completion: .finished) }
             return
         }
     }

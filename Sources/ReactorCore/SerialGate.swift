@@ -12,11 +12,11 @@ protocol GateWork: AnyObject {
 ///   other threads queued meanwhile before letting go (nothing queued is ever left behind).
 /// - A thread that finds it held by another thread queues its work for the holder and
 ///   returns (`dispatch`), or, for `action.send`, waits for the gate (`dispatchWaiting`),
-///   but only if it holds no gate itself: a holder that waited could deadlock.
+///   but only if it holds no gate itself: a holder that waited could deadmutex.
 /// - Work that arrives on the holder's own thread while a state is being reduced or
 ///   delivered (`isEmitting`) is queued and runs after the current work (ReactorKit #260).
 final class SerialGate {
-    private let lock = Lock()
+    private let mutex = Lock()
     private var busy = false
     private var closed = false
     private var waiters = 0
@@ -29,40 +29,43 @@ final class SerialGate {
     /// Small state shared with the gate's owner (current state, subscriber lists): one
     /// mutex per reactor instead of several.
     @inline(__always) func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        try lock.withLock(body)
+        try mutex.withLock(body)
     }
 
-    var isClosed: Bool { lock.withLock { closed } }
+    @inline(__always) func lock() { mutex.lock() }
+    @inline(__always) func unlock() { mutex.unlock() }
+
+    var isClosed: Bool { mutex.withLock { closed } }
 
     // MARK: Entering and leaving
 
     /// Takes the gate if it is free. Never blocks.
     func tryEnter(_ context: ThreadContext) -> Bool {
-        lock.lock()
+        mutex.lock()
         guard !busy, !closed else {
-            lock.unlock()
+            mutex.unlock()
             return false
         }
         busy = true
-        lock.unlock()
+        mutex.unlock()
         context.push(self)
         return true
     }
 
     /// Waits until the gate is free and takes it. False when the gate was closed.
     func enter(_ context: ThreadContext) -> Bool {
-        lock.lock()
+        mutex.lock()
         while busy && !closed {
             waiters += 1
-            lock.wait()
+            mutex.wait()
             waiters -= 1
         }
         guard !closed else {
-            lock.unlock()
+            mutex.unlock()
             return false
         }
         busy = true
-        lock.unlock()
+        mutex.unlock()
         context.push(self)
         return true
     }
@@ -70,38 +73,38 @@ final class SerialGate {
     /// Runs what was queued meanwhile, then lets the gate go. Only the holder calls it.
     func exit(_ context: ThreadContext) {
         while true {
-            lock.lock()
+            mutex.lock()
             if queue.isEmpty || closed {
                 let dropped = queue
                 queue = []
                 busy = false
-                if waiters > 0 { lock.signal() }
-                lock.unlock()
+                if waiters > 0 { mutex.signal() }
+                mutex.unlock()
                 context.pop(self)
                 _ = dropped // released outside the lock
                 return
             }
             var batch: [() -> Void] = []
             swap(&batch, &queue)
-            lock.unlock()
+            mutex.unlock()
             for work in batch { work() }
         }
     }
 
     /// Queues work for the holder, or, when the gate turned out free, runs it here.
     func submit(_ work: @escaping () -> Void) {
-        lock.lock()
+        mutex.lock()
         if closed {
-            lock.unlock()
+            mutex.unlock()
             return
         }
         if busy {
             queue.append(work)
-            lock.unlock()
+            mutex.unlock()
             return
         }
         busy = true
-        lock.unlock()
+        mutex.unlock()
         let context = ThreadContext.current
         context.push(self)
         work()
@@ -110,7 +113,7 @@ final class SerialGate {
 
     /// Queues work behind the current one. Only the holder calls it.
     func enqueueHeld(_ work: @escaping () -> Void) {
-        lock.withLock {
+        mutex.withLock {
             if !closed { queue.append(work) }
         }
     }
@@ -118,12 +121,12 @@ final class SerialGate {
     /// Closes the gate for good: queued work is dropped, waiters are released, and
     /// nothing runs through it again.
     func close() {
-        lock.lock()
+        mutex.lock()
         closed = true
         let dropped = queue
         queue = []
-        lock.broadcast()
-        lock.unlock()
+        mutex.broadcast()
+        mutex.unlock()
         _ = dropped
     }
 

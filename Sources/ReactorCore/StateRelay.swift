@@ -24,8 +24,14 @@ final class StateRelay<State>: Publisher {
     /// Under the gate.
     func send(_ state: State) {
         latest = state
-        let current = gate.withLock { conduits }
-        for conduit in current { conduit.offer(state) }
+        gate.lock()
+        let current = conduits
+        gate.unlock()
+        var index = 0
+        while index < current.count {
+            current[index].offer(state)
+            index += 1
+        }
     }
 
     func receive<S: Subscriber>(subscriber: S) where S.Input == State, S.Failure == Never {
@@ -73,31 +79,38 @@ private final class StateConduitOf<State, Downstream: Subscriber>: StateConduit<
 where Downstream.Input == State, Downstream.Failure == Never {
     private let relay: StateRelay<State>
     // Guarded by the relay's gate lock.
-    private var downstream: Downstream?
+    private var downstream: Box<Downstream>?
     private var demand = Subscribers.Demand.none
     private var attached = false
     private var missedLatest = false
 
     init(relay: StateRelay<State>, downstream: Downstream) {
         self.relay = relay
-        self.downstream = downstream
+        self.downstream = Box(downstream)
     }
 
     /// Under the gate.
     override func offer(_ state: State) {
-        let target = relay.gate.withLock { () -> Downstream? in
-            guard let downstream else { return nil }
-            guard demand > 0 else {
-                missedLatest = true
-                return nil
-            }
-            if demand != .unlimited { demand -= 1 }
-            missedLatest = false
-            return downstream
+        let gate = relay.gate
+        gate.lock()
+        guard let downstream else {
+            gate.unlock()
+            return
         }
-        guard let target else { return }
-        let more = target.receive(state)
-        if more > 0 { relay.gate.withLock { demand += more } }
+        guard demand > 0 else {
+            missedLatest = true
+            gate.unlock()
+            return
+        }
+        if demand != .unlimited { demand -= 1 }
+        missedLatest = false
+        gate.unlock()
+        let more = downstream.value.receive(state)
+        if more > 0 {
+            gate.lock()
+            demand += more
+            gate.unlock()
+        }
     }
 
     override func request(_ demand: Subscribers.Demand) {

@@ -37,9 +37,9 @@ final class ConcurrencyTests: XCTestCase {
     func testGlobalSendWhileActionsAreProcessed() {
         let user = CurrentValueSubject<String?, Never>("u0")
         let reactors = (0..<4).map { _ in CounterReactor(currentUser: user) }
-        var users: [[String?]] = Array(repeating: [], count: reactors.count)
+        let users = reactors.map { _ in Locked<[String?]>([]) }
         let cancellables = reactors.enumerated().map { index, reactor in
-            reactor.state.sink { users[index].append($0.user) }
+            reactor.state.sink { state in users[index].mutate { $0.append(state.user) } }
         }
         let group = DispatchGroup()
         for reactor in reactors {
@@ -56,7 +56,7 @@ final class ConcurrencyTests: XCTestCase {
             XCTAssertEqual(reactor.currentState.user, "u500")
             // The users each reactor saw are in the order they were sent, none lost.
             var distinct: [String?] = []
-            for user in users[index] where distinct.last != user { distinct.append(user) }
+            for user in users[index].value where distinct.last != user { distinct.append(user) }
             XCTAssertEqual(distinct, (0...500).map { "u\($0)" })
         }
         _ = cancellables
