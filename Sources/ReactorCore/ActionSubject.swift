@@ -1,0 +1,121 @@
+/// The subject a reactor's actions are sent to: `reactor.action.send(.increase)`.
+///
+/// Like ReactorKit's `ActionSubject`, it never ends: completions sent to it, or from a
+/// publisher bound to it with `publisher.subscribe(reactor.action)`, are ignored.
+///
+/// Thread safety: `send` may be called from any thread. For a reactor's own subject it
+/// returns once the action and everything it caused synchronously (mutations, `reduce`,
+/// the new `currentState`, delivery to state subscribers) is done; called from inside
+/// that reactor's pipeline (a state subscriber, `mutate`, `reduce`) it queues the action
+/// to run after the current one instead.
+public final class ActionSubject<Element>: Subject {
+    public typealias Output = Element
+    public typealias Failure = Never
+
+    private let lock = Lock()
+    private var conduits: ContiguousArray<ActionConduit<Element>> = []
+    /// The reactor's gate; nil for a free-standing subject (or a stub's).
+    let gate: SerialGate?
+
+    /// A free-standing subject, delivering on the sender's thread (like `PassthroughSubject`).
+    public init() { gate = nil }
+
+    init(gate: SerialGate) { self.gate = gate }
+
+    public func send(_ value: Element) {
+        if let gate {
+            gate.dispatchWaiting(self, value, queueWhenHeld: true)
+        } else {
+            perform(value)
+        }
+    }
+
+    /// Ignored: an action stream never ends.
+    public func send(completion: Subscribers.Completion<Never>) {}
+
+    public func send(subscription: Subscription) {
+        subscription.request(.unlimited)
+    }
+
+    public func receive<S: Subscriber>(subscriber: S) where S.Input == Element, S.Failure == Never {
+        let conduit = ActionConduitOf(subject: self, downstream: subscriber)
+        lock.withLock { conduits.append(conduit) }
+        subscriber.receive(subscription: conduit)
+    }
+
+    func remove(_ conduit: ActionConduit<Element>) {
+        lock.withLock { conduits.removeAll { $0 === conduit } }
+    }
+
+    /// Drops every subscriber (the reactor went away).
+    func detachAll() {
+        let dropped = lock.withLock { () -> ContiguousArray<ActionConduit<Element>> in
+            defer { conduits = [] }
+            return conduits
+        }
+        for conduit in dropped { conduit.cancel() }
+    }
+}
+
+extension ActionSubject: GateWork {
+    func perform(_ value: Element) {
+        lock.lock()
+        let current = conduits
+        lock.unlock()
+        var index = 0
+        while index < current.count {
+            current[index].offer(value)
+            index += 1
+        }
+    }
+}
+
+/// One subscriber of an `ActionSubject`.
+class ActionConduit<Element>: Subscription {
+    func offer(_ value: Element) {}
+    func request(_ demand: Subscribers.Demand) {}
+    func cancel() {}
+}
+
+private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionConduit<Element>
+where Downstream.Input == Element, Downstream.Failure == Never {
+    private let lock = Lock()
+    private weak var subject: ActionSubject<Element>?
+    private var downstream: Box<Downstream>?
+    private var demand = Subscribers.Demand.none
+
+    init(subject: ActionSubject<Element>, downstream: Downstream) {
+        self.subject = subject
+        self.downstream = Box(downstream)
+    }
+
+    override func offer(_ value: Element) {
+        lock.lock()
+        guard let downstream, demand > 0 else {
+            lock.unlock()
+            return
+        }
+        if demand != .unlimited { demand -= 1 }
+        lock.unlock()
+        let more = downstream.value.receive(value)
+        if more > 0 {
+            lock.lock()
+            demand += more
+            lock.unlock()
+        }
+    }
+
+    override func request(_ demand: Subscribers.Demand) {
+        lock.lock()
+        self.demand += demand
+        lock.unlock()
+    }
+
+    override func cancel() {
+        lock.lock()
+        downstream = nil
+        let subject = self.subject
+        lock.unlock()
+        subject?.remove(self)
+    }
+}
