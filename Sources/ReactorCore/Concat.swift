@@ -17,7 +17,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
     typealias Output = Downstream.Input
     typealias Failure = Downstream.Failure
 
-    private let lock = Lock()
+    private let lock = Lock.make()
     // Guarded by `lock`.
     private var downstream: Box<Downstream>?
     private var upstreams: [AnyPublisher<Output, Failure>]

@@ -23,15 +23,15 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     typealias Output = Downstream.Input
     typealias Failure = Downstream.Failure
 
-    private let lock = Lock()
-    private let deliveryLock = Lock(recursive: true)
+    private let lock = Lock.make()
+    private let deliveryLock = Lock.make(recursive: true)
     // Guarded by `lock`.
-    private var downstream: Box<Downstream>?
-    private var upstreams: [Subscription?]
-    private var remaining: Int
-    private var demand = Subscribers.Demand.none
-    private var buffer: [Output] = []
-    private var bufferHead = 0
+    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    @exclusivity(unchecked) private var upstreams: [Subscription?]
+    @exclusivity(unchecked) private var remaining: Int
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var buffer: [Output] = []
+    @exclusivity(unchecked) private var bufferHead = 0
 
     init(downstream: Downstream, count: Int) {
         self.downstream = Box(downstream)

@@ -38,15 +38,15 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
 
     private let stage: MutationFlatMap<Action, Mutation>
     /// Guards this subscription's state and that of its effect subscribers.
-    let lock = Lock()
+    let lock = Lock.make()
     // Guarded by `lock`.
-    private var downstream: Box<Downstream>?
-    private var upstream: Subscription?
-    private var running: [ObjectIdentifier: EffectSubscriber<Action, Mutation, Downstream>] = [:]
-    private var demand = Subscribers.Demand.none
-    private var buffer: [Mutation] = []
-    private var upstreamFinished = false
-    private var cancelled = false
+    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    @exclusivity(unchecked) private var upstream: Subscription?
+    @exclusivity(unchecked) private var running: [ObjectIdentifier: EffectSubscriber<Action, Mutation, Downstream>] = [:]
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var buffer: [Mutation] = []
+    @exclusivity(unchecked) private var upstreamFinished = false
+    @exclusivity(unchecked) private var cancelled = false
 
     init(_ stage: MutationFlatMap<Action, Mutation>, downstream: Downstream) {
         self.stage = stage
@@ -204,11 +204,11 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
 
     private let parent: MutationFlatMapSubscription<Action, Mutation, Downstream>
     // Guarded by `parent.lock`.
-    private var subscription: Subscription?
-    private var cancelled = false
-    var finished = false
+    @exclusivity(unchecked) private var subscription: Subscription?
+    @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var finished = false
     /// Entered in the parent's list of running effects.
-    var tracked = false
+    @exclusivity(unchecked) var tracked = false
 
     init(parent: MutationFlatMapSubscription<Action, Mutation, Downstream>) {
         self.parent = parent

@@ -16,15 +16,15 @@ protocol GateWork: AnyObject {
 /// - Work that arrives on the holder's own thread while a state is being reduced or
 ///   delivered (`isEmitting`) is queued and runs after the current work (ReactorKit #260).
 final class SerialGate {
-    private let mutex = Lock()
-    private var busy = false
-    private var closed = false
-    private var waiters = 0
-    private var queue: [() -> Void] = []
+    private let mutex = Lock.make()
+    @exclusivity(unchecked) private var busy = false
+    @exclusivity(unchecked) private var closed = false
+    @exclusivity(unchecked) private var waiters = 0
+    @exclusivity(unchecked) private var queue: [() -> Void] = []
 
     /// True while the holder reduces a mutation or delivers a state. Only the holder
     /// touches it.
-    var isEmitting = false
+    @exclusivity(unchecked) var isEmitting = false
 
     /// Small state shared with the gate's owner (current state, subscriber lists): one
     /// mutex per reactor instead of several.

@@ -11,10 +11,10 @@ final class StateRelay<State>: Publisher {
 
     let gate: SerialGate
     /// Read and written only under the gate.
-    private(set) var latest: State
+    @exclusivity(unchecked) private(set) var latest: State
     /// Guarded by the gate's lock.
-    private var conduits: ContiguousArray<StateConduit<State>> = []
-    private var detached = false
+    @exclusivity(unchecked) private var conduits: ContiguousArray<StateConduit> = []
+    @exclusivity(unchecked) private var detached = false
 
     init(_ initial: State, gate: SerialGate) {
         latest = initial
@@ -27,10 +27,12 @@ final class StateRelay<State>: Publisher {
         gate.lock()
         let current = conduits
         gate.unlock()
-        var index = 0
-        while index < current.count {
-            current[index].offer(state)
-            index += 1
+        withUnsafePointer(to: state) { pointer in
+            var index = 0
+            while index < current.count {
+                current[index].offer(UnsafeRawPointer(pointer))
+                index += 1
+            }
         }
     }
 
@@ -39,23 +41,23 @@ final class StateRelay<State>: Publisher {
     }
 
     /// Under the gate: starts delivering to `conduit`, beginning with the latest state.
-    func attach(_ conduit: StateConduit<State>) {
+    func attach(_ conduit: StateConduit) {
         let attached = gate.withLock { () -> Bool in
             guard !detached else { return false }
             conduits.append(conduit)
             return true
         }
-        if attached { conduit.offer(latest) }
+        if attached { withUnsafePointer(to: latest) { conduit.offer(UnsafeRawPointer($0)) } }
     }
 
-    func remove(_ conduit: StateConduit<State>) {
+    func remove(_ conduit: StateConduit) {
         gate.withLock { conduits.removeAll { $0 === conduit } }
     }
 
     /// Drops every subscriber, without completing them (the reactor went away; ReactorKit
     /// doesn't complete its state stream either).
     func detachAll() {
-        let dropped = gate.withLock { () -> ContiguousArray<StateConduit<State>> in
+        let dropped = gate.withLock { () -> ContiguousArray<StateConduit> in
             detached = true
             defer { conduits = [] }
             return conduits
@@ -67,22 +69,24 @@ final class StateRelay<State>: Publisher {
 /// What a subscriber's demand calls for.
 enum RequestOutcome { case nothing, attach, replay }
 
-/// One subscriber of a `StateRelay`.
-class StateConduit<State>: Subscription {
-    func offer(_ state: State) {}
+/// One subscriber of a `StateRelay`. Not generic, and handed the state by pointer: in
+/// unspecialised code every use of an array of a generic class costs a metadata lookup.
+class StateConduit: Subscription {
+    /// Under the gate; `state` points to a `State`.
+    func offer(_ state: UnsafeRawPointer) {}
     func request(_ demand: Subscribers.Demand) {}
     func cancel() {}
     func release() {}
 }
 
-private final class StateConduitOf<State, Downstream: Subscriber>: StateConduit<State>, GateWork
+private final class StateConduitOf<State, Downstream: Subscriber>: StateConduit, GateWork
 where Downstream.Input == State, Downstream.Failure == Never {
     private let relay: StateRelay<State>
     // Guarded by the relay's gate lock.
-    private var downstream: Box<Downstream>?
-    private var demand = Subscribers.Demand.none
-    private var attached = false
-    private var missedLatest = false
+    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var attached = false
+    @exclusivity(unchecked) private var missedLatest = false
 
     init(relay: StateRelay<State>, downstream: Downstream) {
         self.relay = relay
@@ -90,7 +94,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
     }
 
     /// Under the gate.
-    override func offer(_ state: State) {
+    override func offer(_ pointer: UnsafeRawPointer) {
         let gate = relay.gate
         gate.lock()
         guard let downstream else {
@@ -105,7 +109,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
         if demand != .unlimited { demand -= 1 }
         missedLatest = false
         gate.unlock()
-        let more = downstream.value.receive(state)
+        let more = downstream.value.receive(pointer.assumingMemoryBound(to: State.self).pointee)
         if more > 0 {
             gate.lock()
             demand += more
@@ -136,7 +140,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
         if attach {
             relay.attach(self)
         } else if relay.gate.withLock({ missedLatest }) {
-            offer(relay.latest)
+            withUnsafePointer(to: relay.latest) { offer(UnsafeRawPointer($0)) }
         }
     }
 
