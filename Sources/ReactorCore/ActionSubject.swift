@@ -16,6 +16,8 @@ public final class ActionSubject<Element>: Subject {
     @exclusivity(unchecked) private var conduits: ContiguousArray<ActionConduit> = []
     /// The reactor's gate; nil for a free-standing subject (or a stub's).
     let gate: SerialGate?
+    /// See `GateWork`; guarded by the gate's lock.
+    @exclusivity(unchecked) var queuedInGate = 0
 
     /// A free-standing subject, delivering on the sender's thread (like `PassthroughSubject`).
     public init() { gate = nil }

@@ -58,7 +58,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
             next += 1
             let generation = next
             lock.unlock()
-            publisher.subscribe(ConcatInner(parent: self, generation: generation))
+            publisher.receive(subscriber: ConcatInner(parent: self, generation: generation))
             lock.lock()
             if !advanceAgain { break }
         }

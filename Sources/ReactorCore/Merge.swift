@@ -45,7 +45,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
             return
         }
         for (index, publisher) in publishers.enumerated() {
-            publisher.subscribe(MergeInner(parent: self, index: index))
+            publisher.receive(subscriber: MergeInner(parent: self, index: index))
         }
     }
 

@@ -8,6 +8,7 @@ final class ReduceSink<Action, Mutation, State>: Subscriber, Cancellable, GateWo
     private let storage: ReactorStorage<Action, Mutation, State>
     @exclusivity(unchecked) private var subscription: Subscription?
     @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
     init(_ storage: ReactorStorage<Action, Mutation, State>) { self.storage = storage }
 
@@ -50,6 +51,7 @@ final class StateSink<Action, Mutation, State>: Subscriber, Cancellable, GateWor
     private let storage: ReactorStorage<Action, Mutation, State>
     @exclusivity(unchecked) private var subscription: Subscription?
     @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
     init(_ storage: ReactorStorage<Action, Mutation, State>) { self.storage = storage }
 

@@ -45,7 +45,7 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
         initialState = initial
         current = initial
         scanState = initial
-        output = StateRelay(initial, gate: gate)
+        output = StateRelay(initial, replaying: false, gate: gate)
         super.init(key: ObjectIdentifier(reactor))
     }
 
@@ -102,13 +102,13 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
 
     private func build<R: Reactor>(_ reactor: R)
     where R.Action == Action, R.Mutation == Mutation, R.State == State {
-        let source = StateRelay(initialState, gate: gate)
+        let source = StateRelay(initialState, replaying: true, gate: gate)
         gate.withLock { self.source = source }
         let handle = self.handle
         let stage = MutationFlatMap<Action, Mutation>(
             upstream: reactor.transform(action: action.eraseToAnyPublisher()),
             gate: gate,
-            mutate: { handle.mutate($0, &$1) },
+            mutate: { handle.mutate($0, into: $1) },
             reactorGone: { [weak self] in self?.teardown() },
             effectsRunning: { [weak self] tracker in self?.watchEffects(tracker) }
         )

@@ -3,6 +3,11 @@
 protocol GateWork: AnyObject {
     associatedtype Item
     func perform(_ item: Item)
+    /// How many of this work's items wait in the gate's queue; guarded by the gate's
+    /// lock. While some wait, a new item queues behind them instead of running inline,
+    /// so one source's values are never reordered (say a `flatMap` that delivers one
+    /// value from another thread, queued, and the next on the holder's thread).
+    var queuedInGate: Int { get set }
 }
 
 /// The one serial gate of a reactor: everything that reaches `reduce` and the state
@@ -132,6 +137,52 @@ final class SerialGate {
 
     // MARK: Dispatching
 
+    /// Queues `item` for `work` (the caller holds the gate, or found it busy under
+    /// `mutex`, which it still holds).
+    private func appendLocked<W: GateWork>(_ work: W, _ item: W.Item) {
+        work.queuedInGate += 1
+        queue.append { [self] in
+            mutex.lock()
+            work.queuedInGate -= 1
+            mutex.unlock()
+            work.perform(item)
+        }
+    }
+
+    /// From the holder: run `item` now, unless it must wait its turn (it is emitting and
+    /// `deferWhileEmitting`, or earlier items of the same work are queued).
+    @inline(__always)
+    private func performHeld<W: GateWork>(_ work: W, _ item: W.Item, defer deferring: Bool) {
+        mutex.lock()
+        if deferring || work.queuedInGate > 0 {
+            if !closed { appendLocked(work, item) }
+            mutex.unlock()
+            return
+        }
+        mutex.unlock()
+        work.perform(item)
+    }
+
+    /// From a thread that doesn't hold the gate: take it and run `item`, or queue it for
+    /// the holder. Never blocks.
+    private func performOrQueue<W: GateWork>(_ work: W, _ item: W.Item, _ context: ThreadContext) {
+        mutex.lock()
+        if closed {
+            mutex.unlock()
+            return
+        }
+        if busy {
+            appendLocked(work, item)
+            mutex.unlock()
+            return
+        }
+        busy = true
+        mutex.unlock()
+        context.push(self)
+        work.perform(item)
+        exit(context)
+    }
+
     /// Runs `work` for `item` under the gate without ever blocking: inline when the
     /// calling thread holds the gate (queued instead while emitting, if
     /// `deferWhileEmitting`), inline after taking a free gate, else queued for the holder.
@@ -139,16 +190,9 @@ final class SerialGate {
     func dispatch<W: GateWork>(_ work: W, _ item: W.Item, deferWhileEmitting: Bool = true) {
         let context = ThreadContext.current
         if context.holds(self) {
-            if deferWhileEmitting && isEmitting {
-                enqueueHeld { work.perform(item) }
-            } else {
-                work.perform(item)
-            }
-        } else if tryEnter(context) {
-            work.perform(item)
-            exit(context)
+            performHeld(work, item, defer: deferWhileEmitting && isEmitting)
         } else {
-            submit { work.perform(item) }
+            performOrQueue(work, item, context)
         }
     }
 
@@ -160,16 +204,12 @@ final class SerialGate {
     func dispatchWaiting<W: GateWork>(_ work: W, _ item: W.Item, queueWhenHeld: Bool) {
         let context = ThreadContext.current
         if context.holds(self) {
-            if queueWhenHeld {
-                enqueueHeld { work.perform(item) }
-            } else {
-                work.perform(item)
-            }
+            performHeld(work, item, defer: queueWhenHeld)
         } else if tryEnter(context) {
             work.perform(item)
             exit(context)
         } else if context.holdsAnyGate {
-            submit { work.perform(item) }
+            performOrQueue(work, item, context)
         } else if enter(context) {
             work.perform(item)
             exit(context)

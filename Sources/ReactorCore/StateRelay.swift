@@ -16,14 +16,22 @@ final class StateRelay<State>: Publisher {
     @exclusivity(unchecked) private var conduits: ContiguousArray<StateConduit> = []
     @exclusivity(unchecked) private var detached = false
 
-    init(_ initial: State, gate: SerialGate) {
+    /// Whether `latest` is a state that was sent (or the starting one) and is replayed.
+    @exclusivity(unchecked) private var hasLatest: Bool
+
+    /// `replaying`: whether `initial` is replayed before anything is sent (true for the
+    /// stream that starts with initialState; false after transform(state:), which may
+    /// not have emitted anything yet).
+    init(_ initial: State, replaying: Bool, gate: SerialGate) {
         latest = initial
+        hasLatest = replaying
         self.gate = gate
     }
 
     /// Under the gate.
     func send(_ state: State) {
         latest = state
+        hasLatest = true
         gate.lock()
         let current = conduits
         gate.unlock()
@@ -47,7 +55,12 @@ final class StateRelay<State>: Publisher {
             conduits.append(conduit)
             return true
         }
-        if attached { withUnsafePointer(to: latest) { conduit.offer(UnsafeRawPointer($0)) } }
+        if attached && hasLatest { withUnsafePointer(to: latest) { conduit.offer(UnsafeRawPointer($0)) } }
+    }
+
+    /// Under the gate: offers the latest state again (it was missed for lack of demand).
+    func replayLatest(to conduit: StateConduit) {
+        if hasLatest { withUnsafePointer(to: latest) { conduit.offer(UnsafeRawPointer($0)) } }
     }
 
     func remove(_ conduit: StateConduit) {
@@ -87,6 +100,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none
     @exclusivity(unchecked) private var attached = false
     @exclusivity(unchecked) private var missedLatest = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
     init(relay: StateRelay<State>, downstream: Downstream) {
         self.relay = relay
@@ -140,7 +154,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
         if attach {
             relay.attach(self)
         } else if relay.gate.withLock({ missedLatest }) {
-            withUnsafePointer(to: relay.latest) { offer(UnsafeRawPointer($0)) }
+            relay.replayLatest(to: self)
         }
     }
 
