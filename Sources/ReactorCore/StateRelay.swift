@@ -96,7 +96,10 @@ private final class StateConduitOf<State, Downstream: Subscriber>: StateConduit,
 where Downstream.Input == State, Downstream.Failure == Never {
     private let relay: StateRelay<State>
     // Guarded by the relay's gate lock.
-    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    /// Not optional (an optional of a generic type costs a metadata lookup per use);
+    /// `active` says whether it may still be called.
+    private let downstream: Downstream
+    @exclusivity(unchecked) private var active = true
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none
     @exclusivity(unchecked) private var attached = false
     @exclusivity(unchecked) private var missedLatest = false
@@ -104,14 +107,14 @@ where Downstream.Input == State, Downstream.Failure == Never {
 
     init(relay: StateRelay<State>, downstream: Downstream) {
         self.relay = relay
-        self.downstream = Box(downstream)
+        self.downstream = downstream
     }
 
     /// Under the gate.
     override func offer(_ pointer: UnsafeRawPointer) {
         let gate = relay.gate
         gate.lock()
-        guard let downstream else {
+        guard active else {
             gate.unlock()
             return
         }
@@ -123,7 +126,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
         if demand != .unlimited { demand -= 1 }
         missedLatest = false
         gate.unlock()
-        let more = downstream.value.receive(pointer.assumingMemoryBound(to: State.self).pointee)
+        let more = downstream.receive(pointer.assumingMemoryBound(to: State.self).pointee)
         if more > 0 {
             gate.lock()
             demand += more
@@ -133,7 +136,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
 
     override func request(_ demand: Subscribers.Demand) {
         let next = relay.gate.withLock { () -> RequestOutcome in
-            guard downstream != nil else { return .nothing }
+            guard active else { return .nothing }
             self.demand += demand
             if !attached {
                 attached = true
@@ -159,11 +162,11 @@ where Downstream.Input == State, Downstream.Failure == Never {
     }
 
     override func cancel() {
-        relay.gate.withLock { downstream = nil }
+        relay.gate.withLock { active = false }
         relay.remove(self)
     }
 
     override func release() {
-        relay.gate.withLock { downstream = nil }
+        relay.gate.withLock { active = false }
     }
 }
