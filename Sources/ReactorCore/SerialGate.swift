@@ -17,7 +17,7 @@ protocol GateWork: AnyObject {
 ///   other threads queued meanwhile before letting go (nothing queued is ever left behind).
 /// - A thread that finds it held by another thread queues its work for the holder and
 ///   returns (`dispatch`), or, for `action.send`, waits for the gate (`dispatchWaiting`),
-///   but only if it holds no gate itself: a holder that waited could deadmutex.
+///   but only if it holds no gate itself: a holder that waited could deadlock.
 /// - Work that arrives on the holder's own thread while a state is being reduced or
 ///   delivered (`isEmitting`) is queued and runs after the current work (ReactorKit #260).
 final class SerialGate {
@@ -39,8 +39,6 @@ final class SerialGate {
 
     @inline(__always) func lock() { mutex.lock() }
     @inline(__always) func unlock() { mutex.unlock() }
-
-    var isClosed: Bool { mutex.withLock { closed } }
 
     // MARK: Entering and leaving
 
@@ -114,13 +112,6 @@ final class SerialGate {
         context.push(self)
         work()
         exit(context)
-    }
-
-    /// Queues work behind the current one. Only the holder calls it.
-    func enqueueHeld(_ work: @escaping () -> Void) {
-        mutex.withLock {
-            if !closed { queue.append(work) }
-        }
     }
 
     /// Closes the gate for good: queued work is dropped, waiters are released, and
