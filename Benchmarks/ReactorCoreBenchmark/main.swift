@@ -75,6 +75,14 @@ if CommandLine.arguments.contains("--profile-actions") {
     print(reactor.currentState.count)
     exit(0)
 }
+if CommandLine.arguments.contains("--profile-broadcast") {
+    let user = CurrentValueSubject<String?, Never>("jay")
+    let reactors = (0..<20_000).map { _ in CounterReactor(currentUser: user) }
+    for reactor in reactors { _ = reactor.currentState }
+    for i in 0..<5 { user.send("user\(i)") }
+    print(reactors[0].currentState.user ?? "")
+    exit(0)
+}
 if CommandLine.arguments.contains("--profile-reference") {
     let subject = PassthroughSubject<CounterReactor.Action, Never>()
     let reference = CurrentValueSubject<CounterReactor.State, Never>(CounterReactor.State())

@@ -12,10 +12,12 @@ public final class ActionSubject<Element>: Subject {
     public typealias Output = Element
     public typealias Failure = Never
 
-    private let lock = Lock()
-    private var conduits: ContiguousArray<ActionConduit<Element>> = []
+    private let lock = Lock.make()
+    @exclusivity(unchecked) private var conduits: ContiguousArray<ActionConduit> = []
     /// The reactor's gate; nil for a free-standing subject (or a stub's).
     let gate: SerialGate?
+    /// See `GateWork`; guarded by the gate's lock.
+    @exclusivity(unchecked) var queuedInGate = 0
 
     /// A free-standing subject, delivering on the sender's thread (like `PassthroughSubject`).
     public init() { gate = nil }
@@ -43,13 +45,13 @@ public final class ActionSubject<Element>: Subject {
         subscriber.receive(subscription: conduit)
     }
 
-    func remove(_ conduit: ActionConduit<Element>) {
+    func remove(_ conduit: ActionConduit) {
         lock.withLock { conduits.removeAll { $0 === conduit } }
     }
 
     /// Drops every subscriber (the reactor went away).
     func detachAll() {
-        let dropped = lock.withLock { () -> ContiguousArray<ActionConduit<Element>> in
+        let dropped = lock.withLock { () -> ContiguousArray<ActionConduit> in
             defer { conduits = [] }
             return conduits
         }
@@ -62,34 +64,38 @@ extension ActionSubject: GateWork {
         lock.lock()
         let current = conduits
         lock.unlock()
-        var index = 0
-        while index < current.count {
-            current[index].offer(value)
-            index += 1
+        withUnsafePointer(to: value) { pointer in
+            var index = 0
+            while index < current.count {
+                current[index].offer(UnsafeRawPointer(pointer))
+                index += 1
+            }
         }
     }
 }
 
-/// One subscriber of an `ActionSubject`.
-class ActionConduit<Element>: Subscription {
-    func offer(_ value: Element) {}
+/// One subscriber of an `ActionSubject`. Not generic, and handed the action by pointer:
+/// in unspecialised code every use of an array of a generic class costs a metadata lookup.
+class ActionConduit: Subscription {
+    /// `value` points to an `Element`.
+    func offer(_ value: UnsafeRawPointer) {}
     func request(_ demand: Subscribers.Demand) {}
     func cancel() {}
 }
 
-private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionConduit<Element>
+private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionConduit
 where Downstream.Input == Element, Downstream.Failure == Never {
-    private let lock = Lock()
+    private let lock = Lock.make()
     private weak var subject: ActionSubject<Element>?
-    private var downstream: Box<Downstream>?
-    private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
 
     init(subject: ActionSubject<Element>, downstream: Downstream) {
         self.subject = subject
         self.downstream = Box(downstream)
     }
 
-    override func offer(_ value: Element) {
+    override func offer(_ pointer: UnsafeRawPointer) {
         lock.lock()
         guard let downstream, demand > 0 else {
             lock.unlock()
@@ -97,7 +103,7 @@ where Downstream.Input == Element, Downstream.Failure == Never {
         }
         if demand != .unlimited { demand -= 1 }
         lock.unlock()
-        let more = downstream.value.receive(value)
+        let more = downstream.value.receive(pointer.assumingMemoryBound(to: Element.self).pointee)
         if more > 0 {
             lock.lock()
             demand += more

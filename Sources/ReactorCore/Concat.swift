@@ -17,7 +17,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
     typealias Output = Downstream.Input
     typealias Failure = Downstream.Failure
 
-    private let lock = Lock()
+    private let lock = Lock.make()
     // Guarded by `lock`.
     private var downstream: Box<Downstream>?
     private var upstreams: [AnyPublisher<Output, Failure>]
@@ -58,7 +58,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
             next += 1
             let generation = next
             lock.unlock()
-            publisher.subscribe(ConcatInner(parent: self, generation: generation))
+            publisher.receive(subscriber: ConcatInner(parent: self, generation: generation))
             lock.lock()
             if !advanceAgain { break }
         }

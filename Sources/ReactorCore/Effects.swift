@@ -5,12 +5,15 @@
 ///     case .load:      return .run { send in await send(.setItems(try? await api.items())) }
 ///     case .nothing:   return .empty
 extension AnyPublisher where Failure == Never {
-    /// One value, then finished.
+    /// One value, then finished. (Inlinable: specialised in the caller, it skips the
+    /// runtime metadata lookups unspecialised generic code pays on every call.)
+    @inlinable
     public static func just(_ output: Output) -> AnyPublisher<Output, Never> {
         Just(output).eraseToAnyPublisher()
     }
 
     /// Finishes at once, with no value.
+    @inlinable
     public static var empty: AnyPublisher<Output, Never> {
         Empty(completeImmediately: true).eraseToAnyPublisher()
     }

@@ -6,64 +6,74 @@ import Musl
 import Darwin
 #endif
 
-/// A pthread mutex (optionally recursive) with a condition variable. Heap-allocated once
-/// so its address never moves; never held while calling out of the library.
-final class Lock {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var condition: UnsafeMutablePointer<pthread_cond_t>?
+/// A pthread mutex (optionally recursive), stored inside the object itself (a
+/// `ManagedBuffer` tail) so it costs one allocation and one cache line, not two, and
+/// never moves. Never held while calling out of the library.
+final class Lock: ManagedBuffer<Lock.Header, pthread_mutex_t> {
+    struct Header {
+        /// Made on first wait, under the lock: an uncontended reactor never pays for it.
+        var condition: UnsafeMutablePointer<pthread_cond_t>?
+    }
 
-    init(recursive: Bool = false) {
-        mutex = .allocate(capacity: 1)
-        if recursive {
-            var attributes = pthread_mutexattr_t()
-            pthread_mutexattr_init(&attributes)
-            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
-            pthread_mutex_init(mutex, &attributes)
-            pthread_mutexattr_destroy(&attributes)
-        } else {
-            pthread_mutex_init(mutex, nil)
+    static func make(recursive: Bool = false) -> Lock {
+        let made = unsafeDowncast(Lock.create(minimumCapacity: 1) { _ in Header() }, to: Lock.self)
+        made.withUnsafeMutablePointerToElements { mutex in
+            if recursive {
+                var attributes = pthread_mutexattr_t()
+                pthread_mutexattr_init(&attributes)
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+                pthread_mutex_init(mutex, &attributes)
+                pthread_mutexattr_destroy(&attributes)
+            } else {
+                pthread_mutex_init(mutex, nil)
+            }
         }
+        return made
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-        if let condition {
-            pthread_cond_destroy(condition)
-            condition.deallocate()
+        withUnsafeMutablePointers { header, mutex in
+            pthread_mutex_destroy(mutex)
+            if let condition = header.pointee.condition {
+                pthread_cond_destroy(condition)
+                condition.deallocate()
+            }
         }
     }
 
-    @inline(__always) func lock() { pthread_mutex_lock(mutex) }
-    @inline(__always) func unlock() { pthread_mutex_unlock(mutex) }
+    @inline(__always) func lock() {
+        withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) }
+    }
+
+    @inline(__always) func unlock() {
+        withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) }
+    }
 
     @inline(__always) func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        lock()
+        defer { unlock() }
         return try body()
     }
 
-    /// Waits on the condition; call with the lock held. The condition is made on first
-    /// use, under the lock, so reactors that are never contended don't pay for it.
+    /// Waits on the condition; call with the lock held.
     func wait() {
-        pthread_cond_wait(conditionVariable(), mutex)
+        withUnsafeMutablePointers { header, mutex in
+            if header.pointee.condition == nil {
+                let made = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+                pthread_cond_init(made, nil)
+                header.pointee.condition = made
+            }
+            _ = pthread_cond_wait(header.pointee.condition!, mutex)
+        }
     }
 
     /// Wakes one waiter; call with the lock held.
     func signal() {
-        if let condition { pthread_cond_signal(condition) }
+        if let condition = header.condition { pthread_cond_signal(condition) }
     }
 
     /// Wakes every waiter; call with the lock held.
     func broadcast() {
-        if let condition { pthread_cond_broadcast(condition) }
-    }
-
-    private func conditionVariable() -> UnsafeMutablePointer<pthread_cond_t> {
-        if let condition { return condition }
-        let made = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-        pthread_cond_init(made, nil)
-        condition = made
-        return made
+        if let condition = header.condition { pthread_cond_broadcast(condition) }
     }
 }

@@ -23,18 +23,21 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     typealias Output = Downstream.Input
     typealias Failure = Downstream.Failure
 
-    private let lock = Lock()
-    private let deliveryLock = Lock(recursive: true)
+    private let lock = Lock.make()
+    private let deliveryLock = Lock.make(recursive: true)
     // Guarded by `lock`.
-    private var downstream: Box<Downstream>?
-    private var upstreams: [Subscription?]
-    private var remaining: Int
-    private var demand = Subscribers.Demand.none
-    private var buffer: [Output] = []
-    private var bufferHead = 0
+    /// Not optional (an optional of a generic type costs a metadata lookup per use);
+    /// `active` says whether it may still be called.
+    private let target: Downstream
+    @exclusivity(unchecked) private var active = true
+    @exclusivity(unchecked) private var upstreams: [Subscription?]
+    @exclusivity(unchecked) private var remaining: Int
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var buffer: [Output] = []
+    @exclusivity(unchecked) private var bufferHead = 0
 
     init(downstream: Downstream, count: Int) {
-        self.downstream = Box(downstream)
+        target = downstream
         upstreams = Array(repeating: nil, count: count)
         remaining = count
     }
@@ -45,7 +48,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
             return
         }
         for (index, publisher) in publishers.enumerated() {
-            publisher.subscribe(MergeInner(parent: self, index: index))
+            publisher.receive(subscriber: MergeInner(parent: self, index: index))
         }
     }
 
@@ -53,7 +56,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
 
     func receive(subscription: Subscription, index: Int) {
         let forward = lock.withLock { () -> Subscribers.Demand? in
-            guard downstream != nil else { return nil }
+            guard active else { return nil }
             upstreams[index] = subscription
             return demand
         }
@@ -68,7 +71,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
         deliveryLock.lock()
         defer { deliveryLock.unlock() }
         lock.lock()
-        guard let downstream else {
+        guard active else {
             lock.unlock()
             return
         }
@@ -79,7 +82,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
         }
         if demand != .unlimited { demand -= 1 }
         lock.unlock()
-        let more = downstream.value.receive(value)
+        let more = target.receive(value)
         if more > 0 {
             lock.lock()
             demand += more
@@ -96,14 +99,14 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
             }
             finishIfDone()
         case .failure:
-            let (target, others) = lock.withLock { () -> (Box<Downstream>?, [Subscription]) in
+            let (wasActive, others) = lock.withLock { () -> (Bool, [Subscription]) in
                 upstreams[index] = nil
                 let others = upstreams.compactMap { $0 }
                 defer { clear() }
-                return (downstream, others)
+                return (active, others)
             }
             for other in others { other.cancel() }
-            deliveryLock.withLock { target?.value.receive(completion: completion) }
+            if wasActive { deliveryLock.withLock { target.receive(completion: completion) } }
         }
     }
 
@@ -111,7 +114,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
 
     func request(_ more: Subscribers.Demand) {
         let upstreams = lock.withLock { () -> [Subscription] in
-            guard downstream != nil else { return [] }
+            guard active else { return [] }
             demand += more
             return self.upstreams.compactMap { $0 }
         }
@@ -135,7 +138,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
         defer { deliveryLock.unlock() }
         while true {
             lock.lock()
-            guard let downstream, demand > 0, bufferHead < buffer.count else {
+            guard active, demand > 0, bufferHead < buffer.count else {
                 lock.unlock()
                 break
             }
@@ -147,7 +150,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
                 bufferHead = 0
             }
             lock.unlock()
-            let more = downstream.value.receive(value)
+            let more = target.receive(value)
             if more > 0 { lock.withLock { demand += more } }
         }
         finishIfDone()
@@ -156,17 +159,17 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     private func finishIfDone() {
         deliveryLock.lock()
         defer { deliveryLock.unlock() }
-        let target = lock.withLock { () -> Box<Downstream>? in
-            guard remaining == 0, bufferHead == buffer.count else { return nil }
-            defer { clear() }
-            return downstream
+        let finish = lock.withLock { () -> Bool in
+            guard active, remaining == 0, bufferHead == buffer.count else { return false }
+            clear()
+            return true
         }
-        target?.value.receive(completion: .finished)
+        if finish { target.receive(completion: .finished) }
     }
 
     /// Under `lock`.
     private func clear() {
-        downstream = nil
+        active = false
         upstreams = upstreams.map { _ in nil }
         buffer = []
         bufferHead = 0

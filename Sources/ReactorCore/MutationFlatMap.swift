@@ -13,8 +13,9 @@ struct MutationFlatMap<Action, Mutation>: Publisher {
 
     let upstream: AnyPublisher<Action, Never>
     let gate: SerialGate
-    /// The reactor's `mutate`; false when the reactor is gone.
-    let mutate: (Action, inout AnyPublisher<Mutation, Never>) -> Bool
+    /// Calls the reactor's `mutate` and subscribes to the effect; false when the reactor
+    /// is gone.
+    let mutate: (Action, EffectSubscriber<Mutation>) -> Bool
     let reactorGone: () -> Void
     let effectsRunning: (EffectTracking) -> Void
 
@@ -30,30 +31,42 @@ protocol EffectTracking: AnyObject {
     var hasRunningEffects: Bool { get }
 }
 
+/// What an effect subscriber needs of its stage. Generic over the mutation only: the
+/// subscriber's type is part of the runtime metadata key of every effect's subscription
+/// (`Just.Inner<Subscriber>`, ...), and short keys are cheaper to look up.
+class EffectParent<Mutation> {
+    /// Guards the stage's state and that of its effect subscribers.
+    let lock = Lock.make()
+    let gate: SerialGate
+
+    init(gate: SerialGate) { self.gate = gate }
+
+    func deliver(_ mutation: Mutation) {}
+    func effectFinished(_ subscriber: EffectSubscriber<Mutation>) {}
+}
+
 final class MutationFlatMapSubscription<Action, Mutation, Downstream: Subscriber>
-: Subscription, Subscriber, GateWork, EffectTracking
+: EffectParent<Mutation>, Subscription, Subscriber, GateWork, EffectTracking
 where Downstream.Input == Mutation, Downstream.Failure == Never {
     typealias Input = Action
     typealias Failure = Never
 
     private let stage: MutationFlatMap<Action, Mutation>
-    /// Guards this subscription's state and that of its effect subscribers.
-    let lock = Lock()
     // Guarded by `lock`.
-    private var downstream: Box<Downstream>?
-    private var upstream: Subscription?
-    private var running: [ObjectIdentifier: EffectSubscriber<Action, Mutation, Downstream>] = [:]
-    private var demand = Subscribers.Demand.none
-    private var buffer: [Mutation] = []
-    private var upstreamFinished = false
-    private var cancelled = false
+    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    @exclusivity(unchecked) private var upstream: Subscription?
+    @exclusivity(unchecked) private var running: [ObjectIdentifier: EffectSubscriber<Mutation>] = [:]
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var buffer: [Mutation] = []
+    @exclusivity(unchecked) private var upstreamFinished = false
+    @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
     init(_ stage: MutationFlatMap<Action, Mutation>, downstream: Downstream) {
         self.stage = stage
         self.downstream = Box(downstream)
+        super.init(gate: stage.gate)
     }
-
-    var gate: SerialGate { stage.gate }
 
     var hasRunningEffects: Bool {
         lock.lock()
@@ -91,13 +104,11 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         let cancelled = self.cancelled
         lock.unlock()
         guard !cancelled else { return }
-        var effect = AnyPublisher<Mutation, Never>.empty
-        guard stage.mutate(action, &effect) else {
+        let subscriber = EffectSubscriber<Mutation>(parent: self)
+        guard stage.mutate(action, subscriber) else {
             stage.reactorGone()
             return
         }
-        let subscriber = EffectSubscriber(parent: self)
-        effect.subscribe(subscriber)
         lock.lock()
         let stillRunning = !subscriber.finished && !self.cancelled
         if stillRunning { running[ObjectIdentifier(subscriber)] = subscriber }
@@ -107,7 +118,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
     }
 
     /// Under the gate: passes a mutation on, or buffers it for lack of demand.
-    func deliver(_ mutation: Mutation) {
+    override func deliver(_ mutation: Mutation) {
         lock.lock()
         guard let downstream, demand > 0, buffer.isEmpty else {
             if downstream != nil { buffer.append(mutation) }
@@ -161,7 +172,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
 
     // MARK: Effects (their state is guarded by `lock`)
 
-    func effectFinished(_ subscriber: EffectSubscriber<Action, Mutation, Downstream>) {
+    override func effectFinished(_ subscriber: EffectSubscriber<Mutation>) {
         lock.lock()
         subscriber.finished = true
         let tracked = subscriber.tracked
@@ -197,20 +208,20 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
 
 /// Subscribes to one effect returned by `mutate`; its state is guarded by its parent's
 /// lock (one lock per reactor stage, not one per effect).
-final class EffectSubscriber<Action, Mutation, Downstream: Subscriber>: Subscriber, GateWork
-where Downstream.Input == Mutation, Downstream.Failure == Never {
+final class EffectSubscriber<Mutation>: Subscriber, GateWork {
     typealias Input = Mutation
     typealias Failure = Never
 
-    private let parent: MutationFlatMapSubscription<Action, Mutation, Downstream>
+    private let parent: EffectParent<Mutation>
     // Guarded by `parent.lock`.
-    private var subscription: Subscription?
-    private var cancelled = false
-    var finished = false
+    @exclusivity(unchecked) private var subscription: Subscription?
+    @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var finished = false
     /// Entered in the parent's list of running effects.
-    var tracked = false
+    @exclusivity(unchecked) var tracked = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
-    init(parent: MutationFlatMapSubscription<Action, Mutation, Downstream>) {
+    init(parent: EffectParent<Mutation>) {
         self.parent = parent
     }
 

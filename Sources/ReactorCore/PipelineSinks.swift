@@ -6,8 +6,9 @@ final class ReduceSink<Action, Mutation, State>: Subscriber, Cancellable, GateWo
     typealias Failure = Never
 
     private let storage: ReactorStorage<Action, Mutation, State>
-    private var subscription: Subscription?
-    private var cancelled = false
+    @exclusivity(unchecked) private var subscription: Subscription?
+    @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
     init(_ storage: ReactorStorage<Action, Mutation, State>) { self.storage = storage }
 
@@ -48,8 +49,9 @@ final class StateSink<Action, Mutation, State>: Subscriber, Cancellable, GateWor
     typealias Failure = Never
 
     private let storage: ReactorStorage<Action, Mutation, State>
-    private var subscription: Subscription?
-    private var cancelled = false
+    @exclusivity(unchecked) private var subscription: Subscription?
+    @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
     init(_ storage: ReactorStorage<Action, Mutation, State>) { self.storage = storage }
 

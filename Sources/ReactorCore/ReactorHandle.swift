@@ -7,7 +7,8 @@
 /// (Results come back through `inout` rather than as optionals: an optional of a generic
 /// type costs a runtime metadata lookup on every call.)
 class ReactorHandle<Action, Mutation, State> {
-    func mutate(_ action: Action, _ effect: inout AnyPublisher<Mutation, Never>) -> Bool { false }
+    /// Calls `mutate` and subscribes `subscriber` to the effect it returns.
+    func mutate(_ action: Action, into subscriber: EffectSubscriber<Mutation>) -> Bool { false }
     func reduce(_ state: inout State, _ mutation: Mutation) -> Bool { false }
     func isOwned(by object: AnyObject) -> Bool { false }
     var isAlive: Bool { false }
@@ -18,9 +19,11 @@ final class TypedReactorHandle<R: Reactor>: ReactorHandle<R.Action, R.Mutation, 
 
     init(_ reactor: R) { self.reactor = reactor }
 
-    override func mutate(_ action: R.Action, _ effect: inout AnyPublisher<R.Mutation, Never>) -> Bool {
+    override func mutate(_ action: R.Action, into subscriber: EffectSubscriber<R.Mutation>) -> Bool {
         guard let reactor else { return false }
-        effect = reactor.mutate(action: action)
+        // `receive(subscriber:)` rather than `subscribe(_:)`: the latter only adds
+        // OpenCombine's debug hooks, at the price of two metadata lookups per effect.
+        reactor.mutate(action: action).receive(subscriber: subscriber)
         return true
     }
 

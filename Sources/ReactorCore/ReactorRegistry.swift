@@ -17,7 +17,7 @@ final class ReactorRegistry {
     /// How many idle reactors one sweep checks.
     static let sliceSize = 2_048
 
-    private let lock = Lock()
+    private let lock = Lock.make()
     private var storages: [ObjectIdentifier: AnyReactorStorage] = [:]
     private var sweepList: ContiguousArray<AnyReactorStorage> = []
     private var withEffects: [ObjectIdentifier: AnyReactorStorage] = [:]

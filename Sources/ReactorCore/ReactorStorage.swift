@@ -27,16 +27,16 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
     let initialState: State
 
     // Guarded by the gate's lock.
-    private var current: State
-    private var started = false
-    private var tornDown = false
-    private var subscriptions: [Cancellable] = []
-    private var stubCore: StubCore<Action, State>?
-    private weak var effects: EffectTracking?
+    @exclusivity(unchecked) private var current: State
+    @exclusivity(unchecked) private var started = false
+    @exclusivity(unchecked) private var tornDown = false
+    @exclusivity(unchecked) private var subscriptions: [Cancellable] = []
+    @exclusivity(unchecked) private var stubCore: StubCore<Action, State>?
+    @exclusivity(unchecked) private weak var effects: EffectTracking?
     /// Written once while building, under the gate; read under the gate.
-    private var source: StateRelay<State>?
+    @exclusivity(unchecked) private var source: StateRelay<State>?
     /// The `scan` accumulator: the last reduced state, before transform(state:).
-    private var scanState: State
+    @exclusivity(unchecked) private var scanState: State
 
     init<R: Reactor>(_ reactor: R) where R.Action == Action, R.Mutation == Mutation, R.State == State {
         handle = TypedReactorHandle(reactor)
@@ -45,7 +45,7 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
         initialState = initial
         current = initial
         scanState = initial
-        output = StateRelay(initial, gate: gate)
+        output = StateRelay(initial, replaying: false, gate: gate)
         super.init(key: ObjectIdentifier(reactor))
     }
 
@@ -102,13 +102,13 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
 
     private func build<R: Reactor>(_ reactor: R)
     where R.Action == Action, R.Mutation == Mutation, R.State == State {
-        let source = StateRelay(initialState, gate: gate)
+        let source = StateRelay(initialState, replaying: true, gate: gate)
         gate.withLock { self.source = source }
         let handle = self.handle
         let stage = MutationFlatMap<Action, Mutation>(
             upstream: reactor.transform(action: action.eraseToAnyPublisher()),
             gate: gate,
-            mutate: { handle.mutate($0, &$1) },
+            mutate: { handle.mutate($0, into: $1) },
             reactorGone: { [weak self] in self?.teardown() },
             effectsRunning: { [weak self] tracker in self?.watchEffects(tracker) }
         )

@@ -32,9 +32,9 @@ private final class RunSubscription<Downstream: Subscriber>: Subscription, @unch
 where Downstream.Failure == Never {
     typealias Output = Downstream.Input
 
-    private let lock = Lock()
+    private let lock = Lock.make()
     /// Serialises calls into the downstream: the operation may send from child tasks.
-    private let deliveryLock = Lock(recursive: true)
+    private let deliveryLock = Lock.make(recursive: true)
     // Guarded by `lock`.
     private var downstream: Box<Downstream>?
     private var demand = Subscribers.Demand.none

@@ -3,6 +3,11 @@
 protocol GateWork: AnyObject {
     associatedtype Item
     func perform(_ item: Item)
+    /// How many of this work's items wait in the gate's queue; guarded by the gate's
+    /// lock. While some wait, a new item queues behind them instead of running inline,
+    /// so one source's values are never reordered (say a `flatMap` that delivers one
+    /// value from another thread, queued, and the next on the holder's thread).
+    var queuedInGate: Int { get set }
 }
 
 /// The one serial gate of a reactor: everything that reaches `reduce` and the state
@@ -12,19 +17,19 @@ protocol GateWork: AnyObject {
 ///   other threads queued meanwhile before letting go (nothing queued is ever left behind).
 /// - A thread that finds it held by another thread queues its work for the holder and
 ///   returns (`dispatch`), or, for `action.send`, waits for the gate (`dispatchWaiting`),
-///   but only if it holds no gate itself: a holder that waited could deadmutex.
+///   but only if it holds no gate itself: a holder that waited could deadlock.
 /// - Work that arrives on the holder's own thread while a state is being reduced or
 ///   delivered (`isEmitting`) is queued and runs after the current work (ReactorKit #260).
 final class SerialGate {
-    private let mutex = Lock()
-    private var busy = false
-    private var closed = false
-    private var waiters = 0
-    private var queue: [() -> Void] = []
+    private let mutex = Lock.make()
+    @exclusivity(unchecked) private var busy = false
+    @exclusivity(unchecked) private var closed = false
+    @exclusivity(unchecked) private var waiters = 0
+    @exclusivity(unchecked) private var queue: [() -> Void] = []
 
     /// True while the holder reduces a mutation or delivers a state. Only the holder
     /// touches it.
-    var isEmitting = false
+    @exclusivity(unchecked) var isEmitting = false
 
     /// Small state shared with the gate's owner (current state, subscriber lists): one
     /// mutex per reactor instead of several.
@@ -34,8 +39,6 @@ final class SerialGate {
 
     @inline(__always) func lock() { mutex.lock() }
     @inline(__always) func unlock() { mutex.unlock() }
-
-    var isClosed: Bool { mutex.withLock { closed } }
 
     // MARK: Entering and leaving
 
@@ -111,13 +114,6 @@ final class SerialGate {
         exit(context)
     }
 
-    /// Queues work behind the current one. Only the holder calls it.
-    func enqueueHeld(_ work: @escaping () -> Void) {
-        mutex.withLock {
-            if !closed { queue.append(work) }
-        }
-    }
-
     /// Closes the gate for good: queued work is dropped, waiters are released, and
     /// nothing runs through it again.
     func close() {
@@ -132,6 +128,52 @@ final class SerialGate {
 
     // MARK: Dispatching
 
+    /// Queues `item` for `work` (the caller holds the gate, or found it busy under
+    /// `mutex`, which it still holds).
+    private func appendLocked<W: GateWork>(_ work: W, _ item: W.Item) {
+        work.queuedInGate += 1
+        queue.append { [self] in
+            mutex.lock()
+            work.queuedInGate -= 1
+            mutex.unlock()
+            work.perform(item)
+        }
+    }
+
+    /// From the holder: run `item` now, unless it must wait its turn (it is emitting and
+    /// `deferWhileEmitting`, or earlier items of the same work are queued).
+    @inline(__always)
+    private func performHeld<W: GateWork>(_ work: W, _ item: W.Item, defer deferring: Bool) {
+        mutex.lock()
+        if deferring || work.queuedInGate > 0 {
+            if !closed { appendLocked(work, item) }
+            mutex.unlock()
+            return
+        }
+        mutex.unlock()
+        work.perform(item)
+    }
+
+    /// From a thread that doesn't hold the gate: take it and run `item`, or queue it for
+    /// the holder. Never blocks.
+    private func performOrQueue<W: GateWork>(_ work: W, _ item: W.Item, _ context: ThreadContext) {
+        mutex.lock()
+        if closed {
+            mutex.unlock()
+            return
+        }
+        if busy {
+            appendLocked(work, item)
+            mutex.unlock()
+            return
+        }
+        busy = true
+        mutex.unlock()
+        context.push(self)
+        work.perform(item)
+        exit(context)
+    }
+
     /// Runs `work` for `item` under the gate without ever blocking: inline when the
     /// calling thread holds the gate (queued instead while emitting, if
     /// `deferWhileEmitting`), inline after taking a free gate, else queued for the holder.
@@ -139,16 +181,9 @@ final class SerialGate {
     func dispatch<W: GateWork>(_ work: W, _ item: W.Item, deferWhileEmitting: Bool = true) {
         let context = ThreadContext.current
         if context.holds(self) {
-            if deferWhileEmitting && isEmitting {
-                enqueueHeld { work.perform(item) }
-            } else {
-                work.perform(item)
-            }
-        } else if tryEnter(context) {
-            work.perform(item)
-            exit(context)
+            performHeld(work, item, defer: deferWhileEmitting && isEmitting)
         } else {
-            submit { work.perform(item) }
+            performOrQueue(work, item, context)
         }
     }
 
@@ -160,16 +195,12 @@ final class SerialGate {
     func dispatchWaiting<W: GateWork>(_ work: W, _ item: W.Item, queueWhenHeld: Bool) {
         let context = ThreadContext.current
         if context.holds(self) {
-            if queueWhenHeld {
-                enqueueHeld { work.perform(item) }
-            } else {
-                work.perform(item)
-            }
+            performHeld(work, item, defer: queueWhenHeld)
         } else if tryEnter(context) {
             work.perform(item)
             exit(context)
         } else if context.holdsAnyGate {
-            submit { work.perform(item) }
+            performOrQueue(work, item, context)
         } else if enter(context) {
             work.perform(item)
             exit(context)

@@ -11,26 +11,36 @@ final class StateRelay<State>: Publisher {
 
     let gate: SerialGate
     /// Read and written only under the gate.
-    private(set) var latest: State
+    @exclusivity(unchecked) private(set) var latest: State
     /// Guarded by the gate's lock.
-    private var conduits: ContiguousArray<StateConduit<State>> = []
-    private var detached = false
+    @exclusivity(unchecked) private var conduits: ContiguousArray<StateConduit> = []
+    @exclusivity(unchecked) private var detached = false
 
-    init(_ initial: State, gate: SerialGate) {
+    /// Whether `latest` is a state that was sent (or the starting one) and is replayed.
+    @exclusivity(unchecked) private var hasLatest: Bool
+
+    /// `replaying`: whether `initial` is replayed before anything is sent (true for the
+    /// stream that starts with initialState; false after transform(state:), which may
+    /// not have emitted anything yet).
+    init(_ initial: State, replaying: Bool, gate: SerialGate) {
         latest = initial
+        hasLatest = replaying
         self.gate = gate
     }
 
     /// Under the gate.
     func send(_ state: State) {
         latest = state
+        hasLatest = true
         gate.lock()
         let current = conduits
         gate.unlock()
-        var index = 0
-        while index < current.count {
-            current[index].offer(state)
-            index += 1
+        withUnsafePointer(to: state) { pointer in
+            var index = 0
+            while index < current.count {
+                current[index].offer(UnsafeRawPointer(pointer))
+                index += 1
+            }
         }
     }
 
@@ -39,23 +49,28 @@ final class StateRelay<State>: Publisher {
     }
 
     /// Under the gate: starts delivering to `conduit`, beginning with the latest state.
-    func attach(_ conduit: StateConduit<State>) {
+    func attach(_ conduit: StateConduit) {
         let attached = gate.withLock { () -> Bool in
             guard !detached else { return false }
             conduits.append(conduit)
             return true
         }
-        if attached { conduit.offer(latest) }
+        if attached && hasLatest { withUnsafePointer(to: latest) { conduit.offer(UnsafeRawPointer($0)) } }
     }
 
-    func remove(_ conduit: StateConduit<State>) {
+    /// Under the gate: offers the latest state again (it was missed for lack of demand).
+    func replayLatest(to conduit: StateConduit) {
+        if hasLatest { withUnsafePointer(to: latest) { conduit.offer(UnsafeRawPointer($0)) } }
+    }
+
+    func remove(_ conduit: StateConduit) {
         gate.withLock { conduits.removeAll { $0 === conduit } }
     }
 
     /// Drops every subscriber, without completing them (the reactor went away; ReactorKit
     /// doesn't complete its state stream either).
     func detachAll() {
-        let dropped = gate.withLock { () -> ContiguousArray<StateConduit<State>> in
+        let dropped = gate.withLock { () -> ContiguousArray<StateConduit> in
             detached = true
             defer { conduits = [] }
             return conduits
@@ -67,33 +82,39 @@ final class StateRelay<State>: Publisher {
 /// What a subscriber's demand calls for.
 enum RequestOutcome { case nothing, attach, replay }
 
-/// One subscriber of a `StateRelay`.
-class StateConduit<State>: Subscription {
-    func offer(_ state: State) {}
+/// One subscriber of a `StateRelay`. Not generic, and handed the state by pointer: in
+/// unspecialised code every use of an array of a generic class costs a metadata lookup.
+class StateConduit: Subscription {
+    /// Under the gate; `state` points to a `State`.
+    func offer(_ state: UnsafeRawPointer) {}
     func request(_ demand: Subscribers.Demand) {}
     func cancel() {}
     func release() {}
 }
 
-private final class StateConduitOf<State, Downstream: Subscriber>: StateConduit<State>, GateWork
+private final class StateConduitOf<State, Downstream: Subscriber>: StateConduit, GateWork
 where Downstream.Input == State, Downstream.Failure == Never {
     private let relay: StateRelay<State>
     // Guarded by the relay's gate lock.
-    private var downstream: Box<Downstream>?
-    private var demand = Subscribers.Demand.none
-    private var attached = false
-    private var missedLatest = false
+    /// Not optional (an optional of a generic type costs a metadata lookup per use);
+    /// `active` says whether it may still be called.
+    private let downstream: Downstream
+    @exclusivity(unchecked) private var active = true
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var attached = false
+    @exclusivity(unchecked) private var missedLatest = false
+    @exclusivity(unchecked) var queuedInGate = 0
 
     init(relay: StateRelay<State>, downstream: Downstream) {
         self.relay = relay
-        self.downstream = Box(downstream)
+        self.downstream = downstream
     }
 
     /// Under the gate.
-    override func offer(_ state: State) {
+    override func offer(_ pointer: UnsafeRawPointer) {
         let gate = relay.gate
         gate.lock()
-        guard let downstream else {
+        guard active else {
             gate.unlock()
             return
         }
@@ -105,7 +126,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
         if demand != .unlimited { demand -= 1 }
         missedLatest = false
         gate.unlock()
-        let more = downstream.value.receive(state)
+        let more = downstream.receive(pointer.assumingMemoryBound(to: State.self).pointee)
         if more > 0 {
             gate.lock()
             demand += more
@@ -115,7 +136,7 @@ where Downstream.Input == State, Downstream.Failure == Never {
 
     override func request(_ demand: Subscribers.Demand) {
         let next = relay.gate.withLock { () -> RequestOutcome in
-            guard downstream != nil else { return .nothing }
+            guard active else { return .nothing }
             self.demand += demand
             if !attached {
                 attached = true
@@ -136,16 +157,16 @@ where Downstream.Input == State, Downstream.Failure == Never {
         if attach {
             relay.attach(self)
         } else if relay.gate.withLock({ missedLatest }) {
-            offer(relay.latest)
+            relay.replayLatest(to: self)
         }
     }
 
     override func cancel() {
-        relay.gate.withLock { downstream = nil }
+        relay.gate.withLock { active = false }
         relay.remove(self)
     }
 
     override func release() {
-        relay.gate.withLock { downstream = nil }
+        relay.gate.withLock { active = false }
     }
 }

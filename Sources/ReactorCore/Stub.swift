@@ -30,7 +30,7 @@ public final class Stub<R: Reactor> {
 final class StubCore<Action, State> {
     let state: CurrentValueSubject<State, Never>
     let action = ActionSubject<Action>()
-    private let lock = Lock()
+    private let lock = Lock.make()
     private var recorded: [Action] = []
     private var enabled = false
     private var recording: AnyCancellable?

@@ -12,7 +12,7 @@ import Darwin
 /// queued, never re-entered) and "does the calling thread hold any gate?" (then it must
 /// not block waiting for another gate: that is how two reactors would deadlock).
 final class ThreadContext {
-    private(set) var held: ContiguousArray<ObjectIdentifier> = []
+    @exclusivity(unchecked) private(set) var held: ContiguousArray<ObjectIdentifier> = []
 
     @inline(__always) func holds(_ gate: SerialGate) -> Bool {
         let id = ObjectIdentifier(gate)

@@ -81,8 +81,7 @@ final class ConcurrencyTests: XCTestCase {
 
     func testConcurrentSubscribersEachSeeOrderedStates() {
         let reactor = CounterReactor(currentUser: CurrentValueSubject(nil))
-        let lock = NSLock()
-        var failures = 0
+        let failures = Locked(0)
         let group = DispatchGroup()
         DispatchQueue.global().async(group: group) {
             for _ in 0..<5_000 { reactor.action.send(.increase) }
@@ -92,10 +91,10 @@ final class ConcurrencyTests: XCTestCase {
                 var seen: [Int] = []
                 let cancellable = reactor.state.sink { seen.append($0.count) }
                 cancellable.cancel()
-                if seen.isEmpty || seen != seen.sorted() { lock.withLock { failures += 1 } }
+                if seen.isEmpty || seen != seen.sorted() { failures.mutate { $0 += 1 } }
             }
         }
         group.wait()
-        XCTAssertEqual(failures, 0)
+        XCTAssertEqual(failures.value, 0)
     }
 }

@@ -168,3 +168,30 @@ final class EffectTests: XCTestCase {
         XCTAssertEqual(received.value, [1])
     }
 }
+
+/// A released reactor's whole pipeline is freed once the release watcher has swept it:
+/// the action subject going away means the storage, both sinks, the merge and the
+/// subscription to the global user (which held them) are gone too.
+final class ReleaseTests: XCTestCase {
+    func testPipelineIsFreedAfterRelease() {
+        let user = CurrentValueSubject<String?, Never>("jay")
+        weak var weakReactor: CounterReactor?
+        weak var weakAction: ActionSubject<CounterReactor.Action>?
+        var states: [Int] = []
+        var cancellable: AnyCancellable?
+        do {
+            let reactor = CounterReactor(currentUser: user)
+            weakReactor = reactor
+            weakAction = reactor.action
+            cancellable = reactor.state.sink { states.append($0.count) }
+            reactor.action.send(.increase)
+        }
+        XCTAssertNil(weakReactor) // at once
+        let start = Date()
+        while weakAction != nil && Date().timeIntervalSince(start) < 10 { usleep(10_000) }
+        XCTAssertNil(weakAction)  // after the sweep
+        user.send("kim")          // reaches nothing
+        XCTAssertEqual(states, [0, 1])
+        cancellable?.cancel()
+    }
+}
