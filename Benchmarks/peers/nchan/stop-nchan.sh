@@ -7,5 +7,8 @@ PID=$(cat "$PREFIX/master.pid" 2>/dev/null || true)
 kill -TERM "$PID" 2>/dev/null || exit 0   # fast stop: SSE streams would hold a graceful QUIT
 i=0
 while kill -0 "$PID" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-kill -0 "$PID" 2>/dev/null && kill -KILL "$PID" 2>/dev/null || true
+if kill -0 "$PID" 2>/dev/null; then
+    pkill -KILL -P "$PID" 2>/dev/null || true   # its workers, by parent pid
+    kill -KILL "$PID" 2>/dev/null || true
+fi
 exit 0
