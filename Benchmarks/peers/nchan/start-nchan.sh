@@ -6,13 +6,14 @@
 set -eu
 PORT=${1:?usage: start-nchan.sh PORT [WORKERS]}
 WORKERS=${2:-${NCHAN_WORKERS:-1}}
+PING=${NCHAN_PING:-15}   # seconds between keep-alive comments, like reactord --heartbeat
 HERE=$(cd "$(dirname "$0")" && pwd)
 NGINX=${NGINX:-/usr/sbin/nginx}
 [ -x "$NGINX" ] || { echo "start-nchan.sh: $NGINX missing: apt-get install nginx libnginx-mod-nchan" >&2; exit 1; }
 [ -f /usr/lib/nginx/modules/ngx_nchan_module.so ] || { echo "start-nchan.sh: libnginx-mod-nchan missing" >&2; exit 1; }
 PREFIX=$(mktemp -d "${TMPDIR:-/tmp}/nchan-bench.XXXXXX")
 mkdir -p "$PREFIX/logs" "$PREFIX/tmp"
-sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@PORT@|$PORT|g" -e "s|@WORKERS@|$WORKERS|g" \
+sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@PORT@|$PORT|g" -e "s|@WORKERS@|$WORKERS|g" -e "s|@PING@|$PING|g" \
     "$HERE/nginx.conf.in" > "$PREFIX/nginx.conf"
 "$NGINX" -p "$PREFIX" -c "$PREFIX/nginx.conf" -t -q -e "$PREFIX/logs/error.log" 2>"$PREFIX/logs/configtest.log" || {
     cat "$PREFIX/logs/configtest.log" >&2; exit 1; }
