@@ -228,9 +228,9 @@ wrk_rps() {      # wrk_rps TAG URL [LUA_SCRIPT [SCRIPT ARGS]] — prints request
     local tag=$1 url=$2; shift 2
     if [ $# -gt 0 ]; then
         local script=$1; shift
-        wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WRK_SECONDS}s" -s "$script" "$url" -- "$@" >"$OUT/wrk-$tag.txt" 2>&1 || true
+        $TIMEIT wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WRK_SECONDS}s" -s "$script" "$url" -- "$@" >"$OUT/wrk-$tag.txt" 2>&1 || true
     else
-        wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WRK_SECONDS}s" "$url" >"$OUT/wrk-$tag.txt" 2>&1 || true
+        $TIMEIT wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WRK_SECONDS}s" "$url" >"$OUT/wrk-$tag.txt" 2>&1 || true
     fi
     { echo "== $tag"; cat "$OUT/wrk-$tag.txt"; } >> "$RAW"
     local non2xx
@@ -238,6 +238,11 @@ wrk_rps() {      # wrk_rps TAG URL [LUA_SCRIPT [SCRIPT ARGS]] — prints request
     [ -n "$non2xx" ] && log "$tag: $non2xx responses were not 2xx/3xx"
     awk '/^Requests\/sec:/ {print $2}' "$OUT/wrk-$tag.txt"
 }
+
+# wrk's own CPU use (100 = one core), so a load-generator bound run shows itself.
+TIMEIT=""
+[ -x /usr/bin/time ] && TIMEIT="/usr/bin/time -f wrk_cpu=%P"
+wrk_cpu() { local v; v=$(sed -n 's/^wrk_cpu=\([0-9]*\)%.*/\1/p' "$OUT/wrk-$1.txt" 2>/dev/null | tail -1); echo "${v:-n/a}"; }
 
 cpu_pct_since() {   # cpu_pct_since TICKS0 SECONDS PIDS... — server CPU % of one core
     local t0=$1 secs=$2; shift 2
@@ -248,12 +253,12 @@ cpu_pct_since() {   # cpu_pct_since TICKS0 SECONDS PIDS... — server CPU % of o
 # ------------------------------------------------------------------ scenario 1: action throughput
 scenario_throughput() {
     log "1 throughput: POST /action increase over $THROUGHPUT_SESSIONS sessions, $WRK_CONNS connections, ${WRK_SECONDS}s"
-    local rd ref=n/a nc rd_cpu ref_cpu=n/a nc_cpu t0
+    local rd ref=n/a nc rd_cpu ref_cpu=n/a nc_cpu t0 ref_wrk=n/a
     start_reactord throughput || return 1
     "$SSELOAD" sessions -p "$RD_PORT" -c "$THROUGHPUT_SESSIONS" -k 4 --out "$OUT/sessions-64.txt" -q >>"$RAW"
     t0=$(cpu_ticks "$RD_PID")
     rd=$(wrk_rps reactord-action "http://127.0.0.1:$RD_PORT" "$LOAD/action.lua" reactord "$OUT/sessions-64.txt")
-    rd_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$RD_PID")
+    rd_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$RD_PID"); local rd_wrk; rd_wrk=$(wrk_cpu reactord-action)
     stop_reactord
 
     # HOOK: the C libmicrohttpd reference route (issue 3's MicroHTTP benchmark). It is built from
@@ -275,7 +280,7 @@ scenario_throughput() {
         if wait_http "http://127.0.0.1:$ref_port$ref_path"; then
             t0=$(cpu_ticks "$REF_PID")
             ref=$(wrk_rps reference "http://127.0.0.1:$ref_port$ref_path")
-            ref_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$REF_PID")
+            ref_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$REF_PID"); ref_wrk=$(wrk_cpu reference)
         else
             log "reference server did not answer $ref_path (log: $OUT/reference.log)"
         fi
@@ -288,12 +293,13 @@ scenario_throughput() {
     local pids; pids=$(nchan_pids)
     t0=$(cpu_ticks $pids)
     nc=$(wrk_rps nchan-publish "http://127.0.0.1:$NC_PORT" "$LOAD/action.lua" nchan 64)
-    nc_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" $pids)
+    nc_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" $pids); local nc_wrk; nc_wrk=$(wrk_cpu nchan-publish)
     stop_nchan
 
     figure throughput requests/s "${rd:-n/a}" "reference=${ref:-n/a}" "nchan=${nc:-n/a}"
     note "throughput ratio_to_nchan reactord/nchan=$(ratio "$rd" "$nc")  (targets: >=0.8 x reference, >=1.0 x nchan)"
     note "throughput server_cpu% reactord=$rd_cpu reference=$ref_cpu nchan=$nc_cpu  (100 = one core)"
+    note "throughput wrk_cpu% reactord=$rd_wrk reference=$ref_wrk nchan=$nc_wrk  (wrk -t$WRK_THREADS; near 100 x threads = load-generator bound)"
 }
 
 # ------------------------------------------------------------------ scenario 2: fan-out
@@ -429,6 +435,14 @@ scenario_scale() {
     note "scale connect_s reactord=$(field connect_s "$rd") nchan=$(field connect_s "$nc")  (target: all $SCALE_SUBS open at the end; nchan's hb count includes its opening ': hi')"
 }
 
+idle_pct() {     # share of all cores idle over 1 s (from /proc/stat)
+    local a b
+    a=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
+    sleep 1
+    b=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
+    echo "$a $b" | awk '{ d = $4 - $2; if (d > 0) printf "%.0f", 100 * ($3 - $1) / d; else print "n/a" }'
+}
+
 # ------------------------------------------------------------------ run
 build
 {
@@ -437,7 +451,9 @@ build
 } | tee -a "$FIGS"
 for sc in $SCENARIOS; do
     case "$sc" in
-        throughput|fanout|latency|broadcast|memory|scale) "scenario_$sc" || log "scenario $sc failed" ;;
+        throughput|fanout|latency|broadcast|memory|scale)
+            note "# $sc: machine idle before = $(idle_pct)% of $(nproc) cores (others' load skews every figure)"
+            "scenario_$sc" || log "scenario $sc failed" ;;
         *) echo "bench.sh: unknown scenario $sc" >&2 ;;
     esac
 done
