@@ -15,7 +15,8 @@
 #   THREADS=1            reactord --threads and nginx worker_processes (one event loop each)
 #   WRK_THREADS=1 WRK_SECONDS=10 WRK_CONNS=64 THROUGHPUT_SESSIONS=64
 #   FANOUT_SUBS=5000 FANOUT_SECONDS=5 FANOUT_PUB_CONNS=1
-#   LAT_SUBS=1000 LAT_RATE=100 LAT_SECONDS=10
+#   LAT_SUBS=1000 LAT_RATE=100 LAT_SECONDS=10 LAT_PUB_CONNS=8   (open loop: enough connections
+#                        that a slow answer does not lower the offered rate)
 #   BCAST_SESSIONS=10000
 #   MEM_SUBS=10000 MEM_SESSIONS=100000 MEM_HOLD=3
 #   SCALE_SUBS=9000 SCALE_SECONDS=60 HEARTBEAT=15
@@ -58,6 +59,7 @@ FANOUT_PUB_CONNS=${FANOUT_PUB_CONNS:-1}
 LAT_SUBS=${LAT_SUBS:-1000}
 LAT_RATE=${LAT_RATE:-100}
 LAT_SECONDS=${LAT_SECONDS:-10}
+LAT_PUB_CONNS=${LAT_PUB_CONNS:-8}
 BCAST_SESSIONS=${BCAST_SESSIONS:-10000}
 MEM_SUBS=${MEM_SUBS:-10000}
 MEM_SESSIONS=${MEM_SESSIONS:-100000}
@@ -331,11 +333,11 @@ scenario_latency() {
     start_reactord latency || return 1
     s=$(new_session)
     rd=$(sseload latency-reactord pubsub -p "$RD_PORT" -n "$LAT_SUBS" --path "/sessions/$s/events" \
-        -f reactord --session "$s" -r "$LAT_RATE" -d "$LAT_SECONDS" --drain 10)
+        -f reactord --session "$s" -r "$LAT_RATE" -k "$LAT_PUB_CONNS" -d "$LAT_SECONDS" --drain 10)
     stop_reactord
     start_nchan || return 1
     nc=$(sseload latency-nchan pubsub -p "$NC_PORT" -n "$LAT_SUBS" --path /sub/latency \
-        -f nchan --pub-path /pub/latency -r "$LAT_RATE" -d "$LAT_SECONDS" --drain 10)
+        -f nchan --pub-path /pub/latency -r "$LAT_RATE" -k "$LAT_PUB_CONNS" -d "$LAT_SECONDS" --drain 10)
     stop_nchan
     local k
     for k in p50_us p90_us p99_us p999_us max_us lost; do
