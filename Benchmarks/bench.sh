@@ -22,6 +22,7 @@
 #   SCALE_SUBS=9000 SCALE_SECONDS=60 HEARTBEAT=15
 #   SCENARIOS="throughput fanout latency broadcast memory scale"
 #   REACTORD_BIN=/path/to/reactord    skip the swift build
+#   SKIP_REACTORD=1 / SKIP_NCHAN=1    run one side only (figures of the other show n/a)
 #   REFERENCE_CMD="path args"         the C libmicrohttpd reference server (else built from
 #                                     Benchmarks/reference/reference.c when it exists)
 set -euo pipefail
@@ -83,13 +84,15 @@ log() { echo "# $*" >&2; }
 
 # ------------------------------------------------------------------ build
 build() {
-    if [ -z "${REACTORD_BIN:-}" ]; then
+    if [ "${SKIP_REACTORD:-0}" = 1 ]; then
+        log "SKIP_REACTORD=1: peers only"
+    elif [ -z "${REACTORD_BIN:-}" ]; then
         log "building reactord (release, .build-bench)"
         (cd "$ROOT" && swift build -c release --product reactord --scratch-path .build-bench) >"$OUT/build.log" 2>&1 || {
             tail -30 "$OUT/build.log" >&2; echo "bench.sh: reactord build failed (log: $OUT/build.log)" >&2; exit 1; }
         REACTORD_BIN=$(cd "$ROOT" && swift build -c release --product reactord --scratch-path .build-bench --show-bin-path)/reactord
     fi
-    [ -x "$REACTORD_BIN" ] || { echo "bench.sh: no reactord binary at $REACTORD_BIN" >&2; exit 1; }
+    [ "${SKIP_REACTORD:-0}" = 1 ] || [ -x "$REACTORD_BIN" ] || { echo "bench.sh: no reactord binary at $REACTORD_BIN" >&2; exit 1; }
     log "building sseload"
     make -s -C "$LOAD" sseload >&2
     SSELOAD=$LOAD/sseload
@@ -129,8 +132,10 @@ cpu_ticks() {   # cpu_ticks PID... — utime+stime of every thread, in clock tic
 }
 HZ=$(getconf CLK_TCK)
 
-field() {       # field KEY LINE — the value of key=value in a result line
-    echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2; exit }'
+field() {       # field KEY LINE — the value of key=value in a result line, or n/a
+    local v
+    v=$(echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2; exit }')
+    echo "${v:-n/a}"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
@@ -252,16 +257,23 @@ cpu_pct_since() {   # cpu_pct_since TICKS0 SECONDS PIDS... — server CPU % of o
     awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v s="$secs" 'BEGIN { if (s <= 0) print "n/a"; else printf "%.0f", 100 * (b - a) / hz / s }'
 }
 
+# ------------------------------------------------------------------ scenarios
+# Each scenario runs reactord, then its peers, each on a fresh server; a side that cannot start
+# (or is skipped with SKIP_REACTORD=1 / SKIP_NCHAN=1) shows as n/a and the others still run.
+rd_up() { [ "${SKIP_REACTORD:-0}" != 1 ] && start_reactord "$@"; }
+nc_up() { [ "${SKIP_NCHAN:-0}" != 1 ] && start_nchan; }
+
 # ------------------------------------------------------------------ scenario 1: action throughput
 scenario_throughput() {
     log "1 throughput: POST /action increase over $THROUGHPUT_SESSIONS sessions, $WRK_CONNS connections, ${WRK_SECONDS}s"
-    local rd ref=n/a nc rd_cpu ref_cpu=n/a nc_cpu t0 ref_wrk=n/a
-    start_reactord throughput || return 1
-    "$SSELOAD" sessions -p "$RD_PORT" -c "$THROUGHPUT_SESSIONS" -k 4 --out "$OUT/sessions-64.txt" -q >>"$RAW"
-    t0=$(cpu_ticks "$RD_PID")
-    rd=$(wrk_rps reactord-action "http://127.0.0.1:$RD_PORT" "$LOAD/action.lua" reactord "$OUT/sessions-64.txt")
-    rd_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$RD_PID"); local rd_wrk; rd_wrk=$(wrk_cpu reactord-action)
-    stop_reactord
+    local rd=n/a ref=n/a nc=n/a rd_cpu=n/a ref_cpu=n/a nc_cpu=n/a rd_wrk=n/a ref_wrk=n/a nc_wrk=n/a t0 pids
+    if rd_up throughput; then
+        "$SSELOAD" sessions -p "$RD_PORT" -c "$THROUGHPUT_SESSIONS" -k 4 --out "$OUT/sessions-64.txt" -q >>"$RAW"
+        t0=$(cpu_ticks "$RD_PID")
+        rd=$(wrk_rps reactord-action "http://127.0.0.1:$RD_PORT" "$LOAD/action.lua" reactord "$OUT/sessions-64.txt")
+        rd_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$RD_PID"); rd_wrk=$(wrk_cpu reactord-action)
+        stop_reactord
+    fi
 
     # HOOK: the C libmicrohttpd reference route (issue 3's MicroHTTP benchmark). It is built from
     # Benchmarks/reference/reference.c once that lands on main, assumed to take "PORT [THREADS]"
@@ -291,15 +303,16 @@ scenario_throughput() {
         log "HOOK: no C reference yet (Benchmarks/reference/reference.c not on this branch; set REFERENCE_CMD)"
     fi
 
-    start_nchan || return 1
-    local pids; pids=$(nchan_pids)
-    t0=$(cpu_ticks $pids)
-    nc=$(wrk_rps nchan-publish "http://127.0.0.1:$NC_PORT" "$LOAD/action.lua" nchan 64)
-    nc_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" $pids); local nc_wrk; nc_wrk=$(wrk_cpu nchan-publish)
-    stop_nchan
+    if nc_up; then
+        pids=$(nchan_pids)
+        t0=$(cpu_ticks $pids)
+        nc=$(wrk_rps nchan-publish "http://127.0.0.1:$NC_PORT" "$LOAD/action.lua" nchan 64)
+        nc_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" $pids); nc_wrk=$(wrk_cpu nchan-publish)
+        stop_nchan
+    fi
 
     figure throughput requests/s "${rd:-n/a}" "reference=${ref:-n/a}" "nchan=${nc:-n/a}"
-    note "throughput ratio_to_nchan reactord/nchan=$(ratio "$rd" "$nc")  (targets: >=0.8 x reference, >=1.0 x nchan)"
+    note "throughput ratio_to_nchan reactord/nchan=$(ratio "${rd:-n/a}" "${nc:-n/a}")  (targets: >=0.8 x reference, >=1.0 x nchan)"
     note "throughput server_cpu% reactord=$rd_cpu reference=$ref_cpu nchan=$nc_cpu  (100 = one core)"
     note "throughput wrk_cpu% reactord=$rd_wrk reference=$ref_wrk nchan=$nc_wrk  (wrk -t$WRK_THREADS; near 100 x threads = load-generator bound)"
 }
@@ -307,130 +320,127 @@ scenario_throughput() {
 # ------------------------------------------------------------------ scenario 2: fan-out
 scenario_fanout() {
     log "2 fanout: $FANOUT_SUBS subscribers on one session, actions as fast as taken, ${FANOUT_SECONDS}s"
-    local rd nc s
-    start_reactord fanout || return 1
-    s=$(new_session)
-    rd=$(sseload fanout-reactord pubsub -p "$RD_PORT" -n "$FANOUT_SUBS" --path "/sessions/$s/events" \
-        -f reactord --session "$s" -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30)
-    stop_reactord
-    start_nchan || return 1
-    nc=$(sseload fanout-nchan pubsub -p "$NC_PORT" -n "$FANOUT_SUBS" --path /sub/fanout \
-        -f nchan --pub-path /pub/fanout -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30)
-    stop_nchan
-    local k
+    local rd="" nc="" s k
+    if rd_up fanout; then
+        s=$(new_session)
+        rd=$(sseload fanout-reactord pubsub -p "$RD_PORT" -n "$FANOUT_SUBS" --path "/sessions/$s/events" \
+            -f reactord --session "$s" -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30)
+        stop_reactord
+    fi
+    if nc_up; then
+        nc=$(sseload fanout-nchan pubsub -p "$NC_PORT" -n "$FANOUT_SUBS" --path /sub/fanout \
+            -f nchan --pub-path /pub/fanout -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30)
+        stop_nchan
+    fi
     figure fanout deliveries/s "$(field deliveries_per_s "$rd")" "nchan=$(field deliveries_per_s "$nc")"
     figure fanout actions/s "$(field pub_per_s "$rd")" "nchan=$(field pub_per_s "$nc")"
     for k in lost dup dropped open p99_us; do
         figure fanout "$k" "$(field $k "$rd")" "nchan=$(field $k "$nc")"
     done
-    note "fanout sseload_cpu% reactord=$(field cpu_pct "$rd") nchan=$(field cpu_pct "$nc")  (load client, 100 = one core)"
+    note "fanout sseload_cpu% reactord=$(field cpu_pct "$rd") nchan=$(field cpu_pct "$nc")  (load client, 100 = one core; target: deliveries/s >= nchan, lost = 0)"
 }
 
 # ------------------------------------------------------------------ scenario 3: latency
 scenario_latency() {
     log "3 latency: $LAT_SUBS subscribers on one session, $LAT_RATE actions/s for ${LAT_SECONDS}s"
-    local rd nc s
-    start_reactord latency || return 1
-    s=$(new_session)
-    rd=$(sseload latency-reactord pubsub -p "$RD_PORT" -n "$LAT_SUBS" --path "/sessions/$s/events" \
-        -f reactord --session "$s" -r "$LAT_RATE" -k "$LAT_PUB_CONNS" -d "$LAT_SECONDS" --drain 10)
-    stop_reactord
-    start_nchan || return 1
-    nc=$(sseload latency-nchan pubsub -p "$NC_PORT" -n "$LAT_SUBS" --path /sub/latency \
-        -f nchan --pub-path /pub/latency -r "$LAT_RATE" -k "$LAT_PUB_CONNS" -d "$LAT_SECONDS" --drain 10)
-    stop_nchan
-    local k
+    local rd="" nc="" s k
+    if rd_up latency; then
+        s=$(new_session)
+        rd=$(sseload latency-reactord pubsub -p "$RD_PORT" -n "$LAT_SUBS" --path "/sessions/$s/events" \
+            -f reactord --session "$s" -r "$LAT_RATE" -k "$LAT_PUB_CONNS" -d "$LAT_SECONDS" --drain 10)
+        stop_reactord
+    fi
+    if nc_up; then
+        nc=$(sseload latency-nchan pubsub -p "$NC_PORT" -n "$LAT_SUBS" --path /sub/latency \
+            -f nchan --pub-path /pub/latency -r "$LAT_RATE" -k "$LAT_PUB_CONNS" -d "$LAT_SECONDS" --drain 10)
+        stop_nchan
+    fi
     for k in p50_us p90_us p99_us p999_us max_us lost; do
         figure latency "$k" "$(field $k "$rd")" "nchan=$(field $k "$nc")"
     done
-    note "latency actions/s reactord=$(field pub_per_s "$rd") nchan=$(field pub_per_s "$nc")  (target p99 <= nchan and <= 15000 us)"
+    note "latency actions/s reactord=$(field pub_per_s "$rd") nchan=$(field pub_per_s "$nc")  (offered $LAT_RATE/s; target p99 <= nchan and <= 15000 us)"
     note "latency sseload_cpu% reactord=$(field cpu_pct "$rd") nchan=$(field cpu_pct "$nc")"
 }
 
 # ------------------------------------------------------------------ scenario 4: broadcast
 scenario_broadcast() {
     log "4 broadcast: $BCAST_SESSIONS sessions, one subscriber each, one PUT /user"
-    local rd
-    start_reactord broadcast --max-sessions $((BCAST_SESSIONS + 1000)) || return 1
-    "$SSELOAD" sessions -p "$RD_PORT" -c "$BCAST_SESSIONS" -k 8 --out "$OUT/sessions-bcast.txt" -q >>"$RAW"
-    rd=$(sseload broadcast-reactord pubsub -p "$RD_PORT" -n "$BCAST_SESSIONS" --path "/sessions/%s/events" \
-        --ids-file "$OUT/sessions-bcast.txt" -f user --admin-token "$TOKEN" -c 1 -d 30 --drain 30 --settle 0.5)
-    stop_reactord
-    local k
+    local rd="" k
+    if rd_up broadcast --max-sessions $((BCAST_SESSIONS + 1000)); then
+        "$SSELOAD" sessions -p "$RD_PORT" -c "$BCAST_SESSIONS" -k 8 --out "$OUT/sessions-bcast.txt" -q >>"$RAW"
+        rd=$(sseload broadcast-reactord pubsub -p "$RD_PORT" -n "$BCAST_SESSIONS" --path "/sessions/%s/events" \
+            --ids-file "$OUT/sessions-bcast.txt" -f user --admin-token "$TOKEN" -c 1 -d 30 --drain 30 --settle 0.5)
+        stop_reactord
+    fi
     for k in complete lost p50_us p99_us max_us; do
         figure broadcast "$k" "$(field $k "$rd")" "nchan=n/a"
     done
-    note "broadcast put_user_us reactord=$(field pub_max_us "$rd") subscribers_open=$(field open_end "$rd")/$BCAST_SESSIONS  (target: all have it, p99 <= 200000 us; nchan has no global value)"
+    note "broadcast put_user_us reactord=$(field pub_max_us "$rd") subscribers_open=$(field open_end "$rd")/$BCAST_SESSIONS  (target: all have it, p99 <= 200000 us; nchan has no global value to compare)"
 }
 
 # ------------------------------------------------------------------ scenario 5: memory
-scenario_memory() {
-    log "5 memory: RSS per idle subscriber ($MEM_SUBS) and per idle session ($MEM_SESSIONS)"
-    local s r0 r1 rd_sub nc_sub rd_sess open job ready=$OUT/ready
-    # idle subscribers, reactord
-    start_reactord memory-subs || return 1
-    s=$(new_session)
-    sleep 0.5; r0=$(rss_kb "$RD_PID")
-    rm -f "$ready"
-    "$SSELOAD" idle -p "$RD_PORT" -n "$MEM_SUBS" --path "/sessions/$s/events" -d "$MEM_HOLD" --ready-file "$ready" -q \
-        >"$OUT/mem-rd.txt" 2>>"$OUT/sseload.err" &
-    job=$!
-    wait_file "$ready"; sleep 0.5
-    r1=$(rss_kb "$RD_PID")
-    wait "$job" || true
-    open=$(field open "$(grep '^result' "$OUT/mem-rd.txt")")
-    echo "memory-reactord-subs rss0_kb=$r0 rss1_kb=$r1 $(cat "$OUT/mem-rd.txt")" >> "$RAW"
-    rd_sub=$(awk -v a="$r0" -v b="$r1" -v n="$open" 'BEGIN { if (n > 0) printf "%.1f", (b - a) / n; else print "n/a" }')
-    stop_reactord
-    # idle subscribers, nchan (master + workers)
-    start_nchan || return 1
-    curl -s -o /dev/null -X POST "http://127.0.0.1:$NC_PORT/pub/memory" -d 1
-    local pids; pids=$(nchan_pids)
-    sleep 0.5; r0=$(rss_kb $pids)
-    rm -f "$ready"
-    "$SSELOAD" idle -p "$NC_PORT" -n "$MEM_SUBS" --path /sub/memory -d "$MEM_HOLD" --ready-file "$ready" -q \
-        >"$OUT/mem-nc.txt" 2>>"$OUT/sseload.err" &
-    job=$!
-    wait_file "$ready"; sleep 0.5
-    r1=$(rss_kb $pids)
-    wait "$job" || true
-    open=$(field open "$(grep '^result' "$OUT/mem-nc.txt")")
-    echo "memory-nchan-subs rss0_kb=$r0 rss1_kb=$r1 $(cat "$OUT/mem-nc.txt")" >> "$RAW"
-    nc_sub=$(awk -v a="$r0" -v b="$r1" -v n="$open" 'BEGIN { if (n > 0) printf "%.1f", (b - a) / n; else print "n/a" }')
-    stop_nchan
-    figure memory KiB/idle_subscriber "$rd_sub" "nchan=$nc_sub"
-    # idle sessions, reactord
-    start_reactord memory-sessions --max-sessions $((MEM_SESSIONS + 1000)) || return 1
-    new_session >/dev/null
-    sleep 0.5; r0=$(rss_kb "$RD_PID")
-    local made
-    made=$("$SSELOAD" sessions -p "$RD_PORT" -c "$MEM_SESSIONS" -k 8 --out /dev/null -q | tee -a "$RAW")
-    sleep 0.5; r1=$(rss_kb "$RD_PID")
-    echo "memory-reactord-sessions rss0_kb=$r0 rss1_kb=$r1" >> "$RAW"
-    local n; n=$(field pub_ok "$made")
-    rd_sess=$(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", (b - a) / n; else print "n/a" }')
-    stop_reactord
-    figure memory KiB/idle_session "$rd_sess" "nchan=n/a"
-    note "memory sessions_created reactord=$n/$MEM_SESSIONS  (targets: <= 12 KiB/subscriber, <= 4 KiB/session)"
-}
-
 wait_file() {   # up to 120 s
     local i=0
     while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 }
 
+idle_rss() {    # idle_rss TAG PORT PATH PIDS... — KiB of RSS per idle subscriber (MEM_SUBS of them)
+    local tag=$1 port=$2 path=$3; shift 3
+    local r0 r1 job open ready=$OUT/ready-$tag
+    sleep 0.5; r0=$(rss_kb "$@")
+    rm -f "$ready"
+    "$SSELOAD" idle -p "$port" -n "$MEM_SUBS" --path "$path" -d "$MEM_HOLD" --ready-file "$ready" -q \
+        >"$OUT/mem-$tag.txt" 2>>"$OUT/sseload.err" &
+    job=$!
+    wait_file "$ready"; sleep 0.5
+    r1=$(rss_kb "$@")
+    wait "$job" || true
+    open=$(field open "$(grep '^result' "$OUT/mem-$tag.txt")")
+    echo "memory-$tag rss0_kb=$r0 rss1_kb=$r1 $(cat "$OUT/mem-$tag.txt")" >> "$RAW"
+    awk -v a="$r0" -v b="$r1" -v n="${open:-0}" 'BEGIN { if (n > 0) printf "%.2f", (b - a) / n; else print "n/a" }'
+}
+
+scenario_memory() {
+    log "5 memory: RSS per idle subscriber ($MEM_SUBS) and per idle session ($MEM_SESSIONS)"
+    local s rd_sub=n/a nc_sub=n/a rd_sess=n/a r0 r1 made n=0
+    if rd_up memory-subs; then
+        s=$(new_session)
+        rd_sub=$(idle_rss reactord "$RD_PORT" "/sessions/$s/events" "$RD_PID")
+        stop_reactord
+    fi
+    if nc_up; then
+        curl -s -o /dev/null -X POST "http://127.0.0.1:$NC_PORT/pub/memory" -d 1
+        nc_sub=$(idle_rss nchan "$NC_PORT" /sub/memory $(nchan_pids))   # master + workers
+        stop_nchan
+    fi
+    figure memory KiB/idle_subscriber "$rd_sub" "nchan=$nc_sub"
+    if rd_up memory-sessions --max-sessions $((MEM_SESSIONS + 1000)); then
+        new_session >/dev/null
+        sleep 0.5; r0=$(rss_kb "$RD_PID")
+        made=$("$SSELOAD" sessions -p "$RD_PORT" -c "$MEM_SESSIONS" -k 8 --out /dev/null -q | tee -a "$RAW")
+        sleep 0.5; r1=$(rss_kb "$RD_PID")
+        echo "memory-reactord-sessions rss0_kb=$r0 rss1_kb=$r1" >> "$RAW"
+        n=$(field pub_ok "$made")
+        rd_sess=$(awk -v a="$r0" -v b="$r1" -v n="${n:-0}" 'BEGIN { if (n > 0) printf "%.2f", (b - a) / n; else print "n/a" }')
+        stop_reactord
+    fi
+    figure memory KiB/idle_session "$rd_sess" "nchan=n/a"
+    note "memory sessions_created reactord=${n:-0}/$MEM_SESSIONS  (targets: <= 12 KiB/subscriber, <= 4 KiB/session; KiB = 1024 B)"
+}
+
 # ------------------------------------------------------------------ scenario 6: scale
 scenario_scale() {
     log "6 scale: $SCALE_SUBS subscribers held ${SCALE_SECONDS}s, heartbeat ${HEARTBEAT}s"
-    local rd nc s
-    start_reactord scale --heartbeat "$HEARTBEAT" || return 1
-    s=$(new_session)
-    rd=$(sseload scale-reactord idle -p "$RD_PORT" -n "$SCALE_SUBS" --path "/sessions/$s/events" -d "$SCALE_SECONDS")
-    stop_reactord
-    start_nchan || return 1
-    nc=$(sseload scale-nchan idle -p "$NC_PORT" -n "$SCALE_SUBS" --path /sub/scale -d "$SCALE_SECONDS")
-    stop_nchan
-    local k
+    local rd="" nc="" s k
+    if rd_up scale --heartbeat "$HEARTBEAT"; then
+        s=$(new_session)
+        rd=$(sseload scale-reactord idle -p "$RD_PORT" -n "$SCALE_SUBS" --path "/sessions/$s/events" -d "$SCALE_SECONDS")
+        stop_reactord
+    fi
+    if nc_up; then
+        nc=$(sseload scale-nchan idle -p "$NC_PORT" -n "$SCALE_SUBS" --path /sub/scale -d "$SCALE_SECONDS")
+        stop_nchan
+    fi
     for k in open open_end dropped failed hb_min; do
         figure scale "$k" "$(field $k "$rd")" "nchan=$(field $k "$nc")"
     done
