@@ -15,6 +15,8 @@
 #   THREADS=1            reactord --threads and nginx worker_processes (one event loop each)
 #   WRK_THREADS=1 WRK_SECONDS=10 WRK_CONNS=64 THROUGHPUT_SESSIONS=64
 #   FANOUT_SUBS=5000 FANOUT_SECONDS=5 FANOUT_PUB_CONNS=1
+#   FANOUT_QUERY=""      e.g. "?fields=count": reactord then sends the pulse only, one event per
+#                        action like nchan (ids then skip, so id_gaps is no loss signal)
 #   LAT_SUBS=1000 LAT_RATE=100 LAT_SECONDS=10 LAT_PUB_CONNS=8   (open loop: enough connections
 #                        that a slow answer does not lower the offered rate)
 #   BCAST_SESSIONS=10000
@@ -57,6 +59,7 @@ THROUGHPUT_SESSIONS=${THROUGHPUT_SESSIONS:-64}
 FANOUT_SUBS=${FANOUT_SUBS:-5000}
 FANOUT_SECONDS=${FANOUT_SECONDS:-5}
 FANOUT_PUB_CONNS=${FANOUT_PUB_CONNS:-1}
+FANOUT_QUERY=${FANOUT_QUERY:-}
 LAT_SUBS=${LAT_SUBS:-1000}
 LAT_RATE=${LAT_RATE:-100}
 LAT_SECONDS=${LAT_SECONDS:-10}
@@ -323,7 +326,7 @@ scenario_fanout() {
     local rd="" nc="" s k
     if rd_up fanout; then
         s=$(new_session)
-        rd=$(sseload fanout-reactord pubsub -p "$RD_PORT" -n "$FANOUT_SUBS" --path "/sessions/$s/events" \
+        rd=$(sseload fanout-reactord pubsub -p "$RD_PORT" -n "$FANOUT_SUBS" --path "/sessions/$s/events$FANOUT_QUERY" \
             -f reactord --session "$s" -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30)
         stop_reactord
     fi
@@ -334,9 +337,11 @@ scenario_fanout() {
     fi
     figure fanout deliveries/s "$(field deliveries_per_s "$rd")" "nchan=$(field deliveries_per_s "$nc")"
     figure fanout actions/s "$(field pub_per_s "$rd")" "nchan=$(field pub_per_s "$nc")"
-    for k in lost dup dropped open p99_us; do
+    figure fanout events/s "$(field events_per_s "$rd")" "nchan=$(field events_per_s "$nc")"
+    for k in lost dup id_gaps dropped open p99_us; do
         figure fanout "$k" "$(field $k "$rd")" "nchan=$(field $k "$nc")"
     done
+    note "fanout note: deliveries = timestamped messages (reactord pulses, nchan messages); reactord's events/s also counts the state event each alert makes${FANOUT_QUERY:+ (query $FANOUT_QUERY)}"
     note "fanout sseload_cpu% reactord=$(field cpu_pct "$rd") nchan=$(field cpu_pct "$nc")  (load client, 100 = one core; target: deliveries/s >= nchan, lost = 0)"
 }
 

@@ -30,6 +30,10 @@
  * integer (reactord) a subscriber also checks that ids go up by exactly one: id_gaps counts the
  * missing ids, id_dups the repeated or backward ones.
  *
+ * CPU: on loopback most of the client's cost is the kernel's recv path (one recv per event when
+ * the client keeps up, each also acking on the server's behalf); --batch-us trades latency for
+ * fewer, larger reads. The result line always carries the client's own CPU use (getrusage).
+ *
  * Only ever connects to 127.0.0.1. Every loop is bounded in count and time. Output: one line
  * "result key=value ..." on stdout (plus progress on stderr unless --quiet).
  *
@@ -141,6 +145,7 @@ static struct {
     double connect_timeout;
     int connect_parallel;
     int quiet;
+    int batch_us;              /* pause after each epoll round while publishing/holding */
 } opt = {
     .port = 0, .subs = 0, .rate = 0, .pub_conns = 1, .duration = 5, .count = 0,
     .drain = 10, .settle = 0.2, .connect_timeout = 60, .connect_parallel = 256,
@@ -720,6 +725,8 @@ static void usage(void) {
 "      --ts-event NAME     SSE event type carrying timestamps (pulse|state|message|any)\n"
 "      --ready-file F      written when every subscriber is open (idle, sub)\n"
 "      --out F             sessions: where the ids go (default stdout)\n"
+"      --batch-us U        pause U us after each epoll round (fewer, larger reads: less client\n"
+"                          CPU per event, up to U us more latency; for throughput runs only)\n"
 "  -q, --quiet\n", stderr);
     exit(2);
 }
@@ -756,7 +763,7 @@ int main(int argc, char **argv) {
         {"pub-conns", 1, 0, 'k'}, {"duration", 1, 0, 'd'}, {"count", 1, 0, 'c'}, {"drain", 1, 0, 'D'},
         {"settle", 1, 0, 'S'}, {"connect-timeout", 1, 0, 'T'}, {"connect-parallel", 1, 0, 'C'},
         {"admin-token", 1, 0, 'a'}, {"ts-event", 1, 0, 'e'}, {"ready-file", 1, 0, 'R'},
-        {"out", 1, 0, 'o'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"out", 1, 0, 'o'}, {"batch-us", 1, 0, 'B'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch;
     optind = 2;
     while ((ch = getopt_long(argc, argv, "p:n:f:s:r:k:d:c:qh", lo, NULL)) != -1) {
@@ -780,6 +787,7 @@ int main(int argc, char **argv) {
         case 'e': opt.ts_event = optarg; break;
         case 'R': opt.ready_file = optarg; break;
         case 'o': opt.out = optarg; break;
+        case 'B': opt.batch_us = atoi(optarg); if (opt.batch_us < 0 || opt.batch_us > 100000) die("--batch-us 0..100000"); break;
         case 'q': opt.quiet = 1; break;
         default: usage();
         }
@@ -919,6 +927,7 @@ int main(int argc, char **argv) {
             timeout = wait < 0 ? 0 : wait > 10 ? 10 : (int)wait;
         } else if (publishes) timeout = 1;
         poll_once(timeout);
+        if (opt.batch_us > 0) usleep((useconds_t)opt.batch_us);
         if (!opt.quiet && now - last_progress >= 5000000) {
             last_progress = now;
             logf_("t=%.0fs published=%ld ok=%ld deliveries=%ld open=%ld dropped=%ld",
@@ -936,6 +945,7 @@ int main(int argc, char **argv) {
             int subs_done = opt.mode != M_PUBSUB || g.ts_events >= g.pub_ok * g.sub_open;
             if (pubs_done && subs_done) break;
             poll_once(5);
+            if (opt.batch_us > 0) usleep((useconds_t)opt.batch_us);
         }
     }
     int64_t t_end = now_us();
@@ -963,16 +973,16 @@ int main(int argc, char **argv) {
     double cpu = cpu1 - cpu0;
     double deliver_window = (g.last_ts_rx > 0 ? (g.last_ts_rx - phase_start_us) : 0) / 1e6;
     printf("result mode=%s format=%s subs=%ld open=%ld open_end=%ld connect_s=%.2f failed=%ld http_err=%ld dropped=%ld ended=%ld",
-           m, fmt, opt.subs, g.sub_ready, open_end, connect_s, g.sub_failed, g.sub_http_err, g.sub_dropped, g.sub_ended);
+           m, publishes ? fmt : "-", opt.subs, g.sub_ready, open_end, connect_s, g.sub_failed, g.sub_http_err, g.sub_dropped, g.sub_ended);
     if (publishes)
         printf(" published=%ld pub_ok=%ld pub_err=%ld pub_s=%.3f pub_per_s=%.1f pub_p50_us=%" PRIu64 " pub_p99_us=%" PRIu64 " pub_max_us=%" PRIu64,
                g.pub_sent, g.pub_ok, g.pub_err, pub_s, pub_s > 0 ? g.pub_ok / pub_s : 0,
                h_pct(&pub_hist, 50), h_pct(&pub_hist, 99), pub_hist.max);
     if (subscribes)
-        printf(" events=%ld deliveries=%ld deliver_s=%.3f deliveries_per_s=%.1f lost=%ld dup=%ld complete=%ld id_gaps=%ld id_dups=%ld stale=%ld"
+        printf(" events=%ld events_per_s=%.1f deliveries=%ld deliver_s=%.3f deliveries_per_s=%.1f lost=%ld dup=%ld complete=%ld id_gaps=%ld id_dups=%ld stale=%ld"
                " heartbeats=%ld hb_min=%ld hb_max=%ld ev_min=%ld"
                " p50_us=%" PRIu64 " p90_us=%" PRIu64 " p99_us=%" PRIu64 " p999_us=%" PRIu64 " max_us=%" PRIu64,
-               g.events, g.ts_events, deliver_window, deliver_window > 0 ? g.ts_events / deliver_window : 0,
+               g.events, deliver_window > 0 ? g.events / deliver_window : 0, g.ts_events, deliver_window, deliver_window > 0 ? g.ts_events / deliver_window : 0,
                lost, dups, complete, id_gaps, id_dups, g.stale_ts, g.comments, hb_min < 0 ? 0 : hb_min, hb_max, ev_min < 0 ? 0 : ev_min,
                h_pct(&lat_hist, 50), h_pct(&lat_hist, 90), h_pct(&lat_hist, 99), h_pct(&lat_hist, 99.9), lat_hist.max);
     if (opt.mode == M_SESSIONS) printf(" sessions=%ld", g.sessions_written);
