@@ -15,6 +15,7 @@
 #   THREADS=1            reactord --threads and nginx worker_processes (one event loop each)
 #   WRK_THREADS=1 WRK_SECONDS=10 WRK_CONNS=64 THROUGHPUT_SESSIONS=64
 #   FANOUT_SUBS=5000 FANOUT_SECONDS=5 FANOUT_PUB_CONNS=1
+#   FANOUT_BATCH_US=0    sseload --batch-us in fan-out, if the client's CPU nears one core
 #   FANOUT_QUERY=""      e.g. "?fields=count": reactord then sends the pulse only, one event per
 #                        action like nchan (ids then skip, so id_gaps is no loss signal)
 #   LAT_SUBS=1000 LAT_RATE=100 LAT_SECONDS=10 LAT_PUB_CONNS=8   (open loop: enough connections
@@ -60,6 +61,7 @@ FANOUT_SUBS=${FANOUT_SUBS:-5000}
 FANOUT_SECONDS=${FANOUT_SECONDS:-5}
 FANOUT_PUB_CONNS=${FANOUT_PUB_CONNS:-1}
 FANOUT_QUERY=${FANOUT_QUERY:-}
+FANOUT_BATCH_US=${FANOUT_BATCH_US:-0}   # sseload --batch-us for fan-out (both servers alike)
 LAT_SUBS=${LAT_SUBS:-1000}
 LAT_RATE=${LAT_RATE:-100}
 LAT_SECONDS=${LAT_SECONDS:-10}
@@ -327,12 +329,12 @@ scenario_fanout() {
     if rd_up fanout; then
         s=$(new_session)
         rd=$(sseload fanout-reactord pubsub -p "$RD_PORT" -n "$FANOUT_SUBS" --path "/sessions/$s/events$FANOUT_QUERY" \
-            -f reactord --session "$s" -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30)
+            -f reactord --session "$s" -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30 --batch-us "$FANOUT_BATCH_US")
         stop_reactord
     fi
     if nc_up; then
         nc=$(sseload fanout-nchan pubsub -p "$NC_PORT" -n "$FANOUT_SUBS" --path /sub/fanout \
-            -f nchan --pub-path /pub/fanout -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30)
+            -f nchan --pub-path /pub/fanout -r 0 -k "$FANOUT_PUB_CONNS" -d "$FANOUT_SECONDS" --drain 30 --batch-us "$FANOUT_BATCH_US")
         stop_nchan
     fi
     figure fanout deliveries/s "$(field deliveries_per_s "$rd")" "nchan=$(field deliveries_per_s "$nc")"
