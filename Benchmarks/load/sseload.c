@@ -22,7 +22,8 @@
  *
  * <t_us> is CLOCK_REALTIME in microseconds taken just before the request is written. A subscriber
  * takes the first run of 13..19 digits in the data of an event of the timestamp-carrying type
- * (--ts-event; by format: pulse, message, state) and records now - t_us in a histogram.
+ * (--ts-event; by format: pulse, message, state), after the JSON key --ts-key when there is one
+ * (by format: "value":", none, "name":"), and records now - t_us in a histogram.
  * Timestamps older than the start of the publish phase are ignored (stale state on connect).
  *
  * Loss: in pubsub, every live subscriber should receive one timestamped event per publish
@@ -133,6 +134,7 @@ static struct {
     const char *session;
     const char *admin_token;
     const char *ts_event;
+    const char *ts_key;
     const char *out;
     const char *ready_file;
     long subs;
@@ -250,7 +252,16 @@ static void close_conn(conn_t *c) {
 }
 
 /* ------------------------------------------------------------------ SSE parsing */
+static const char *ts_key;       /* the JSON key whose string value is the timestamp, or NULL */
+static size_t ts_key_len;
+
 static int64_t parse_ts(const char *d, int n) {
+    if (ts_key) {                /* find "key":" and read its value */
+        const char *hit = memmem(d, (size_t)n, ts_key, ts_key_len);
+        if (!hit) return -1;
+        int off = (int)(hit - d + (long)ts_key_len);
+        d += off; n -= off;
+    }
     for (int i = 0; i < n; i++) {
         if (!isdigit((unsigned char)d[i])) continue;
         int j = i; int64_t v = 0;
@@ -723,6 +734,8 @@ static void usage(void) {
 "      --connect-parallel C  subscribers being opened at once (default 256)\n"
 "      --admin-token T     for --format user\n"
 "      --ts-event NAME     SSE event type carrying timestamps (pulse|state|message|any)\n"
+"      --ts-key KEY        the timestamp is the string value of JSON key KEY in the data\n"
+"                          (default: value for reactord, name for user, none: whole data, nchan)\n"
 "      --ready-file F      written when every subscriber is open (idle, sub)\n"
 "      --out F             sessions: where the ids go (default stdout)\n"
 "      --batch-us U        pause U us after each epoll round (fewer, larger reads: less client\n"
@@ -762,7 +775,7 @@ int main(int argc, char **argv) {
         {"format", 1, 0, 'f'}, {"session", 1, 0, 's'}, {"pub-path", 1, 0, 'U'}, {"rate", 1, 0, 'r'},
         {"pub-conns", 1, 0, 'k'}, {"duration", 1, 0, 'd'}, {"count", 1, 0, 'c'}, {"drain", 1, 0, 'D'},
         {"settle", 1, 0, 'S'}, {"connect-timeout", 1, 0, 'T'}, {"connect-parallel", 1, 0, 'C'},
-        {"admin-token", 1, 0, 'a'}, {"ts-event", 1, 0, 'e'}, {"ready-file", 1, 0, 'R'},
+        {"admin-token", 1, 0, 'a'}, {"ts-event", 1, 0, 'e'}, {"ts-key", 1, 0, 'K'}, {"ready-file", 1, 0, 'R'},
         {"out", 1, 0, 'o'}, {"batch-us", 1, 0, 'B'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch;
     optind = 2;
@@ -785,6 +798,7 @@ int main(int argc, char **argv) {
         case 'C': opt.connect_parallel = atoi(optarg); break;
         case 'a': opt.admin_token = optarg; break;
         case 'e': opt.ts_event = optarg; break;
+        case 'K': opt.ts_key = optarg; break;
         case 'R': opt.ready_file = optarg; break;
         case 'o': opt.out = optarg; break;
         case 'B': opt.batch_us = atoi(optarg); if (opt.batch_us < 0 || opt.batch_us > 100000) die("--batch-us 0..100000"); break;
@@ -802,6 +816,12 @@ int main(int argc, char **argv) {
     if (!opt.ts_event) opt.ts_event = opt.format == F_NCHAN ? "message" : opt.format == F_USER ? "state" : "pulse";
     ts_event_any = !strcmp(opt.ts_event, "any");
     ts_event_name = !strcmp(opt.ts_event, "message") ? "" : opt.ts_event;
+    {   /* where the timestamp sits: after "value":" (pulse), "name":" (user), anywhere (nchan) */
+        static char keybuf[80];
+        const char *k = opt.ts_key ? opt.ts_key : opt.format == F_USER ? "name" : opt.format == F_NCHAN ? "" : "value";
+        if (strlen(k) > 60) die("--ts-key too long");
+        if (*k) { snprintf(keybuf, sizeof keybuf, "\"%s\":\"", k); ts_key = keybuf; ts_key_len = strlen(keybuf); }
+    }
     int publishes = opt.mode == M_PUB || opt.mode == M_PUBSUB || opt.mode == M_SESSIONS;
     int subscribes = opt.mode == M_SUB || opt.mode == M_PUBSUB || opt.mode == M_IDLE;
     if (publishes && opt.mode != M_SESSIONS && (opt.format == F_REACTORD || opt.format == F_INCREASE) && !opt.session)
