@@ -13,7 +13,7 @@
 #
 # Every size is an environment variable (defaults = the sizes; --smoke shrinks them):
 #   THREADS=1            reactord --threads and nginx worker_processes (one event loop each)
-#   WRK_THREADS=1 WRK_SECONDS=10 WRK_CONNS=64 THROUGHPUT_SESSIONS=64
+#   WRK_THREADS=1 WRK_SECONDS=10 WRK_CONNS=64 WRK_WARMUP=2 THROUGHPUT_SESSIONS=64
 #   FANOUT_SUBS=5000 FANOUT_SECONDS=5 FANOUT_PUB_CONNS=1
 #   FANOUT_BATCH_US=0    sseload --batch-us in fan-out, if the client's CPU nears one core
 #   FANOUT_QUERY=""      e.g. "?fields=count": reactord then sends the pulse only, one event per
@@ -56,6 +56,7 @@ THREADS=${THREADS:-1}
 WRK_THREADS=${WRK_THREADS:-1}
 WRK_SECONDS=${WRK_SECONDS:-10}
 WRK_CONNS=${WRK_CONNS:-64}
+WRK_WARMUP=${WRK_WARMUP:-2}      # seconds of unmeasured wrk before each measured run (0: none)
 THROUGHPUT_SESSIONS=${THROUGHPUT_SESSIONS:-64}
 FANOUT_SUBS=${FANOUT_SUBS:-5000}
 FANOUT_SECONDS=${FANOUT_SECONDS:-5}
@@ -236,6 +237,16 @@ sseload() {      # sseload TAG ARGS... — runs the load client, keeps its line,
     echo "$line"
 }
 
+wrk_warm() {     # wrk_warm URL [LUA_SCRIPT [SCRIPT ARGS]] — WRK_WARMUP s of unmeasured load
+    [ "$WRK_WARMUP" != 0 ] || return 0
+    local url=$1; shift
+    if [ $# -gt 0 ]; then
+        wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WRK_WARMUP}s" -s "$1" "$url" -- "${@:2}" >/dev/null 2>&1 || true
+    else
+        wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${WRK_WARMUP}s" "$url" >/dev/null 2>&1 || true
+    fi
+}
+
 wrk_rps() {      # wrk_rps TAG URL [LUA_SCRIPT [SCRIPT ARGS]] — prints requests/s, keeps wrk's output
     local tag=$1 url=$2; shift 2
     if [ $# -gt 0 ]; then
@@ -274,6 +285,7 @@ scenario_throughput() {
     local rd=n/a ref=n/a nc=n/a rd_cpu=n/a ref_cpu=n/a nc_cpu=n/a rd_wrk=n/a ref_wrk=n/a nc_wrk=n/a t0 pids
     if rd_up throughput; then
         "$SSELOAD" sessions -p "$RD_PORT" -c "$THROUGHPUT_SESSIONS" -k 4 --out "$OUT/sessions-64.txt" -q >>"$RAW"
+        wrk_warm "http://127.0.0.1:$RD_PORT" "$LOAD/action.lua" reactord "$OUT/sessions-64.txt"
         t0=$(cpu_ticks "$RD_PID")
         rd=$(wrk_rps reactord-action "http://127.0.0.1:$RD_PORT" "$LOAD/action.lua" reactord "$OUT/sessions-64.txt")
         rd_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$RD_PID"); rd_wrk=$(wrk_cpu reactord-action)
@@ -297,6 +309,7 @@ scenario_throughput() {
         ( ulimit -n "$(ulimit -Hn)" 2>/dev/null || true; exec ${ref_cmd//%PORT%/$ref_port} ) >"$OUT/reference.log" 2>&1 &
         REF_PID=$!
         if wait_http "http://127.0.0.1:$ref_port$ref_path"; then
+            wrk_warm "http://127.0.0.1:$ref_port$ref_path"
             t0=$(cpu_ticks "$REF_PID")
             ref=$(wrk_rps reference "http://127.0.0.1:$ref_port$ref_path")
             ref_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" "$REF_PID"); ref_wrk=$(wrk_cpu reference)
@@ -310,6 +323,7 @@ scenario_throughput() {
 
     if nc_up; then
         pids=$(nchan_pids)
+        wrk_warm "http://127.0.0.1:$NC_PORT" "$LOAD/action.lua" nchan 64
         t0=$(cpu_ticks $pids)
         nc=$(wrk_rps nchan-publish "http://127.0.0.1:$NC_PORT" "$LOAD/action.lua" nchan 64)
         nc_cpu=$(cpu_pct_since "$t0" "$WRK_SECONDS" $pids); nc_wrk=$(wrk_cpu nchan-publish)
