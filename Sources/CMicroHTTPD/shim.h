@@ -1,4 +1,56 @@
 #ifndef CMICROHTTPD_SHIM_H
 #define CMICROHTTPD_SHIM_H
+// Swift cannot call C variadic functions. These static inline wrappers give every variadic
+// libmicrohttpd entry point that MicroHTTP needs a fixed signature; nothing else lives here.
+#include <sys/socket.h>
 #include <microhttpd.h>
+
+/// Starts a daemon: the access handler and the completion callback are named; every other
+/// option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
+static inline struct MHD_Daemon *
+mhd_shim_start_daemon (unsigned int flags,
+                       MHD_AccessHandlerCallback handler, void *handler_cls,
+                       MHD_RequestCompletedCallback completed, void *completed_cls,
+                       struct MHD_OptionItem *options)
+{
+  return MHD_start_daemon (flags, 0, NULL, NULL, handler, handler_cls,
+                           MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                           MHD_OPTION_ARRAY, options,
+                           MHD_OPTION_END);
+}
+
+/// Per-connection idle timeout in seconds; 0 = none.
+static inline enum MHD_Result
+mhd_shim_set_connection_timeout (struct MHD_Connection *connection, unsigned int seconds)
+{
+  return MHD_set_connection_option (connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/// The peer's address, or NULL.
+static inline const struct sockaddr *
+mhd_shim_client_address (struct MHD_Connection *connection)
+{
+  const union MHD_ConnectionInfo *info =
+    MHD_get_connection_info (connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  return (NULL == info) ? NULL : info->client_addr;
+}
+
+/// The connection's socket, or -1.
+static inline int
+mhd_shim_connection_fd (struct MHD_Connection *connection)
+{
+  const union MHD_ConnectionInfo *info =
+    MHD_get_connection_info (connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  return (NULL == info) ? -1 : (int) info->connect_fd;
+}
+
+/// Connections the daemon currently holds (all threads of a pool).
+static inline unsigned int
+mhd_shim_current_connections (struct MHD_Daemon *daemon)
+{
+  const union MHD_DaemonInfo *info =
+    MHD_get_daemon_info (daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+  return (NULL == info) ? 0 : info->num_connections;
+}
+
 #endif

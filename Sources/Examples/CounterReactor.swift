@@ -23,6 +23,18 @@ public final class CounterReactor: Reactor {
         public var user: User?
 
         public init() {}
+
+        private enum CodingKeys: String, CodingKey { case count, alertMessage, user }
+
+        /// Every field, `null` included: clients see the whole shape from the first event.
+        /// The pulse is encoded as its wrapper (`_alertMessage`), which is how the server
+        /// learns of each assignment.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(count, forKey: .count)
+            try container.encode(_alertMessage, forKey: .alertMessage)
+            try container.encode(user, forKey: .user)
+        }
     }
 
     /// Longer alert messages are cut here, before they reach every subscriber.

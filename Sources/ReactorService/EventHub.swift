@@ -117,7 +117,7 @@ final class EventHub: @unchecked Sendable {
         }
         let frame = EventFrames.end(reason: reason)
         for subscriber in ended { subscriber.stream.close(finalFrame: frame) }
-        if !ended.isEmpty { metrics.subscribers.decrement(by: Int64(ended.count)) }
+        if !ended.isEmpty { metrics.subscribers.decrement(by: Double(ended.count)) }
     }
 
     private func unsubscribe(_ key: ObjectIdentifier) {

@@ -23,6 +23,8 @@ public struct ServiceConfiguration: Sendable {
     public var streamQueueLimit = 256 * 1024
     /// Reactor kind used by `POST /sessions` without a body; `nil`: the first registered.
     public var defaultReactor: String?
+    /// Browser origins allowed to call the API (`https://app.example.com`), or `*`. Empty: same origin only.
+    public var corsOrigins: [String] = []
     /// Seconds `stop()` waits for connections to drain.
     public var stopDeadline: Double = 5
 

@@ -13,6 +13,7 @@ final class ServiceContext: @unchecked Sendable {
     let metrics = ServiceMetrics()
     let logger: Logger
     let retryFrame: Frame
+    let cors: CORSPolicy
     private let stopping = Locked(false)
 
     init(configuration: ServiceConfiguration, adminToken: String, logger: Logger) {
@@ -22,6 +23,7 @@ final class ServiceContext: @unchecked Sendable {
         store = SessionStore(capacity: configuration.maxSessions)
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
+        cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
     }
 
     var isStopping: Bool { stopping.current }

@@ -23,6 +23,8 @@ where R.Action: Decodable, R.State: Encodable {
     // Serialises `send` with reading the state it produced, so the answer is that action's.
     private let lock = NSLock()
     private var reactor: R?
+    /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
+    private let actions: ActionSubject<R.Action>
     private var subscription: AnyCancellable?
 
     init(id: String, kind: String, reactor: R, hub: EventHub, onEncodingError: @escaping (any Error) -> Void) {
@@ -30,6 +32,7 @@ where R.Action: Decodable, R.State: Encodable {
         self.kind = kind
         self.hub = hub
         self.reactor = reactor
+        actions = reactor.action
         subscription = reactor.state.sink { [hub] state in
             do {
                 hub.publish(try StateEncoding.encode(state))
@@ -44,8 +47,8 @@ where R.Action: Decodable, R.State: Encodable {
         let action = try RequestDecoding.decode(Envelope.self, from: actionBody).action
         lock.lock()
         defer { lock.unlock() }
-        guard let reactor else { return nil }
-        reactor.action.send(action)
+        guard reactor != nil else { return nil }
+        actions.send(action)
         hub.touch()
         return hub.snapshot
     }

@@ -32,6 +32,8 @@ struct Reactord: ParsableCommand {
     var connectionLimit: Int?
     @Option(help: "Most connections from one address, 0 for no limit. [env: REACTORD_CONNECTIONS_PER_IP] (default: 0)")
     var connectionsPerIP: Int?
+    @Option(help: "Comma-separated browser origins allowed by CORS, or '*'. [env: REACTORD_CORS_ORIGINS] (default: none)")
+    var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
     var logLevel: String?
 
@@ -51,6 +53,10 @@ struct Reactord: ParsableCommand {
             ?? configuration.connectionLimit
         configuration.connectionsPerIP = try connectionsPerIP ?? environment.value("REACTORD_CONNECTIONS_PER_IP")
             ?? configuration.connectionsPerIP
+        let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
+        configuration.corsOrigins = origins.map {
+            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        } ?? []
         let level: Logger.Level = try logLevel.map { try Environment.parse($0, name: "--log-level") }
             ?? environment.value("REACTORD_LOG_LEVEL") ?? .info
         try Self.validate(configuration)

@@ -3,14 +3,15 @@ import XCTest
 
 /// The real executable, stopped by SIGTERM with live subscribers.
 final class ShutdownTests: XCTestCase {
+    /// The `reactord` that `swift build --build-tests` put beside the test binary.
     private func executableURL() throws -> URL {
-        var directory = Bundle(for: Self.self).bundleURL.deletingLastPathComponent()
-        if directory.lastPathComponent == "Contents" { directory = directory.deletingLastPathComponent() }
-        let url = directory.appendingPathComponent("reactord")
-        guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw XCTSkip("reactord is not built beside the tests at \(url.path)")
+        let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(),
+                          Bundle(for: Self.self).bundleURL.deletingLastPathComponent()]
+        for directory in candidates.compactMap({ $0 }) {
+            let url = directory.appendingPathComponent("reactord")
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
         }
-        return url
+        throw XCTSkip("reactord is not built beside the tests (looked in \(candidates))")
     }
 
     func testSIGTERMEndsStreamsAnswersAndExitsZero() throws {

@@ -9,7 +9,7 @@ extension RouteTable {
         let context = context
         add(.POST, "/action") { request in
             guard !context.isStopping else { return .response(Problems.stopping) }
-            do {
+            do throws(BodyError) {
                 let target = try RequestDecoding.decode(Target.self, from: request.body)
                 guard let session = context.store.session(target.session),
                       let snapshot = try session.perform(actionBody: request.body)

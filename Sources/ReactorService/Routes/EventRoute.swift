@@ -12,7 +12,7 @@ extension RouteTable {
             var filter: FieldFilter?
             if let fields = request.query["fields"] {
                 let known = FieldFilter.fieldNames(of: session.hub.snapshot.stateJSON)
-                do {
+                do throws(FieldFilterError) {
                     filter = try FieldFilter(query: fields, knownFields: known)
                 } catch {
                     return .response(.problem(status: 400, detail: error.description))
@@ -22,8 +22,9 @@ extension RouteTable {
             let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])
                 .flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
             let retry = context.retryFrame
+            let streamFilter = filter
             return .eventStream(headers: HTTPHeaders()) { stream in
-                session.hub.subscribe(stream, lastEventID: lastEventID, filter: filter, retry: retry)
+                session.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
             }
         }
     }

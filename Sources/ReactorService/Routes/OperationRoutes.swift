@@ -17,6 +17,12 @@ extension RouteTable {
                 status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
                 body: context.metrics.exposition()))
         }
+        let page = BundledResource.bytes(named: "index", extension: "html")
+        add(.GET, "/") { _ in
+            guard let page else { return .response(.problem(status: 500, detail: "the bundled demo page is missing")) }
+            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
+                                      body: page))
+        }
         let spec = BundledResource.bytes(named: "openapi", extension: "yaml")
         add(.GET, "/openapi.yaml") { _ in
             guard let spec else { return .response(.problem(status: 500, detail: "the bundled openapi.yaml is missing")) }

@@ -1,10 +1,12 @@
 import Foundation
 import MicroHTTP
 
-/// Builds the router: every route timed into the request-latency histogram under its pattern.
+/// Builds the router. Every route is timed into the request-latency histogram under its
+/// pattern, answers CORS preflights, and marks its replies for allowed origins.
 struct RouteTable {
     private(set) var router = Router()
     let context: ServiceContext
+    private var methodsByPattern: [(pattern: String, methods: [HTTPMethod])] = []
 
     init(context: ServiceContext) {
         self.context = context
@@ -13,14 +15,28 @@ struct RouteTable {
         addEventRoute()
         addUserRoutes()
         addOperationRoutes()
+        addPreflights()
     }
 
     mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping Handler) {
         let timer = context.metrics.requestTimer(method: method.rawValue, route: pattern)
+        let cors = context.cors
         router.add(method, pattern) { request in
             let start = DispatchTime.now().uptimeNanoseconds
             defer { timer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start)) }
-            return handler(request)
+            return cors.apply(to: handler(request), for: request)
+        }
+        if let index = methodsByPattern.firstIndex(where: { $0.pattern == pattern }) {
+            methodsByPattern[index].methods.append(method)
+        } else {
+            methodsByPattern.append((pattern, [method]))
+        }
+    }
+
+    private mutating func addPreflights() {
+        let cors = context.cors
+        for (pattern, methods) in methodsByPattern {
+            router.add(.OPTIONS, pattern) { request in .response(cors.preflight(request, methods: methods)) }
         }
     }
 }

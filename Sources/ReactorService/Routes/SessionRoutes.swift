@@ -27,7 +27,7 @@ extension RouteTable {
         let kinds = context.registry.names
         var kind = context.configuration.defaultReactor ?? kinds.first ?? ""
         if request.body.contains(where: { !Self.isJSONWhitespace($0) }) {
-            do {
+            do throws(BodyError) {
                 if let named = try RequestDecoding.decode(CreateBody.self, from: request.body).reactor { kind = named }
             } catch {
                 return Problems.body(error)

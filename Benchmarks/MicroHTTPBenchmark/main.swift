@@ -1,0 +1,36 @@
+import MicroHTTP
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The benchmark server: GET /hello → {"hello":"world"} through MicroHTTP, inline on the MHD
+// thread. Usage: MicroHTTPBenchmark PORT [THREADS]. Runs until SIGINT/SIGTERM.
+let arguments = CommandLine.arguments
+var configuration = HTTPServerConfiguration()
+configuration.port = arguments.count > 1 ? UInt16(arguments[1]) ?? 8080 : 8080
+configuration.threads = arguments.count > 2 ? Int(arguments[2]) ?? 1 : 1
+
+let body = Array(#"{"hello":"world"}"#.utf8)
+var router = Router()
+router.add(.GET, "/hello") { _ in .response(.json(body)) }
+
+let server = HTTPServer(configuration: configuration, router: router)
+do {
+    try server.start()
+} catch {
+    fputs("MicroHTTPBenchmark: \(error)\n", stderr)
+    exit(1)
+}
+print("MicroHTTPBenchmark listening on 127.0.0.1:\(server.port)")
+fflush(stdout)
+
+var signals = sigset_t()
+sigemptyset(&signals)
+sigaddset(&signals, SIGINT)
+sigaddset(&signals, SIGTERM)
+pthread_sigmask(SIG_BLOCK, &signals, nil)
+var received: Int32 = 0
+sigwait(&signals, &received)
+server.stop(deadline: 2)

@@ -1,0 +1,56 @@
+import CMicroHTTPD
+
+// The C entry points libmicrohttpd calls, on its own threads. They live in a library file as
+// plain (nonisolated) functions — top-level code in an executable's main.swift would be
+// main-actor isolated and crash when called from MHD's thread — and only translate C to the
+// typed Swift side. `cls` is the server (retained by `start`, released after MHD_stop_daemon)
+// or, for the stream reader, the stream (retained by its response, released by mhdStreamFree).
+
+func mhdAccessHandler(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?,
+    uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>?,
+    context: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let cls, let connection, let url, let method, let uploadDataSize, let context else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    let handled = server.handle(Connection(raw: connection), url: url, method: method,
+                                upload: uploadData, uploadSize: uploadDataSize, context: context)
+    return handled ? .YES : .NO
+}
+
+func mhdRequestCompleted(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    context: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, termination: MHD_RequestTerminationCode
+) {
+    guard let cls else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    var exchange: Exchange?
+    if let context, let raw = context.pointee {
+        context.pointee = nil
+        exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue()
+    }
+    server.completed(exchange,
+                     ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,
+                     daemonShutdown: termination == .REQUEST_TERMINATED_DAEMON_SHUTDOWN)
+}
+
+func mhdStreamReader(cls: UnsafeMutableRawPointer?, position: UInt64,
+                     buffer: UnsafeMutablePointer<CChar>?, max: Int) -> Int {
+    guard let cls, let buffer else { return -2 /* MHD_CONTENT_READER_END_WITH_ERROR */ }
+    let stream = Unmanaged<EventStream>.fromOpaque(cls).takeUnretainedValue()
+    return stream.read(into: UnsafeMutableRawPointer(buffer), capacity: max)
+}
+
+func mhdStreamFree(cls: UnsafeMutableRawPointer?) {
+    guard let cls else { return }
+    Unmanaged<EventStream>.fromOpaque(cls).release()
+}
+
+func mhdCollectField(cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
+                     key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) -> MHD_Result {
+    guard let cls, let key else { return .YES }
+    let collector = Unmanaged<FieldCollector>.fromOpaque(cls).takeUnretainedValue()
+    collector.fields.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+    return .YES
+}

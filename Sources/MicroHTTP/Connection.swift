@@ -1,0 +1,117 @@
+import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A typed handle on one libmicrohttpd connection: with Callbacks.swift, the wall between C
+/// and the rest of MicroHTTP. Its methods must be called on the connection's MHD thread,
+/// except `resume` and `shutdownSocket`, which the stream and responder call from any thread
+/// under their own lock (see EventStream).
+struct Connection: @unchecked Sendable {
+    let raw: OpaquePointer
+
+    func suspend() { MHD_suspend_connection(raw) }
+    func resume() { MHD_resume_connection(raw) }
+
+    /// Streams have no idle timeout: a suspended connection never times out anyway, and
+    /// the heartbeat (with the queue bound) is what ends dead or stalled subscribers.
+    func disableTimeout() { _ = mhd_shim_set_connection_timeout(raw, 0) }
+
+    var socket: Int32 { mhd_shim_connection_fd(raw) }
+
+    func header(_ name: String) -> String? {
+        MHD_lookup_connection_value(raw, .HEADER_KIND, name).map { String(cString: $0) }
+    }
+
+    func headers() -> HTTPHeaders {
+        let collector = FieldCollector()
+        _ = MHD_get_connection_values(raw, .HEADER_KIND, mhdCollectField,
+                                      Unmanaged.passUnretained(collector).toOpaque())
+        return HTTPHeaders(collector.fields)
+    }
+
+    /// libmicrohttpd has already percent-decoded the arguments and turned '+' into ' '.
+    func query() -> [String: String] {
+        let collector = FieldCollector()
+        _ = MHD_get_connection_values(raw, .GET_ARGUMENT_KIND, mhdCollectField,
+                                      Unmanaged.passUnretained(collector).toOpaque())
+        var query: [String: String] = [:]
+        for (name, value) in collector.fields where query[name] == nil { query[name] = value }
+        return query
+    }
+
+    func peer() -> String? {
+        guard let address = mhd_shim_client_address(raw) else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            let ok = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 -> Bool in
+                var addr = v4.pointee.sin_addr
+                return inet_ntop(AF_INET, &addr, &text, socklen_t(text.count)) != nil
+            }
+            return ok ? String(cString: text) : nil
+        case AF_INET6:
+            let ok = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 -> Bool in
+                var addr = v6.pointee.sin6_addr
+                return inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count)) != nil
+            }
+            return ok ? String(cString: text) : nil
+        default:
+            return nil
+        }
+    }
+
+    /// Queues a complete response. `closing` adds `Connection: close` (used while stopping,
+    /// so keep-alive connections drain).
+    @discardableResult
+    func queue(_ response: Response, closing: Bool = false) -> Bool {
+        let made = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                            .RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse = made else { return false }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in response.headers {
+            // A field MHD rejects (e.g. a newline in a value) is dropped rather than sent broken.
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        if closing { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
+        let status = (100...999).contains(response.status) ? response.status : 500
+        return MHD_queue_response(raw, UInt32(status), mhdResponse) == .YES
+    }
+
+    /// Queues the never-ending response of an event stream: chunked, read from the stream's
+    /// queue by `mhdStreamReader`, one response per connection (never shared).
+    @discardableResult
+    func queueStream(_ stream: EventStream, headers: HTTPHeaders) -> Bool {
+        let cls = Unmanaged.passRetained(stream).toOpaque()  // released by mhdStreamFree
+        guard let mhdResponse = MHD_create_response_from_callback(
+            UInt64.max /* MHD_SIZE_UNKNOWN */, EventStream.blockSize, mhdStreamReader, cls, mhdStreamFree)
+        else {
+            Unmanaged<EventStream>.fromOpaque(cls).release()
+            return false
+        }
+        defer { MHD_destroy_response(mhdResponse) }
+        _ = MHD_add_response_header(mhdResponse, "Content-Type", "text/event-stream")
+        _ = MHD_add_response_header(mhdResponse, "Cache-Control", "no-cache")
+        _ = MHD_add_response_header(mhdResponse, "X-Accel-Buffering", "no")
+        // A stream's end is the connection's end: nothing is pipelined behind an SSE response.
+        _ = MHD_add_response_header(mhdResponse, "Connection", "close")
+        for (name, value) in headers { _ = MHD_add_response_header(mhdResponse, name, value) }
+        return MHD_queue_response(raw, 200, mhdResponse) == .YES
+    }
+}
+
+/// Receives header or argument fields from MHD_get_connection_values.
+final class FieldCollector {
+    var fields: [(String, String)] = []
+}
+
+/// Wakes a connection that waits to write to a peer that does not read: shutdown makes the
+/// socket report an error, so MHD closes the connection. Only while MHD still owns the fd.
+func shutdownSocket(_ fd: Int32) {
+    guard fd >= 0 else { return }
+    _ = shutdown(fd, Int32(SHUT_RDWR))
+}

@@ -1,0 +1,27 @@
+/// One complete request as a handler sees it: decoded, size-checked, immutable.
+public struct Request: Sendable {
+    public let method: HTTPMethod
+    /// The percent-decoded path, without the query string.
+    public let path: String
+    /// Percent-decoded ('+' as space); the first value of a repeated name wins.
+    public let query: [String: String]
+    public let headers: HTTPHeaders
+    /// The complete body, within the server's `bodyLimit`.
+    public let body: [UInt8]
+    /// The peer's IP address.
+    public let peer: String?
+    /// Values of the route pattern's `{name}` segments.
+    public var pathParameters: [String: String]
+
+    public init(method: HTTPMethod, path: String, query: [String: String] = [:],
+                headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], peer: String? = nil,
+                pathParameters: [String: String] = [:]) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.peer = peer
+        self.pathParameters = pathParameters
+    }
+}

@@ -1,0 +1,96 @@
+/// A complete response: status, header fields, body bytes. Content-Length is set by the server.
+public struct Response: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int = 200, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// `body` as `application/json`.
+    public static func json(_ body: [UInt8], status: Int = 200) -> Response {
+        Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body)
+    }
+
+    public static func text(_ text: String, status: Int = 200,
+                            contentType: String = "text/plain; charset=utf-8") -> Response {
+        Response(status: status, headers: HTTPHeaders([("Content-Type", contentType)]), body: Array(text.utf8))
+    }
+
+    /// RFC 9457: an `application/problem+json` document with type, title (default: the
+    /// reason phrase), status and detail.
+    public static func problem(status: Int, detail: String, title: String? = nil,
+                               type: String = "about:blank", headers: HTTPHeaders = HTTPHeaders()) -> Response {
+        var json = "{\"type\":"
+        JSON.appendString(type, to: &json)
+        json += ",\"title\":"
+        JSON.appendString(title ?? ReasonPhrase.of(status), to: &json)
+        json += ",\"status\":\(status),\"detail\":"
+        JSON.appendString(detail, to: &json)
+        json += "}"
+        var fields = headers
+        fields.replace("Content-Type", "application/problem+json")
+        return Response(status: status, headers: fields, body: Array(json.utf8))
+    }
+}
+
+/// The little JSON writing the layer itself needs (problem documents).
+enum JSON {
+    static func appendString(_ string: String, to out: inout String) {
+        out += "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+}
+
+/// RFC 9110 reason phrases, for problem titles.
+enum ReasonPhrase {
+    static func of(_ status: Int) -> String {
+        switch status {
+        case 200: return "OK"
+        case 201: return "Created"
+        case 202: return "Accepted"
+        case 204: return "No Content"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 304: return "Not Modified"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 406: return "Not Acceptable"
+        case 408: return "Request Timeout"
+        case 409: return "Conflict"
+        case 410: return "Gone"
+        case 411: return "Length Required"
+        case 412: return "Precondition Failed"
+        case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
+        case 415: return "Unsupported Media Type"
+        case 422: return "Unprocessable Content"
+        case 429: return "Too Many Requests"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        default: return "Status \(status)"
+        }
+    }
+}

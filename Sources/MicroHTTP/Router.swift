@@ -1,0 +1,89 @@
+/// What a handler returns.
+public enum Reply: Sendable {
+    case response(Response)
+    /// SSE: status 200, `Content-Type: text/event-stream`, `Cache-Control: no-cache`,
+    /// `X-Accel-Buffering: no`, plus `headers`. `open` runs once, synchronously, with the new
+    /// stream before any byte of it is sent; frames sent inside `open` go out first.
+    case eventStream(headers: HTTPHeaders, open: @Sendable (EventStream) -> Void)
+    /// Suspends the connection; the handler's work answers later from any thread.
+    case deferred(@Sendable (Responder) -> Void)
+}
+
+/// Runs inline on libmicrohttpd's thread: it must not block. Work that waits returns `.deferred`.
+public typealias Handler = @Sendable (Request) -> Reply
+
+/// Routes by method and path pattern. A pattern is literal segments and `{name}` segments,
+/// e.g. "/sessions/{id}/events"; when several patterns match, the one with more literal
+/// segments wins (so "/sessions/new" beats "/sessions/{id}"). HEAD falls back to GET.
+public struct Router: Sendable {
+    private enum Segment: Sendable, Equatable {
+        case literal(Substring)
+        case parameter(String)
+    }
+
+    private struct Route: Sendable {
+        let segments: [Segment]
+        let literalCount: Int
+        var handlers: [HTTPMethod: Handler]
+    }
+
+    private var routes: [Route] = []
+
+    public init() {}
+
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping Handler) {
+        let segments = Self.split(pattern).map { part -> Segment in
+            if part.hasPrefix("{"), part.hasSuffix("}"), part.count > 2 {
+                return .parameter(String(part.dropFirst().dropLast()))
+            }
+            return .literal(part)
+        }
+        if let index = routes.firstIndex(where: { $0.segments == segments }) {
+            routes[index].handlers[method] = handler
+        } else {
+            let literals = segments.filter { if case .literal = $0 { return true } else { return false } }.count
+            routes.append(Route(segments: segments, literalCount: literals, handlers: [method: handler]))
+        }
+    }
+
+    enum Resolution {
+        case found(Handler, parameters: [String: String])
+        case notFound
+        case methodNotAllowed(allow: [HTTPMethod])
+    }
+
+    func resolve(_ method: HTTPMethod, _ path: String) -> Resolution {
+        let parts = Self.split(path)
+        var best: (route: Route, parameters: [String: String])?
+        for route in routes where route.segments.count == parts.count {
+            if let best, best.route.literalCount >= route.literalCount { continue }
+            if let parameters = Self.match(route.segments, parts) { best = (route, parameters) }
+        }
+        guard let (route, parameters) = best else { return .notFound }
+        if let handler = route.handlers[method] ?? (method == .HEAD ? route.handlers[.GET] : nil) {
+            return .found(handler, parameters: parameters)
+        }
+        var allow = Set(route.handlers.keys)
+        if allow.contains(.GET) { allow.insert(.HEAD) }
+        return .methodNotAllowed(allow: allow.sorted { $0.rawValue < $1.rawValue })
+    }
+
+    private static func match(_ segments: [Segment], _ parts: [Substring]) -> [String: String]? {
+        var parameters: [String: String] = [:]
+        for (segment, part) in zip(segments, parts) {
+            switch segment {
+            case let .literal(text): if text != part { return nil }
+            case let .parameter(name):
+                if part.isEmpty { return nil }
+                parameters[name] = String(part)
+            }
+        }
+        return parameters
+    }
+
+    /// "/a/b/" → ["a", "b", ""]; "/" → [""]. A trailing slash is significant.
+    private static func split(_ path: String) -> [Substring] {
+        let trimmed = path.hasPrefix("/") ? path.dropFirst() : Substring(path)
+        return trimmed.split(separator: "/", omittingEmptySubsequences: false)
+    }
+}

@@ -1,0 +1,191 @@
+import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An HTTP server on libmicrohttpd: one epoll thread (or a pool), handlers inline on it,
+/// SSE streams and deferred replies by suspend/resume. A started server stays alive until
+/// `stop()` returns.
+public final class HTTPServer: @unchecked Sendable {
+    let configuration: HTTPServerConfiguration
+    let router: Router
+
+    private let lock = Lock()
+    private let stopLock = Lock()   // serialises stop() calls
+    // Guarded by `lock`.
+    private var daemon: OpaquePointer?
+    private var boundPort: UInt16 = 0
+    private var stopping = false
+    private var inFlight = 0        // requests the access handler has seen and MHD not yet completed
+    private var streams: [ObjectIdentifier: EventStream] = [:]
+    private var deferreds: [ObjectIdentifier: DeferredExchange] = [:]
+    private var stopFinalFrame: Frame?
+    private var heartbeat: Heartbeat?
+    private var listenSocket: Int32 = -1
+
+    public init(configuration: HTTPServerConfiguration, router: Router) {
+        self.configuration = configuration
+        self.router = router
+    }
+
+    /// Binds, then starts libmicrohttpd. Throws `HTTPServerError` when it cannot.
+    public func start() throws {
+        lock.lock()
+        defer { lock.unlock() }
+        guard daemon == nil, !stopping else { throw HTTPServerError.alreadyStarted }
+        Listener.raiseOpenFileLimit()
+        let listener = try Listener.open(host: configuration.host, port: configuration.port,
+                                         backlog: configuration.listenBacklog)
+        var options: [MHD_OptionItem] = [
+            MHD_OptionItem(option: .LISTEN_SOCKET, value: Int(listener.socket), ptr_value: nil),
+            MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
+            MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
+            MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT,
+                           value: configuration.connectionMemoryLimit, ptr_value: nil),
+        ]
+        if configuration.connectionsPerIP > 0 {
+            options.append(MHD_OptionItem(option: .PER_IP_CONNECTION_LIMIT,
+                                          value: configuration.connectionsPerIP, ptr_value: nil))
+        }
+        if configuration.threads > 1 {
+            options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE,
+                                          value: configuration.threads, ptr_value: nil))
+        }
+        options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
+
+        // epoll, never select (capped at 1,024 sockets); suspend/resume for streams and deferred replies.
+        let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            | MHD_USE_ERROR_LOG.rawValue
+        let me = Unmanaged.passRetained(self)  // released after MHD_stop_daemon
+        guard let started = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
+                                                  mhdRequestCompleted, me.toOpaque(), &options) else {
+            me.release()
+            close(listener.socket)
+            throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)")
+        }
+        daemon = started
+        listenSocket = listener.socket
+        boundPort = listener.port
+        if configuration.heartbeatInterval > 0 {
+            heartbeat = Heartbeat(interval: configuration.heartbeatInterval) { [weak self] in self?.beat() }
+        }
+    }
+
+    /// The bound port after `start()` (the chosen one when the configuration said 0).
+    public var port: UInt16 { lock.withLock { boundPort } }
+
+    public var openStreamCount: Int { lock.withLock { streams.count } }
+
+    public var isStopping: Bool { lock.withLock { stopping } }
+
+    /// Graceful, bounded, idempotent. In order: refuse new work; MHD_quiesce_daemon (no new
+    /// connections); close every stream (queued bytes and `finalFrame` are flushed where the
+    /// client reads); let in-flight deferred requests answer for half the deadline, then answer
+    /// the rest 503; wait for requests to drain; end what is left, so that nothing is suspended
+    /// (MHD_stop_daemon aborts the process on a suspended connection); stop.
+    public func stop(finalFrame: Frame? = nil, deadline: Double = 5) {
+        stopLock.lock()
+        defer { stopLock.unlock() }
+        let clock = Deadline(seconds: deadline)
+
+        lock.lock()
+        guard let daemon, !stopping else {
+            lock.unlock()
+            return
+        }
+        stopping = true
+        stopFinalFrame = finalFrame
+        heartbeat?.cancel()
+        heartbeat = nil
+        let openStreams = Array(streams.values)
+        lock.unlock()
+
+        let listener = MHD_quiesce_daemon(daemon)
+        if listener >= 0 { close(listener) }  // pending connects are refused, not left in the backlog
+
+        for stream in openStreams { stream.close(finalFrame: finalFrame, reason: .serverStopping) }
+
+        clock.wait(fraction: 0.5) { self.lock.withLock { self.deferreds.values.allSatisfy(\.isAnswered) } }
+        for deferred in lock.withLock({ Array(deferreds.values) }) {
+            deferred.answer(.problem(status: 503, detail: "the server is stopping"))
+        }
+
+        clock.wait(fraction: 0.9) { self.lock.withLock { self.inFlight == 0 } }
+        for stream in lock.withLock({ Array(streams.values) }) { stream.abort(.serverStopping) }
+        clock.wait(fraction: 1) {
+            self.lock.withLock { self.streams.values.allSatisfy { !$0.isSuspended } }
+        }
+
+        MHD_stop_daemon(daemon)
+        lock.withLock {
+            self.daemon = nil
+            listenSocket = -1
+        }
+        Unmanaged.passUnretained(self).release()  // the retain taken by start()
+    }
+
+    // MARK: - Bookkeeping, called on MHD threads
+
+    /// Counts a new request; returns whether the server is stopping (the request is refused).
+    func beginRequest() -> Bool {
+        lock.withLock {
+            inFlight += 1
+            return stopping
+        }
+    }
+
+    func completed(_ exchange: Exchange?, ok: Bool, daemonShutdown: Bool) {
+        lock.withLock {
+            inFlight -= 1
+            if let stream = exchange?.stream { streams[ObjectIdentifier(stream)] = nil }
+            if let deferred = exchange?.deferred { deferreds[ObjectIdentifier(deferred)] = nil }
+        }
+        exchange?.deferred?.complete()
+        exchange?.stream?.complete(clientGone: !ok, daemonShutdown: daemonShutdown)
+    }
+
+    func register(_ stream: EventStream) {
+        let closeNow: (Bool, Frame?) = lock.withLock {
+            streams[ObjectIdentifier(stream)] = stream
+            return (stopping, stopFinalFrame)
+        }
+        if closeNow.0 { stream.close(finalFrame: closeNow.1, reason: .serverStopping) }
+    }
+
+    /// False while stopping: no new suspension may start then.
+    func register(_ deferred: DeferredExchange) -> Bool {
+        lock.withLock {
+            if stopping { return false }
+            deferreds[ObjectIdentifier(deferred)] = deferred
+            return true
+        }
+    }
+
+    private func beat() {
+        let open = lock.withLock { Array(streams.values) }
+        for stream in open { stream.send(Heartbeat.frame) }
+    }
+}
+
+/// A stop deadline, polled in small sleeps.
+private struct Deadline {
+    let start = Deadline.now()
+    let seconds: Double
+
+    init(seconds: Double) { self.seconds = max(0, seconds) }
+
+    /// Waits until `done()` or until `fraction` of the deadline has passed.
+    func wait(fraction: Double, until done: () -> Bool) {
+        while !done() && Deadline.now() - start < seconds * fraction {
+            usleep(2_000)
+        }
+    }
+
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,44 @@
+/// Everything an `HTTPServer` is started with. The defaults suit one process on a laptop;
+/// a container sets `host` to "0.0.0.0".
+public struct HTTPServerConfiguration: Sendable {
+    public var host: String = "127.0.0.1"
+    /// 0 = any free port; read `HTTPServer.port` after `start()`.
+    public var port: UInt16 = 8080
+    /// libmicrohttpd's thread pool is used only when > 1; 1 is one epoll thread.
+    public var threads: Int = 1
+    public var connectionLimit: Int = 10_000
+    /// 0 = unlimited.
+    public var connectionsPerIP: Int = 0
+    /// Largest request body accepted, in bytes; larger ones get 413.
+    public var bodyLimit: Int = 1 << 20
+    /// Seconds of inactivity before an ordinary connection is closed (slowloris).
+    /// Event streams have none: the heartbeat finds their dead clients.
+    public var connectionTimeout: Int = 30
+    /// libmicrohttpd's memory pool per connection; small, because every SSE subscriber has one.
+    public var connectionMemoryLimit: Int = 16 * 1024
+    /// Seconds between ": keep-alive\n\n" comments on every open stream.
+    public var heartbeatInterval: Double = 15
+    /// Bytes queued per stream; past it the stream is closed with `.overflow`.
+    public var streamQueueLimit: Int = 256 * 1024
+    /// The listen socket's backlog.
+    public var listenBacklog: Int = 4096
+
+    public init() {}
+}
+
+public enum HTTPServerError: Error, CustomStringConvertible {
+    /// The address could not be resolved or bound.
+    case cannotBind(host: String, port: UInt16, reason: String)
+    /// libmicrohttpd refused to start (its own log on stderr says why).
+    case cannotStart(String)
+    /// `start()` was called on a server that was already started.
+    case alreadyStarted
+
+    public var description: String {
+        switch self {
+        case let .cannotBind(host, port, reason): return "cannot listen on \(host):\(port): \(reason)"
+        case let .cannotStart(message): return "cannot start the HTTP server: \(message)"
+        case .alreadyStarted: return "the HTTP server was already started"
+        }
+    }
+}

@@ -1,0 +1,127 @@
+/// The subject a reactor's actions are sent to: `reactor.action.send(.increase)`.
+///
+/// Like ReactorKit's `ActionSubject`, it never ends: completions sent to it, or from a
+/// publisher bound to it with `publisher.subscribe(reactor.action)`, are ignored.
+///
+/// Thread safety: `send` may be called from any thread. For a reactor's own subject it
+/// returns once the action and everything it caused synchronously (mutations, `reduce`,
+/// the new `currentState`, delivery to state subscribers) is done; called from inside
+/// that reactor's pipeline (a state subscriber, `mutate`, `reduce`) it queues the action
+/// to run after the current one instead.
+public final class ActionSubject<Element>: Subject {
+    public typealias Output = Element
+    public typealias Failure = Never
+
+    private let lock = Lock.make()
+    @exclusivity(unchecked) private var conduits: ContiguousArray<ActionConduit> = []
+    /// The reactor's gate; nil for a free-standing subject (or a stub's).
+    let gate: SerialGate?
+    /// See `GateWork`; guarded by the gate's lock.
+    @exclusivity(unchecked) var queuedInGate = 0
+
+    /// A free-standing subject, delivering on the sender's thread (like `PassthroughSubject`).
+    public init() { gate = nil }
+
+    init(gate: SerialGate) { self.gate = gate }
+
+    public func send(_ value: Element) {
+        if let gate {
+            gate.dispatchWaiting(self, value, queueWhenHeld: true)
+        } else {
+            perform(value)
+        }
+    }
+
+    /// Ignored: an action stream never ends.
+    public func send(completion: Subscribers.Completion<Never>) {}
+
+    public func send(subscription: Subscription) {
+        subscription.request(.unlimited)
+    }
+
+    public func receive<S: Subscriber>(subscriber: S) where S.Input == Element, S.Failure == Never {
+        let conduit = ActionConduitOf(subject: self, downstream: subscriber)
+        lock.withLock { conduits.append(conduit) }
+        subscriber.receive(subscription: conduit)
+    }
+
+    func remove(_ conduit: ActionConduit) {
+        lock.withLock { conduits.removeAll { $0 === conduit } }
+    }
+
+    /// Drops every subscriber (the reactor went away).
+    func detachAll() {
+        let dropped = lock.withLock { () -> ContiguousArray<ActionConduit> in
+            defer { conduits = [] }
+            return conduits
+        }
+        for conduit in dropped { conduit.cancel() }
+    }
+}
+
+extension ActionSubject: GateWork {
+    func perform(_ value: Element) {
+        lock.lock()
+        let current = conduits
+        lock.unlock()
+        withUnsafePointer(to: value) { pointer in
+            var index = 0
+            while index < current.count {
+                current[index].offer(UnsafeRawPointer(pointer))
+                index += 1
+            }
+        }
+    }
+}
+
+/// One subscriber of an `ActionSubject`. Not generic, and handed the action by pointer:
+/// in unspecialised code every use of an array of a generic class costs a metadata lookup.
+class ActionConduit: Subscription {
+    /// `value` points to an `Element`.
+    func offer(_ value: UnsafeRawPointer) {}
+    func request(_ demand: Subscribers.Demand) {}
+    func cancel() {}
+}
+
+private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionConduit
+where Downstream.Input == Element, Downstream.Failure == Never {
+    private let lock = Lock.make()
+    private weak var subject: ActionSubject<Element>?
+    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+
+    init(subject: ActionSubject<Element>, downstream: Downstream) {
+        self.subject = subject
+        self.downstream = Box(downstream)
+    }
+
+    override func offer(_ pointer: UnsafeRawPointer) {
+        lock.lock()
+        guard let downstream, demand > 0 else {
+            lock.unlock()
+            return
+        }
+        if demand != .unlimited { demand -= 1 }
+        lock.unlock()
+        let more = downstream.value.receive(pointer.assumingMemoryBound(to: Element.self).pointee)
+        if more > 0 {
+            lock.lock()
+            demand += more
+            lock.unlock()
+        }
+    }
+
+    override func request(_ demand: Subscribers.Demand) {
+        lock.lock()
+        self.demand += demand
+        lock.unlock()
+    }
+
+    override func cancel() {
+        lock.lock()
+        downstream = nil
+        let subject = self.subject
+        lock.unlock()
+        subject?.remove(self)
+    }
+}

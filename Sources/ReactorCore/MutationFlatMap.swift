@@ -1,0 +1,264 @@
+/// The `flatMap(mutate)` stage of the pipeline: calls `mutate` for each action, under the
+/// gate, and merges the effects it returns. Effects run concurrently (like Rx's
+/// `flatMap`); their values enter the gate before going on, so an effect emitting on
+/// another thread (a `.run` task) is serialised with everything else.
+///
+/// It knows which effects are still running, so the release watcher can cancel them
+/// promptly when the reactor goes away. An effect that finishes while it is being
+/// subscribed (`.just`, `.empty`) is never entered in that list: the common case costs
+/// no bookkeeping.
+struct MutationFlatMap<Action, Mutation>: Publisher {
+    typealias Output = Mutation
+    typealias Failure = Never
+
+    let upstream: AnyPublisher<Action, Never>
+    let gate: SerialGate
+    /// Calls the reactor's `mutate` and subscribes to the effect; false when the reactor
+    /// is gone.
+    let mutate: (Action, EffectSubscriber<Mutation>) -> Bool
+    let reactorGone: () -> Void
+    let effectsRunning: (EffectTracking) -> Void
+
+    func receive<S: Subscriber>(subscriber: S) where S.Input == Mutation, S.Failure == Never {
+        let subscription = MutationFlatMapSubscription(self, downstream: subscriber)
+        subscriber.receive(subscription: subscription)
+        upstream.subscribe(subscription)
+    }
+}
+
+/// The running-effects question the release watcher asks.
+protocol EffectTracking: AnyObject {
+    var hasRunningEffects: Bool { get }
+}
+
+/// What an effect subscriber needs of its stage. Generic over the mutation only: the
+/// subscriber's type is part of the runtime metadata key of every effect's subscription
+/// (`Just.Inner<Subscriber>`, ...), and short keys are cheaper to look up.
+class EffectParent<Mutation> {
+    /// Guards the stage's state and that of its effect subscribers.
+    let lock = Lock.make()
+    let gate: SerialGate
+
+    init(gate: SerialGate) { self.gate = gate }
+
+    func deliver(_ mutation: Mutation) {}
+    func effectFinished(_ subscriber: EffectSubscriber<Mutation>) {}
+}
+
+final class MutationFlatMapSubscription<Action, Mutation, Downstream: Subscriber>
+: EffectParent<Mutation>, Subscription, Subscriber, GateWork, EffectTracking
+where Downstream.Input == Mutation, Downstream.Failure == Never {
+    typealias Input = Action
+    typealias Failure = Never
+
+    private let stage: MutationFlatMap<Action, Mutation>
+    // Guarded by `lock`.
+    @exclusivity(unchecked) private var downstream: Box<Downstream>?
+    @exclusivity(unchecked) private var upstream: Subscription?
+    @exclusivity(unchecked) private var running: [ObjectIdentifier: EffectSubscriber<Mutation>] = [:]
+    @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) private var buffer: [Mutation] = []
+    @exclusivity(unchecked) private var upstreamFinished = false
+    @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var queuedInGate = 0
+
+    init(_ stage: MutationFlatMap<Action, Mutation>, downstream: Downstream) {
+        self.stage = stage
+        self.downstream = Box(downstream)
+        super.init(gate: stage.gate)
+    }
+
+    var hasRunningEffects: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return !running.isEmpty
+    }
+
+    // MARK: Upstream: actions
+
+    func receive(subscription: Subscription) {
+        lock.lock()
+        let accepted = upstream == nil && !cancelled
+        if accepted { upstream = subscription }
+        lock.unlock()
+        if accepted { subscription.request(.unlimited) } else { subscription.cancel() }
+    }
+
+    func receive(_ action: Action) -> Subscribers.Demand {
+        stage.gate.dispatch(self, action)
+        return .none
+    }
+
+    func receive(completion: Subscribers.Completion<Never>) {
+        lock.lock()
+        upstreamFinished = true
+        lock.unlock()
+        finishIfDone()
+    }
+
+    // MARK: Under the gate
+
+    /// Calls `mutate` and subscribes to the effect it returns.
+    func perform(_ action: Action) {
+        lock.lock()
+        let cancelled = self.cancelled
+        lock.unlock()
+        guard !cancelled else { return }
+        let subscriber = EffectSubscriber<Mutation>(parent: self)
+        guard stage.mutate(action, subscriber) else {
+            stage.reactorGone()
+            return
+        }
+        lock.lock()
+        let stillRunning = !subscriber.finished && !self.cancelled
+        if stillRunning { running[ObjectIdentifier(subscriber)] = subscriber }
+        subscriber.tracked = stillRunning
+        lock.unlock()
+        if stillRunning { stage.effectsRunning(self) }
+    }
+
+    /// Under the gate: passes a mutation on, or buffers it for lack of demand.
+    override func deliver(_ mutation: Mutation) {
+        lock.lock()
+        guard let downstream, demand > 0, buffer.isEmpty else {
+            if downstream != nil { buffer.append(mutation) }
+            lock.unlock()
+            return
+        }
+        if demand != .unlimited { demand -= 1 }
+        lock.unlock()
+        let more = downstream.value.receive(mutation)
+        if more > 0 {
+            lock.lock()
+            demand += more
+            lock.unlock()
+        }
+    }
+
+    private func flush() {
+        while true {
+            lock.lock()
+            guard let downstream, demand > 0, !buffer.isEmpty else {
+                lock.unlock()
+                break
+            }
+            if demand != .unlimited { demand -= 1 }
+            let mutation = buffer.removeFirst()
+            lock.unlock()
+            let more = downstream.value.receive(mutation)
+            if more > 0 {
+                lock.lock()
+                demand += more
+                lock.unlock()
+            }
+        }
+        finishIfDone()
+    }
+
+    /// Finishes downstream once the actions have ended and every effect has finished.
+    func finishIfDone() {
+        lock.lock()
+        let done = upstreamFinished && running.isEmpty && buffer.isEmpty && downstream != nil
+        lock.unlock()
+        guard done else { return }
+        stage.gate.submit { [self] in
+            lock.lock()
+            let target = downstream
+            downstream = nil
+            lock.unlock()
+            target?.value.receive(completion: .finished)
+        }
+    }
+
+    // MARK: Effects (their state is guarded by `lock`)
+
+    override func effectFinished(_ subscriber: EffectSubscriber<Mutation>) {
+        lock.lock()
+        subscriber.finished = true
+        let tracked = subscriber.tracked
+        if tracked { running[ObjectIdentifier(subscriber)] = nil }
+        lock.unlock()
+        if tracked { finishIfDone() }
+    }
+
+    // MARK: Downstream
+
+    func request(_ more: Subscribers.Demand) {
+        lock.lock()
+        demand += more
+        let flush = !buffer.isEmpty
+        lock.unlock()
+        if flush { stage.gate.submit { [self] in self.flush() } }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        downstream = nil
+        buffer = []
+        let upstream = self.upstream
+        self.upstream = nil
+        let effects = Array(running.values)
+        running = [:]
+        lock.unlock()
+        upstream?.cancel()
+        for effect in effects { effect.cancel() }
+    }
+}
+
+/// Subscribes to one effect returned by `mutate`; its state is guarded by its parent's
+/// lock (one lock per reactor stage, not one per effect).
+final class EffectSubscriber<Mutation>: Subscriber, GateWork {
+    typealias Input = Mutation
+    typealias Failure = Never
+
+    private let parent: EffectParent<Mutation>
+    // Guarded by `parent.lock`.
+    @exclusivity(unchecked) private var subscription: Subscription?
+    @exclusivity(unchecked) private var cancelled = false
+    @exclusivity(unchecked) var finished = false
+    /// Entered in the parent's list of running effects.
+    @exclusivity(unchecked) var tracked = false
+    @exclusivity(unchecked) var queuedInGate = 0
+
+    init(parent: EffectParent<Mutation>) {
+        self.parent = parent
+    }
+
+    func receive(subscription: Subscription) {
+        parent.lock.lock()
+        let accepted = !cancelled && !finished && self.subscription == nil
+        if accepted { self.subscription = subscription }
+        parent.lock.unlock()
+        if accepted { subscription.request(.unlimited) } else { subscription.cancel() }
+    }
+
+    func receive(_ input: Mutation) -> Subscribers.Demand {
+        parent.gate.dispatch(self, input)
+        return .none
+    }
+
+    /// Under the gate.
+    func perform(_ mutation: Mutation) {
+        parent.lock.lock()
+        let live = !cancelled
+        parent.lock.unlock()
+        if live { parent.deliver(mutation) }
+    }
+
+    func receive(completion: Subscribers.Completion<Never>) {
+        parent.lock.lock()
+        subscription = nil
+        parent.lock.unlock()
+        parent.effectFinished(self)
+    }
+
+    func cancel() {
+        parent.lock.lock()
+        cancelled = true
+        let subscription = self.subscription
+        self.subscription = nil
+        parent.lock.unlock()
+        subscription?.cancel()
+    }
+}

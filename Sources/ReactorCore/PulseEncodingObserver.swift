@@ -1,0 +1,12 @@
+/// Learns, while a state is being encoded, which `@Pulse` fields it holds and how often
+/// each was assigned: set one in an encoder's `userInfo` under `.pulseObserver` and every
+/// `Pulse` that encodes reports itself. A server finds pulse events this way in the same
+/// pass that encodes the state, with no reflection.
+public protocol PulseEncodingObserver: AnyObject {
+    func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable)
+}
+
+extension CodingUserInfoKey {
+    /// Where `Pulse.encode(to:)` looks for a `PulseEncodingObserver`.
+    public static let pulseObserver = CodingUserInfoKey(rawValue: "ReactorCore.pulseObserver")!
+}

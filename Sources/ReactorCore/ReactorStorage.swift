@@ -1,0 +1,172 @@
+/// What the registry needs of a reactor's storage, whatever its types.
+class AnyReactorStorage {
+    /// The reactor's identity, the registry's key.
+    let key: ObjectIdentifier
+    /// Position in the registry's sweep list; guarded by the registry's lock.
+    var sweepIndex = -1
+
+    init(key: ObjectIdentifier) { self.key = key }
+
+    func isOwned(by object: AnyObject) -> Bool { false }
+    var isReactorAlive: Bool { false }
+    var hasRunningEffects: Bool { false }
+    func teardown() {}
+}
+
+/// Everything a reactor has per instance (ReactorKit keeps it in associated objects):
+/// its gate, action subject, state relays, current state, pipeline and stub.
+///
+/// The storage holds the reactor weakly; the registry holds the storage until the reactor
+/// is found gone (by the pipeline itself or by the release watcher), then `teardown`
+/// closes the gate, cancels the pipeline (and with it running effects) and lets go.
+final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
+    let gate = SerialGate()
+    let handle: ReactorHandle<Action, Mutation, State>
+    let action: ActionSubject<Action>
+    let output: StateRelay<State>
+    let initialState: State
+
+    // Guarded by the gate's lock.
+    @exclusivity(unchecked) private var current: State
+    @exclusivity(unchecked) private var started = false
+    @exclusivity(unchecked) private var tornDown = false
+    @exclusivity(unchecked) private var subscriptions: [Cancellable] = []
+    @exclusivity(unchecked) private var stubCore: StubCore<Action, State>?
+    @exclusivity(unchecked) private weak var effects: EffectTracking?
+    /// Written once while building, under the gate; read under the gate.
+    @exclusivity(unchecked) private var source: StateRelay<State>?
+    /// The `scan` accumulator: the last reduced state, before transform(state:).
+    @exclusivity(unchecked) private var scanState: State
+
+    init<R: Reactor>(_ reactor: R) where R.Action == Action, R.Mutation == Mutation, R.State == State {
+        handle = TypedReactorHandle(reactor)
+        action = ActionSubject(gate: gate)
+        let initial = reactor.initialState
+        initialState = initial
+        current = initial
+        scanState = initial
+        output = StateRelay(initial, replaying: false, gate: gate)
+        super.init(key: ObjectIdentifier(reactor))
+    }
+
+    override func isOwned(by object: AnyObject) -> Bool { handle.isOwned(by: object) }
+    override var isReactorAlive: Bool { handle.isAlive }
+    override var hasRunningEffects: Bool {
+        gate.withLock { effects }?.hasRunningEffects ?? false
+    }
+
+    var currentState: State {
+        gate.lock()
+        defer { gate.unlock() }
+        return current
+    }
+
+    // MARK: Stub
+
+    var stub: StubCore<Action, State> {
+        gate.withLock {
+            if let stubCore { return stubCore }
+            let made = StubCore<Action, State>(initialState: initialState)
+            stubCore = made
+            return made
+        }
+    }
+
+    /// The stub when it is enabled.
+    var enabledStub: StubCore<Action, State>? {
+        gate.lock()
+        let core = stubCore
+        gate.unlock()
+        if let core, core.isEnabled { return core }
+        return nil
+    }
+
+    // MARK: Building the pipeline
+
+    /// Builds the pipeline on first use, under the gate, in ReactorKit's order.
+    func startIfNeeded<R: Reactor>(_ reactor: R)
+    where R.Action == Action, R.Mutation == Mutation, R.State == State {
+        gate.lock()
+        let needed = !started
+        started = true
+        gate.unlock()
+        guard needed else { return }
+        let context = ThreadContext.current
+        if gate.tryEnter(context) || (!context.holdsAnyGate && gate.enter(context)) {
+            build(reactor)
+            gate.exit(context)
+        } else {
+            gate.submit { [self] in build(reactor) }
+        }
+    }
+
+    private func build<R: Reactor>(_ reactor: R)
+    where R.Action == Action, R.Mutation == Mutation, R.State == State {
+        let source = StateRelay(initialState, replaying: true, gate: gate)
+        gate.withLock { self.source = source }
+        let handle = self.handle
+        let stage = MutationFlatMap<Action, Mutation>(
+            upstream: reactor.transform(action: action.eraseToAnyPublisher()),
+            gate: gate,
+            mutate: { handle.mutate($0, into: $1) },
+            reactorGone: { [weak self] in self?.teardown() },
+            effectsRunning: { [weak self] tracker in self?.watchEffects(tracker) }
+        )
+        let mutations = reactor.transform(mutation: stage.eraseToAnyPublisher())
+        let states = reactor.transform(state: source.eraseToAnyPublisher())
+        let stateSink = StateSink(self)
+        let reduceSink = ReduceSink(self)
+        gate.withLock { subscriptions = [reduceSink, stateSink] }
+        // The state end first, so it sees initialState; then the mutation end, whose
+        // merged streams (a current user) may deliver at once.
+        states.subscribe(stateSink)
+        mutations.subscribe(reduceSink)
+    }
+
+    private func watchEffects(_ tracker: EffectTracking) {
+        gate.withLock { effects = tracker }
+        ReactorRegistry.shared.watchEffects(self)
+    }
+
+    // MARK: Under the gate
+
+    func reduceAndEmit(_ mutation: Mutation) {
+        guard let source else { return }
+        guard handle.reduce(&scanState, mutation) else {
+            teardown()
+            return
+        }
+        let wasEmitting = gate.isEmitting
+        gate.isEmitting = true
+        source.send(scanState)
+        gate.isEmitting = wasEmitting
+    }
+
+    func publish(_ state: State) {
+        gate.lock()
+        current = state
+        gate.unlock()
+        let wasEmitting = gate.isEmitting
+        gate.isEmitting = true
+        output.send(state)
+        gate.isEmitting = wasEmitting
+    }
+
+    // MARK: Release
+
+    override func teardown() {
+        let subscriptions = gate.withLock { () -> [Cancellable]? in
+            guard !tornDown else { return nil }
+            tornDown = true
+            defer { self.subscriptions = [] }
+            return self.subscriptions
+        }
+        guard let subscriptions else { return }
+        gate.close()
+        for subscription in subscriptions { subscription.cancel() }
+        action.detachAll()
+        gate.withLock { source }?.detachAll()
+        output.detachAll()
+        ReactorRegistry.shared.remove(self)
+    }
+}

@@ -1,0 +1,50 @@
+import MicroHTTP
+
+/// Which browser origins may call the API. Answers preflights and marks responses.
+struct CORSPolicy: Sendable {
+    /// Exact origins (`https://app.example.com`), or `*` for any.
+    let allowedOrigins: Set<String>
+
+    private static let allowedHeaders = "Content-Type, Authorization, Last-Event-ID"
+    private static let exposedHeaders = "Location, Retry-After"
+
+    func allows(_ origin: String) -> Bool {
+        allowedOrigins.contains("*") || allowedOrigins.contains(origin)
+    }
+
+    /// The headers that let `origin` read a response, or none.
+    func responseHeaders(for request: Request) -> [(String, String)] {
+        guard let origin = request.headers["Origin"], allows(origin) else { return [] }
+        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+                ("Access-Control-Expose-Headers", Self.exposedHeaders)]
+    }
+
+    /// `OPTIONS` on a route: 204, naming the route's methods when the origin is allowed.
+    func preflight(_ request: Request, methods: [HTTPMethod]) -> Response {
+        var response = Response(status: 204)
+        response.headers.add("Allow", (methods + [.OPTIONS]).map(\.rawValue).joined(separator: ", "))
+        let headers = responseHeaders(for: request)
+        guard !headers.isEmpty else { return response }
+        for (name, value) in headers { response.headers.add(name, value) }
+        response.headers.add("Access-Control-Allow-Methods", methods.map(\.rawValue).joined(separator: ", "))
+        response.headers.add("Access-Control-Allow-Headers", Self.allowedHeaders)
+        response.headers.add("Access-Control-Max-Age", "600")
+        return response
+    }
+
+    /// The reply with this origin's headers added.
+    func apply(to reply: Reply, for request: Request) -> Reply {
+        let headers = responseHeaders(for: request)
+        guard !headers.isEmpty else { return reply }
+        switch reply {
+        case var .response(response):
+            for (name, value) in headers { response.headers.add(name, value) }
+            return .response(response)
+        case .eventStream(var streamHeaders, let open):
+            for (name, value) in headers { streamHeaders.add(name, value) }
+            return .eventStream(headers: streamHeaders, open: open)
+        case .deferred:
+            return reply
+        }
+    }
+}

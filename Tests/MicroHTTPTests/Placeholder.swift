@@ -1,5 +1,0 @@
-import XCTest
-
-final class MicroHTTPPlaceholderTests: XCTestCase {
-    func testBuilds() { XCTAssertTrue(true) }
-}

@@ -1,0 +1,140 @@
+import XCTest
+@testable import MicroHTTP
+
+/// Behaviour 1: keep-alive, chunked POST bodies, 413 (by Content-Length and chunked),
+/// 404/405 problem documents, query and header decoding, path parameters, deferred replies.
+final class RequestTests: XCTestCase {
+    private func echoServer(bodyLimit: Int = 1 << 20) throws -> HTTPServer {
+        try startServer({ $0.bodyLimit = bodyLimit }) { router in
+            let echo: Handler = { request in
+                var lines = ["method=\(request.method)", "path=\(request.path)",
+                             "peer=\(request.peer ?? "-")", "bytes=\(request.body.count)",
+                             "body=\(String(decoding: request.body, as: UTF8.self))"]
+                for (name, value) in request.query.sorted(by: { $0.key < $1.key }) { lines.append("q.\(name)=\(value)") }
+                for (name, value) in request.pathParameters.sorted(by: { $0.key < $1.key }) { lines.append("p.\(name)=\(value)") }
+                lines.append("h.x-custom=\(request.headers["x-CUSTOM"] ?? "-")")
+                return .response(.text(lines.joined(separator: "\n")))
+            }
+            router.add(.GET, "/echo", echo)
+            router.add(.POST, "/echo", echo)
+            router.add(.GET, "/items/{id}/parts/{part}", echo)
+            router.add(.GET, "/items/new", { _ in .response(.text("literal")) })
+            router.add(.DELETE, "/items/{id}/parts/{part}", echo)
+            router.add(.GET, "/later") { _ in
+                .deferred { responder in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) {
+                        responder.respond(.json(Array("{\"late\":true}".utf8), status: 202))
+                    }
+                }
+            }
+        }
+    }
+
+    func testKeepAliveQueryHeadersAndPathParameters() throws {
+        let server = try echoServer()
+        defer { server.stop() }
+        let client = try TestClient(port: server.port)
+
+        let first = try XCTUnwrap(client.request("GET", "/echo?name=J%C3%BCrgen+Smith&name=second&flag&x=a%26b",
+                                                 headers: ["X-Custom: Value 1"]))
+        XCTAssertEqual(first.status, 200)
+        XCTAssertEqual(first.header("content-type"), "text/plain; charset=utf-8")
+        let lines = Set(first.bodyText.split(separator: "\n").map(String.init))
+        XCTAssertTrue(lines.isSuperset(of: ["method=GET", "path=/echo", "peer=127.0.0.1", "q.name=Jürgen Smith",
+                                            "q.flag=", "q.x=a&b", "h.x-custom=Value 1"]), first.bodyText)
+
+        // The same socket again: keep-alive.
+        let second = try XCTUnwrap(client.request("GET", "/items/42/parts/wheel"))
+        XCTAssertEqual(second.status, 200)
+        XCTAssertTrue(second.bodyText.contains("p.id=42\np.part=wheel"), second.bodyText)
+        let third = try XCTUnwrap(client.request("GET", "/items/new"))
+        XCTAssertEqual(third.bodyText, "literal")
+        let posted = try XCTUnwrap(client.request("POST", "/echo", body: "hello body"))
+        XCTAssertTrue(posted.bodyText.contains("body=hello body"), posted.bodyText)
+        let head = try XCTUnwrap(client.request("HEAD", "/echo"))
+        XCTAssertEqual(head.status, 200)
+        XCTAssertFalse(client.isClosedByPeer(timeout: 0.1))
+    }
+
+    func testChunkedPostBody() throws {
+        let server = try echoServer()
+        defer { server.stop() }
+        let client = try TestClient(port: server.port)
+        client.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let pieces = ["first piece,", " second piece,", String(repeating: "x", count: 5000)]
+        for piece in pieces {
+            client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n")
+            usleep(20_000)  // separate TCP segments: the body arrives in pieces
+        }
+        client.send("0\r\n\r\n")
+        let response = try XCTUnwrap(client.readResponse())
+        XCTAssertEqual(response.status, 200)
+        XCTAssertTrue(response.bodyText.contains("bytes=\(pieces.joined().utf8.count)"), response.bodyText)
+        XCTAssertTrue(response.bodyText.contains("body=first piece, second piece,xxx"))
+    }
+
+    func testBodyOverLimitIs413ByContentLengthBeforeReading() throws {
+        let server = try echoServer(bodyLimit: 1024)
+        defer { server.stop() }
+        let client = try TestClient(port: server.port)
+        // Only the head is sent: the 413 must come from Content-Length alone.
+        client.send("POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 5000000\r\n\r\n")
+        let response = try XCTUnwrap(client.readResponse())
+        XCTAssertEqual(response.status, 413)
+        XCTAssertEqual(response.header("Content-Type"), "application/problem+json")
+        XCTAssertTrue(response.bodyText.contains("\"detail\":\"request body exceeds the limit of 1024 bytes\""),
+                      response.bodyText)
+        XCTAssertTrue(response.bodyText.contains("\"status\":413"))
+    }
+
+    func testChunkedBodyOverLimitIs413() throws {
+        let server = try echoServer(bodyLimit: 1024)
+        defer { server.stop() }
+        let client = try TestClient(port: server.port)
+        client.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let piece = String(repeating: "y", count: 700)
+        for _ in 0..<3 { client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+        client.send("0\r\n\r\n")
+        let response = try XCTUnwrap(client.readResponse())
+        XCTAssertEqual(response.status, 413)
+        XCTAssertTrue(response.bodyText.contains("exceeds the limit of 1024 bytes"), response.bodyText)
+    }
+
+    func testUnknownPathIs404AndWrongMethodIs405WithAllow() throws {
+        let server = try echoServer()
+        defer { server.stop() }
+        let client = try TestClient(port: server.port)
+        let missing = try XCTUnwrap(client.request("GET", "/nothing/here"))
+        XCTAssertEqual(missing.status, 404)
+        XCTAssertEqual(missing.header("Content-Type"), "application/problem+json")
+        XCTAssertTrue(missing.bodyText.contains("\"title\":\"Not Found\""), missing.bodyText)
+        XCTAssertTrue(missing.bodyText.contains("/nothing/here"))
+
+        let wrong = try XCTUnwrap(client.request("PUT", "/items/1/parts/2", body: "{}"))
+        XCTAssertEqual(wrong.status, 405)
+        XCTAssertEqual(wrong.header("Allow"), "DELETE, GET, HEAD")
+        XCTAssertTrue(wrong.bodyText.contains("\"status\":405"), wrong.bodyText)
+    }
+
+    func testDeferredReplyAnswersFromAnotherThread() throws {
+        let server = try echoServer()
+        defer { server.stop() }
+        let client = try TestClient(port: server.port)
+        for _ in 0..<3 {
+            let response = try XCTUnwrap(client.request("GET", "/later"))
+            XCTAssertEqual(response.status, 202)
+            XCTAssertEqual(response.bodyText, "{\"late\":true}")
+        }
+    }
+
+    func testBindingATakenPortThrows() throws {
+        let server = try echoServer()
+        defer { server.stop() }
+        var configuration = HTTPServerConfiguration()
+        configuration.port = server.port
+        let second = HTTPServer(configuration: configuration, router: Router())
+        XCTAssertThrowsError(try second.start()) { error in
+            XCTAssertTrue("\(error)".contains("cannot listen on 127.0.0.1:\(server.port)"), "\(error)")
+        }
+    }
+}

@@ -1,5 +1,0 @@
-import XCTest
-
-final class ReactorCorePlaceholderTests: XCTestCase {
-    func testBuilds() { XCTAssertTrue(true) }
-}
