@@ -1,0 +1,34 @@
+-- wrk script for the throughput scenario (issue 5, scenario 1).
+--   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord SESSIONS_FILE
+--       POST /action {"session":ID,"action":{"type":"increase"}}, IDs from the file round robin
+--   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- nchan 64
+--       POST /pub/bench0 .. /pub/bench63 with a 16-byte body (nchan publish, no subscribers)
+-- Requests are formatted once in init(); request() only picks the next one.
+local reqs = {}
+local i = 0
+
+function init(args)
+  local mode = args[1] or "reactord"
+  if mode == "reactord" then
+    for line in io.lines(args[2]) do
+      if #line > 0 then
+        local body = '{"session":"' .. line .. '","action":{"type":"increase"}}'
+        reqs[#reqs + 1] = wrk.format("POST", "/action", { ["Content-Type"] = "application/json" }, body)
+      end
+    end
+  elseif mode == "nchan" then
+    local n = tonumber(args[2] or "64")
+    for k = 0, n - 1 do
+      reqs[#reqs + 1] = wrk.format("POST", "/pub/bench" .. k, { ["Content-Type"] = "text/plain" }, "1763700000000000")
+    end
+  else
+    error("action.lua: mode must be reactord or nchan")
+  end
+  if #reqs == 0 then error("action.lua: no requests") end
+  i = math.random(#reqs) - 1   -- wrk threads start at different places
+end
+
+function request()
+  i = i % #reqs + 1
+  return reqs[i]
+end
