@@ -2,10 +2,11 @@ import MicroHTTP
 
 /// The problem documents routes answer with, worded once.
 enum Problems {
-    static func body(_ error: BodyError) -> Response {
+    static func body(_ error: RequestError) -> Response {
         switch error {
         case let .malformed(detail): return .problem(status: 400, detail: detail)
         case let .invalid(detail): return .problem(status: 422, detail: detail)
+        case .unknownSession: return unknownSession
         }
     }
 

@@ -1,19 +1,24 @@
 import Foundation
 
 /// What went wrong with a request body, already worded for the problem document.
-enum BodyError: Error {
+enum RequestError: Error {
     /// Not JSON at all: 400.
     case malformed(String)
     /// JSON, but not what this route or reactor accepts: 422.
     case invalid(String)
+    /// The body names a session that does not exist: 404.
+    case unknownSession
 }
 
 /// Decodes request bodies, telling unparseable JSON (400) from well-formed JSON of the
 /// wrong shape (422), with a detail that names the field and what it must be.
 enum RequestDecoding {
-    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8]) throws(BodyError) -> T {
+    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
+                                     with decoder: JSONDecoder = JSONDecoder()) throws(RequestError) -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: Data(body))
+            return try decoder.decode(T.self, from: Data(body))
+        } catch let error as RequestError {
+            throw error
         } catch let error as DecodingError {
             throw describe(error, body: body)
         } catch {
@@ -21,7 +26,7 @@ enum RequestDecoding {
         }
     }
 
-    private static func describe(_ error: DecodingError, body: [UInt8]) -> BodyError {
+    private static func describe(_ error: DecodingError, body: [UInt8]) -> RequestError {
         switch error {
         case let .keyNotFound(key, context):
             return .invalid("missing field '\(path(context.codingPath + [key]))'")

@@ -6,8 +6,9 @@ protocol Session: AnyObject, Sendable {
     var id: String { get }
     var kind: String { get }
     var hub: EventHub { get }
-    /// Decodes the action in a `POST /action` body and runs it. `nil` once the session ended.
-    func perform(actionBody: [UInt8]) throws(BodyError) -> EventHub.Snapshot?
+    /// Decodes an action of this session's reactor; the returned closure runs it and gives
+    /// the state after it, or `nil` once the session ended.
+    func decodeAction(from decoder: any Decoder) throws -> () -> EventHub.Snapshot?
     /// Ends the streams with `event: end` and releases the reactor, cancelling its effects.
     func end(reason: String)
 }
@@ -15,8 +16,6 @@ protocol Session: AnyObject, Sendable {
 /// A session of reactor type `R`: its state stream feeds the hub, encoded once per state.
 final class ReactorSession<R: Reactor>: Session, @unchecked Sendable
 where R.Action: Decodable, R.State: Encodable {
-    private struct Envelope: Decodable { let action: R.Action }
-
     let id: String
     let kind: String
     let hub: EventHub
@@ -43,8 +42,12 @@ where R.Action: Decodable, R.State: Encodable {
         hub.goLive()
     }
 
-    func perform(actionBody: [UInt8]) throws(BodyError) -> EventHub.Snapshot? {
-        let action = try RequestDecoding.decode(Envelope.self, from: actionBody).action
+    func decodeAction(from decoder: any Decoder) throws -> () -> EventHub.Snapshot? {
+        let action = try R.Action(from: decoder)
+        return { self.perform(action) }
+    }
+
+    private func perform(_ action: R.Action) -> EventHub.Snapshot? {
         lock.lock()
         defer { lock.unlock() }
         guard reactor != nil else { return nil }

@@ -1,21 +1,41 @@
+import Foundation
 import MicroHTTP
 
-extension RouteTable {
-    private struct Target: Decodable { let session: String }
+/// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up as soon
+/// as its id is read, and its reactor's `Action` type decodes the action.
+private struct ActionRequest: Decodable {
+    static let storeKey = CodingUserInfoKey(rawValue: "reactord.sessionStore")!
 
+    let session: any Session
+    let run: () -> EventHub.Snapshot?
+
+    private enum CodingKeys: String, CodingKey { case session, action }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let id = try container.decode(String.self, forKey: .session)
+        guard let store = decoder.userInfo[Self.storeKey] as? SessionStore,
+              let session = store.session(id) else { throw RequestError.unknownSession }
+        self.session = session
+        run = try session.decodeAction(from: container.superDecoder(forKey: .action))
+    }
+}
+
+extension RouteTable {
     /// `POST /action`: the action runs inline on this thread, serialised with the session's
     /// other work; the answer is the state after its synchronous mutations.
     mutating func addActionRoute() {
         let context = context
+        // One decoder for every request: its options never change after this.
+        let decoder = JSONDecoder()
+        decoder.userInfo[ActionRequest.storeKey] = context.store
         add(.POST, "/action") { request in
             guard !context.isStopping else { return .response(Problems.stopping) }
-            do throws(BodyError) {
-                let target = try RequestDecoding.decode(Target.self, from: request.body)
-                guard let session = context.store.session(target.session),
-                      let snapshot = try session.perform(actionBody: request.body)
-                else { return .response(Problems.unknownSession) }
+            do throws(RequestError) {
+                let action = try RequestDecoding.decode(ActionRequest.self, from: request.body, with: decoder)
+                guard let snapshot = action.run() else { return .response(Problems.unknownSession) }
                 context.metrics.actions.increment()
-                return .response(.json(SessionJSON.body(of: session, snapshot)))
+                return .response(.json(SessionJSON.body(of: action.session, snapshot)))
             } catch {
                 return .response(Problems.body(error))
             }

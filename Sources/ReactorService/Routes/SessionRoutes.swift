@@ -27,7 +27,7 @@ extension RouteTable {
         let kinds = context.registry.names
         var kind = context.configuration.defaultReactor ?? kinds.first ?? ""
         if request.body.contains(where: { !Self.isJSONWhitespace($0) }) {
-            do throws(BodyError) {
+            do throws(RequestError) {
                 if let named = try RequestDecoding.decode(CreateBody.self, from: request.body).reactor { kind = named }
             } catch {
                 return Problems.body(error)

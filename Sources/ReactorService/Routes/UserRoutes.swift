@@ -7,7 +7,7 @@ extension RouteTable {
         add(.GET, "/user") { _ in .response(.json(Self.userJSON(context.currentUser.value))) }
         add(.PUT, "/user") { request in
             if let refusal = AdminAuthorization.check(request, token: context.adminToken) { return .response(refusal) }
-            do throws(BodyError) {
+            do throws(RequestError) {
                 let user = try RequestDecoding.decode(User.self, from: request.body)
                 guard !user.id.isEmpty else {
                     return .response(.problem(status: 422, detail: "field 'id' must not be empty"))
