@@ -21,6 +21,11 @@ struct Connection: @unchecked Sendable {
 
     var socket: Int32 { mhd_shim_connection_fd(raw) }
 
+    func setSendBuffer(_ bytes: Int) {
+        var size = Int32(clamping: bytes)
+        _ = setsockopt(socket, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     func header(_ name: String) -> String? {
         MHD_lookup_connection_value(raw, .HEADER_KIND, name).map { String(cString: $0) }
     }

@@ -90,6 +90,7 @@ extension HTTPServer {
             exchange.stream = stream
             register(stream)
             connection.disableTimeout()
+            if configuration.streamSocketSendBuffer > 0 { connection.setSendBuffer(configuration.streamSocketSendBuffer) }
             open(stream)
             return connection.queueStream(stream, headers: headers)
 

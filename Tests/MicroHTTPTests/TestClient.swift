@@ -35,13 +35,18 @@ struct ResponseParser {
     }
 
     private func find(_ pattern: [UInt8], from start: Int) -> Int? {
-        guard buffer.count >= pattern.count else { return nil }
-        var i = start
-        while i + pattern.count <= buffer.count {
-            if buffer[i] == pattern[0] && Array(buffer[i..<i + pattern.count]) == pattern { return i }
-            i += 1
+        buffer.withUnsafeBufferPointer { bytes -> Int? in
+            guard bytes.count >= pattern.count else { return nil }
+            var i = start
+            outer: while i + pattern.count <= bytes.count {
+                for k in 0..<pattern.count where bytes[i + k] != pattern[k] {
+                    i += 1
+                    continue outer
+                }
+                return i
+            }
+            return nil
         }
-        return nil
     }
 
     private mutating func parse() {
@@ -239,23 +244,28 @@ final class StreamFleet {
     }
 
     private func scanEvents(_ index: Int) {
-        let body = members[index].parser.body
         var start = members[index].scanned
-        var i = start
-        while i + 1 < body.count {
-            if body[i] == 10 && body[i + 1] == 10 {
-                let text = String(decoding: body[start..<i], as: UTF8.self)
-                var data: [String] = []
-                for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-                    if line.hasPrefix("data: ") { data.append(String(line.dropFirst(6))) }
-                    if line.hasPrefix(":") { members[index].comments += 1 }
+        var found: [(Int, Int)] = []
+        members[index].parser.body.withUnsafeBufferPointer { body in
+            var i = start
+            while i + 1 < body.count {
+                if body[i] == 10 && body[i + 1] == 10 {
+                    found.append((start, i))
+                    start = i + 2
+                    i = start
+                } else {
+                    i += 1
                 }
-                if !data.isEmpty { members[index].events.append(data.joined(separator: "\n")) }
-                start = i + 2
-                i = start
-            } else {
-                i += 1
             }
+        }
+        for (from, to) in found {
+            let text = String(decoding: members[index].parser.body[from..<to], as: UTF8.self)
+            var data: [String] = []
+            for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+                if line.hasPrefix("data: ") { data.append(String(line.dropFirst(6))) }
+                if line.hasPrefix(":") { members[index].comments += 1 }
+            }
+            if !data.isEmpty { members[index].events.append(data.joined(separator: "\n")) }
         }
         members[index].scanned = start
     }
