@@ -3,13 +3,19 @@
 # Builds both (swift release; gcc -O2), then alternates ROUNDS measurements of each:
 #   wrk -t2 -c64 -d$DURATION http://127.0.0.1:PORT/hello   (keep-alive)
 # and prints requests/s per round, the means, and the ratio MicroHTTP / C (target >= 0.9).
-# Environment: DURATION (10s), ROUNDS (2), THREADS (server threads, 1), WARMUP (2s).
+# Rounds alternate which server goes first, so neither always meets a warmer or cooler machine.
+# Environment: DURATION (10s), ROUNDS (2), THREADS (server threads, 1), WARMUP (2s),
+# PIN=1: server on CPU 0, wrk on CPU 1 (taskset) — steadier on a 2-core machine, where
+# unpinned runs measure the scheduler's placement as much as the servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-2}
 THREADS=${THREADS:-1}
 WARMUP=${WARMUP:-2s}
+PIN=${PIN:-0}
+SERVER_CPU=(); CLIENT_CPU=()
+if [ "$PIN" = 1 ]; then SERVER_CPU=(taskset -c 0); CLIENT_CPU=(taskset -c 1); fi
 SCRATCH=.build-http-release
 SWIFT_PORT=18181
 C_PORT=18182
@@ -28,22 +34,27 @@ trap cleanup EXIT
 # measure NAME BINARY PORT -> prints requests/s
 measure() {
   local binary=$2 port=$3
-  "$binary" "$port" "$THREADS" >/dev/null &
+  "${SERVER_CPU[@]}" "$binary" "$port" "$THREADS" >/dev/null &
   server_pid=$!
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/hello" >/dev/null 2>&1 && break; sleep 0.1; done
-  wrk -t2 -c64 -d"$WARMUP" "http://127.0.0.1:$port/hello" >/dev/null
+  "${CLIENT_CPU[@]}" wrk -t2 -c64 -d"$WARMUP" "http://127.0.0.1:$port/hello" >/dev/null
   local out
-  out=$(wrk -t2 -c64 -d"$DURATION" "http://127.0.0.1:$port/hello")
+  out=$("${CLIENT_CPU[@]}" wrk -t2 -c64 -d"$DURATION" "http://127.0.0.1:$port/hello")
   echo "$out" | grep -qE "Non-2xx|Socket errors" && echo "$out" >&2
   cleanup
   echo "$out" | awk '/Requests\/sec/ {print $2}'
 }
 
-echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(nproc) cores  wrk -t2 -c64 -d$DURATION  server threads: $THREADS"
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(nproc) cores  wrk -t2 -c64 -d$DURATION  server threads: $THREADS  pinned: $PIN"
 swift_total=0; c_total=0
 for round in $(seq "$ROUNDS"); do
-  c=$(measure C "$SCRATCH/reference" "$C_PORT")
-  s=$(measure MicroHTTP "$SWIFT_BIN" "$SWIFT_PORT")
+  if (( round % 2 )); then
+    c=$(measure C "$SCRATCH/reference" "$C_PORT")
+    s=$(measure MicroHTTP "$SWIFT_BIN" "$SWIFT_PORT")
+  else
+    s=$(measure MicroHTTP "$SWIFT_BIN" "$SWIFT_PORT")
+    c=$(measure C "$SCRATCH/reference" "$C_PORT")
+  fi
   printf 'round %d: C %10.0f req/s   MicroHTTP %10.0f req/s\n' "$round" "$c" "$s"
   c_total=$(awk -v a="$c_total" -v b="$c" 'BEGIN {print a + b}')
   swift_total=$(awk -v a="$swift_total" -v b="$s" 'BEGIN {print a + b}')

@@ -28,7 +28,7 @@ func mhdRequestCompleted(
     var exchange: Exchange?
     if let context, let raw = context.pointee {
         context.pointee = nil
-        exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue()
+        if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
     server.completed(exchange,
                      ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,
@@ -50,7 +50,12 @@ func mhdStreamFree(cls: UnsafeMutableRawPointer?) {
 func mhdCollectField(cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
                      key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) -> MHD_Result {
     guard let cls, let key else { return .YES }
-    let collector = Unmanaged<FieldCollector>.fromOpaque(cls).takeUnretainedValue()
-    collector.fields.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+    let collector = cls.assumingMemoryBound(to: FieldCollector.self)
+    let name = String(cString: key), text = value.map { String(cString: $0) } ?? ""
+    if kind == .GET_ARGUMENT_KIND {
+        if collector.pointee.query[name] == nil { collector.pointee.query[name] = text }
+    } else {
+        collector.pointee.headers.append((name: name, value: text))
+    }
     return .YES
 }

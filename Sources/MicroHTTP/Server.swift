@@ -69,7 +69,9 @@ public final class HTTPServer: @unchecked Sendable {
         listenSocket = listener.socket
         boundPort = listener.port
         if configuration.heartbeatInterval > 0 {
-            heartbeat = Heartbeat(interval: configuration.heartbeatInterval) { [weak self] in self?.beat() }
+            // A strong capture, released when stop() cancels the timer: a weak reference would give
+            // the server a side table and slow every retain/release on the request path.
+            heartbeat = Heartbeat(interval: configuration.heartbeatInterval) { self.beat() }
         }
     }
 
