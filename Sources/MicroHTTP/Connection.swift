@@ -90,7 +90,9 @@ struct Connection: @unchecked Sendable {
         defer { MHD_destroy_response(mhdResponse) }
         for (name, value) in response.headers {
             // A field MHD rejects (e.g. a newline in a value) is dropped rather than sent broken.
-            _ = MHD_add_response_header(mhdResponse, name, value)
+            withTerminatedUTF8(name) { cName in
+                withTerminatedUTF8(value) { cValue in _ = MHD_add_response_header(mhdResponse, cName, cValue) }
+            }
         }
         if closing { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
         let status = (100...999).contains(response.status) ? response.status : 500
@@ -123,6 +125,25 @@ struct Connection: @unchecked Sendable {
 struct FieldCollector {
     var headers: [(name: String, value: String)] = []
     var query: [String: String] = [:]
+}
+
+/// `string` as a NUL-terminated C string without a heap allocation: Swift's implicit
+/// String-to-pointer conversion allocates for small (inline) strings such as "Content-Type",
+/// once per header per response.
+@inline(__always)
+func withTerminatedUTF8<R>(_ string: String, _ body: (UnsafePointer<CChar>) -> R) -> R {
+    var string = string
+    if string.isContiguousUTF8, string.utf8.count > 15 {
+        return string.withCString(body)  // a native large string already ends with NUL
+    }
+    let count = string.utf8.count
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: count + 1) { buffer in
+        string.withUTF8 { utf8 in
+            utf8.withMemoryRebound(to: CChar.self) { _ = buffer.initialize(fromContentsOf: $0) }
+        }
+        buffer[count] = 0
+        return body(UnsafePointer(buffer.baseAddress!))
+    }
 }
 
 /// Wakes a connection that waits to write to a peer that does not read: shutdown makes the
