@@ -35,6 +35,7 @@ struct Connection: @unchecked Sendable {
     /// the first value of a repeated argument wins.
     func headersAndQuery() -> (HTTPHeaders, [String: String]) {
         var collector = FieldCollector()
+        collector.headers.reserveCapacity(8)  // one allocation for a typical request's fields
         _ = withUnsafeMutablePointer(to: &collector) {
             mhd_shim_get_headers_and_arguments(raw, mhdCollectField, $0)
         }

@@ -133,10 +133,16 @@ extension HTTPServer {
 
     private func resolve(_ method: HTTPMethod, _ url: UnsafePointer<CChar>)
         -> Result<(Handler, String, [String: String]), Refusal> {
-        guard let path = String(validatingCString: url) else {
-            return .failure(Refusal(.problem(status: 400, detail: "the request path is not valid UTF-8")))
+        let resolution: Router.Resolution, path: String
+        if let literal = router.resolveLiteral(method, cPath: url) {
+            (resolution, path) = literal
+        } else {
+            guard let decoded = String(validatingCString: url) else {
+                return .failure(Refusal(.problem(status: 400, detail: "the request path is not valid UTF-8")))
+            }
+            (resolution, path) = (router.resolve(method, decoded), decoded)
         }
-        switch router.resolve(method, path) {
+        switch resolution {
         case let .found(handler, parameters):
             return .success((handler, path, parameters))
         case .notFound:

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// What a handler returns.
 public enum Reply: Sendable {
     case response(Response)
@@ -36,7 +42,7 @@ public struct Router: Sendable {
     private var routes: [Route] = []
     /// Routes without parameters by their exact path: most requests resolve without
     /// splitting. A short list compared by ==, cheaper than hashing for a service's few routes.
-    private var literalRoutes: [(path: String, index: Int)] = []
+    private var literalRoutes: [(path: String, cPath: [CChar], index: Int)] = []
 
     public init() {}
 
@@ -56,7 +62,7 @@ public struct Router: Sendable {
             if literals == segments.count {
                 let path = "/" + segments.map { if case let .literal(text) = $0 { return String(text) } else { return "" } }
                     .joined(separator: "/")
-                literalRoutes.append((path, routes.count - 1))
+                literalRoutes.append((path, path.utf8CString.map { $0 }, routes.count - 1))
             }
         }
     }
@@ -65,6 +71,16 @@ public struct Router: Sendable {
         case found(Handler, parameters: [String: String])
         case notFound
         case methodNotAllowed(allow: [HTTPMethod])
+    }
+
+    /// The fast path, on libmicrohttpd's C string: a route without parameters matched by
+    /// strcmp, its path returned as the route's own String (no decoding, no allocation).
+    func resolveLiteral(_ method: HTTPMethod, cPath: UnsafePointer<CChar>) -> (Resolution, path: String)? {
+        for literal in literalRoutes {
+            let equal = literal.cPath.withUnsafeBufferPointer { strcmp($0.baseAddress!, cPath) == 0 }
+            if equal { return (resolve(method, routes[literal.index], parameters: [:]), literal.path) }
+        }
+        return nil
     }
 
     func resolve(_ method: HTTPMethod, _ path: String) -> Resolution {
