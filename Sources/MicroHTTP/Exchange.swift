@@ -7,6 +7,8 @@ final class Exchange {
     let path: String
     let parameters: [String: String]
     var body: [UInt8] = []
+    /// Body bytes received so far, kept or not.
+    var received = 0
     /// The body passed `bodyLimit`: the rest is read and dropped, then 413 is answered
     /// (libmicrohttpd 0.9.75 accepts a response only once the upload is complete).
     var bodyTooLarge = false

@@ -68,8 +68,14 @@ extension HTTPServer {
                          context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         let size = uploadSize.pointee
         if size > 0 {
-            if !exchange.bodyTooLarge {
-                if exchange.body.count + size > configuration.bodyLimit {
+            exchange.received += size
+            if exchange.bodyTooLarge {
+                // libmicrohttpd 0.9.75 accepts no response before the upload ends, so the rest is
+                // read and dropped for the 413, but only up to another `bodyLimit` bytes: past
+                // that the sender is cut off (no endless upload holds the connection).
+                if exchange.received > 2 * configuration.bodyLimit { return false }
+            } else {
+                if exchange.received > configuration.bodyLimit {
                     exchange.bodyTooLarge = true
                     exchange.body = []
                 } else if let upload {

@@ -93,11 +93,17 @@ final class RequestTests: XCTestCase {
         let client = try TestClient(port: server.port)
         client.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
         let piece = String(repeating: "y", count: 700)
-        for _ in 0..<3 { client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+        for _ in 0..<2 { client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
         client.send("0\r\n\r\n")
         let response = try XCTUnwrap(client.readResponse())
         XCTAssertEqual(response.status, 413)
         XCTAssertTrue(response.bodyText.contains("exceeds the limit of 1024 bytes"), response.bodyText)
+
+        // An upload that goes on past twice the limit is cut off without waiting for its end.
+        let endless = try TestClient(port: server.port)
+        endless.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in 0..<4 { endless.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+        XCTAssertTrue(endless.isClosedByPeer(timeout: 2))
     }
 
     func testUnknownPathIs404AndWrongMethodIs405WithAllow() throws {
