@@ -52,7 +52,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
+        .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark",
+                         exclude: ["RESULTS.md"]),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
         .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples"]),
