@@ -53,4 +53,15 @@ mhd_shim_current_connections (struct MHD_Daemon *daemon)
   return (NULL == info) ? 0 : info->num_connections;
 }
 
+/// Header fields and GET arguments in one pass (Swift imports MHD_ValueKind as a closed
+/// enum, so it cannot pass the combined mask itself).
+static inline int
+mhd_shim_get_headers_and_arguments (struct MHD_Connection *connection,
+                                    MHD_KeyValueIterator iterator, void *iterator_cls)
+{
+  return MHD_get_connection_values (connection,
+                                    (enum MHD_ValueKind) (MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND),
+                                    iterator, iterator_cls);
+}
+
 #endif

@@ -13,9 +13,11 @@ func mhdAccessHandler(
     context: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let cls, let connection, let url, let method, let uploadDataSize, let context else { return .NO }
-    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-    let handled = server.handle(Connection(raw: connection), url: url, method: method,
-                                upload: uploadData, uploadSize: uploadDataSize, context: context)
+    // The server is kept alive by start()'s retain: no retain/release per call.
+    let handled = Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
+        $0.handle(Connection(raw: connection), url: url, method: method,
+                  upload: uploadData, uploadSize: uploadDataSize, context: context)
+    }
     return handled ? .YES : .NO
 }
 
@@ -24,15 +26,15 @@ func mhdRequestCompleted(
     context: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, termination: MHD_RequestTerminationCode
 ) {
     guard let cls else { return }
-    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     var exchange: Exchange?
     if let context, let raw = context.pointee {
         context.pointee = nil
-        exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue()
+        if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
-    server.completed(exchange,
-                     ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,
+    Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
+        $0.completed(exchange, ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,
                      daemonShutdown: termination == .REQUEST_TERMINATED_DAEMON_SHUTDOWN)
+    }
 }
 
 func mhdStreamReader(cls: UnsafeMutableRawPointer?, position: UInt64,
@@ -50,7 +52,12 @@ func mhdStreamFree(cls: UnsafeMutableRawPointer?) {
 func mhdCollectField(cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
                      key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) -> MHD_Result {
     guard let cls, let key else { return .YES }
-    let collector = Unmanaged<FieldCollector>.fromOpaque(cls).takeUnretainedValue()
-    collector.fields.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+    let collector = cls.assumingMemoryBound(to: FieldCollector.self)
+    let name = String(cString: key), text = value.map { String(cString: $0) } ?? ""
+    if kind == .GET_ARGUMENT_KIND {
+        if collector.pointee.query[name] == nil { collector.pointee.query[name] = text }
+    } else {
+        collector.pointee.headers.append((name: name, value: text))
+    }
     return .YES
 }

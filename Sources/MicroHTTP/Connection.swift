@@ -21,38 +21,37 @@ struct Connection: @unchecked Sendable {
 
     var socket: Int32 { mhd_shim_connection_fd(raw) }
 
+    func setSendBuffer(_ bytes: Int) {
+        var size = Int32(clamping: bytes)
+        _ = setsockopt(socket, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     func header(_ name: String) -> String? {
         MHD_lookup_connection_value(raw, .HEADER_KIND, name).map { String(cString: $0) }
     }
 
-    func headers() -> HTTPHeaders {
-        let collector = FieldCollector()
-        _ = MHD_get_connection_values(raw, .HEADER_KIND, mhdCollectField,
-                                      Unmanaged.passUnretained(collector).toOpaque())
-        return HTTPHeaders(collector.fields)
-    }
-
-    /// libmicrohttpd has already percent-decoded the arguments and turned '+' into ' '.
-    func query() -> [String: String] {
-        let collector = FieldCollector()
-        _ = MHD_get_connection_values(raw, .GET_ARGUMENT_KIND, mhdCollectField,
-                                      Unmanaged.passUnretained(collector).toOpaque())
-        var query: [String: String] = [:]
-        for (name, value) in collector.fields where query[name] == nil { query[name] = value }
-        return query
+    /// Header fields and query arguments in one pass over libmicrohttpd's table.
+    /// libmicrohttpd has already percent-decoded the arguments and turned '+' into ' ';
+    /// the first value of a repeated argument wins.
+    func headersAndQuery() -> (HTTPHeaders, [String: String]) {
+        var collector = FieldCollector()
+        collector.headers.reserveCapacity(8)  // one allocation for a typical request's fields
+        _ = withUnsafeMutablePointer(to: &collector) {
+            mhd_shim_get_headers_and_arguments(raw, mhdCollectField, $0)
+        }
+        return (HTTPHeaders(fields: collector.headers), collector.query)
     }
 
     func peer() -> String? {
         guard let address = mhd_shim_client_address(raw) else { return nil }
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         switch Int32(address.pointee.sa_family) {
         case AF_INET:
-            let ok = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 -> Bool in
-                var addr = v4.pointee.sin_addr
-                return inet_ntop(AF_INET, &addr, &text, socklen_t(text.count)) != nil
+            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
             }
-            return ok ? String(cString: text) : nil
+            return Self.dottedQuad(ip)
         case AF_INET6:
+            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
             let ok = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 -> Bool in
                 var addr = v6.pointee.sin6_addr
                 return inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count)) != nil
@@ -60,6 +59,23 @@ struct Connection: @unchecked Sendable {
             return ok ? String(cString: text) : nil
         default:
             return nil
+        }
+    }
+
+    /// Formatted by hand: inet_ntop goes through sprintf and string interpolation allocates,
+    /// both noticeable per request; at most 15 bytes, a String that needs no heap.
+    static func dottedQuad(_ ip: UInt32) -> String {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 15) { buffer in
+            var count = 0
+            for shift in stride(from: 24, through: 0, by: -8) {
+                let octet = Int((ip >> UInt32(shift)) & 0xff)
+                if octet >= 100 { buffer[count] = UInt8(48 + octet / 100); count += 1 }
+                if octet >= 10 { buffer[count] = UInt8(48 + (octet / 10) % 10); count += 1 }
+                buffer[count] = UInt8(48 + octet % 10)
+                count += 1
+                if shift > 0 { buffer[count] = 46; count += 1 }  // "."
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self)
         }
     }
 
@@ -75,7 +91,9 @@ struct Connection: @unchecked Sendable {
         defer { MHD_destroy_response(mhdResponse) }
         for (name, value) in response.headers {
             // A field MHD rejects (e.g. a newline in a value) is dropped rather than sent broken.
-            _ = MHD_add_response_header(mhdResponse, name, value)
+            withTerminatedUTF8(name) { cName in
+                withTerminatedUTF8(value) { cValue in _ = MHD_add_response_header(mhdResponse, cName, cValue) }
+            }
         }
         if closing { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
         let status = (100...999).contains(response.status) ? response.status : 500
@@ -104,9 +122,29 @@ struct Connection: @unchecked Sendable {
     }
 }
 
-/// Receives header or argument fields from MHD_get_connection_values.
-final class FieldCollector {
-    var fields: [(String, String)] = []
+/// Receives header and argument fields from MHD_get_connection_values.
+struct FieldCollector {
+    var headers: [(name: String, value: String)] = []
+    var query: [String: String] = [:]
+}
+
+/// `string` as a NUL-terminated C string without a heap allocation: Swift's implicit
+/// String-to-pointer conversion allocates for small (inline) strings such as "Content-Type",
+/// once per header per response.
+@inline(__always)
+func withTerminatedUTF8<R>(_ string: String, _ body: (UnsafePointer<CChar>) -> R) -> R {
+    var string = string
+    if string.isContiguousUTF8, string.utf8.count > 15 {
+        return string.withCString(body)  // a native large string already ends with NUL
+    }
+    let count = string.utf8.count
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: count + 1) { buffer in
+        string.withUTF8 { utf8 in
+            utf8.withMemoryRebound(to: CChar.self) { _ = buffer.initialize(fromContentsOf: $0) }
+        }
+        buffer[count] = 0
+        return body(UnsafePointer(buffer.baseAddress!))
+    }
 }
 
 /// Wakes a connection that waits to write to a peer that does not read: shutdown makes the

@@ -7,11 +7,11 @@ final class Exchange {
     let path: String
     let parameters: [String: String]
     var body: [UInt8] = []
+    /// Body bytes received so far, kept or not.
+    var received = 0
     /// The body passed `bodyLimit`: the rest is read and dropped, then 413 is answered
     /// (libmicrohttpd 0.9.75 accepts a response only once the upload is complete).
     var bodyTooLarge = false
-    /// A response decided on the first call (404, 405, 400), sent on the final one.
-    var refusal: Response?
     var stream: EventStream?
     var deferred: DeferredExchange?
 
@@ -20,13 +20,5 @@ final class Exchange {
         self.method = method
         self.path = path
         self.parameters = parameters
-    }
-
-    init(refusal: Response) {
-        self.handler = nil
-        self.method = .GET
-        self.path = ""
-        self.parameters = [:]
-        self.refusal = refusal
     }
 }

@@ -8,6 +8,8 @@ public struct HTTPHeaders: Sendable, Sequence {
         fields = pairs.map { (name: $0.0, value: $0.1) }
     }
 
+    init(fields: [Element]) { self.fields = fields }
+
     /// The first value of `name`, if any.
     public subscript(name: String) -> String? {
         for field in fields where Self.sameName(field.name, name) { return field.value }

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// An HTTP method, compared by its exact (case-sensitive, RFC 9110) token.
 public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
@@ -12,4 +18,11 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let PATCH = HTTPMethod(rawValue: "PATCH")
 
     public var description: String { rawValue }
+
+    /// From libmicrohttpd's method string; the common methods reuse their static values.
+    init(cString: UnsafePointer<CChar>) {
+        if strcmp(cString, "GET") == 0 { self = .GET }
+        else if strcmp(cString, "POST") == 0 { self = .POST }
+        else { self.init(rawValue: String(cString: cString)) }
+    }
 }

@@ -1,18 +1,29 @@
 import CMicroHTTPD
 
+/// Marks, in `con_cls`, a request without a body between its first and final call: the common
+/// case needs no per-request allocation here.
+let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+
 /// What happens on libmicrohttpd's thread for each call of the access handler.
+///
+/// libmicrohttpd calls once when the headers are in, once per piece of body, and once more
+/// when the request is complete. It closes the connection after a response queued on the
+/// first call ("early"), so only refusals (503, 413 by Content-Length, 404/405 for a request
+/// with a body) are answered then; everything else on the final call, keeping it alive.
 extension HTTPServer {
     /// Returns false to make libmicrohttpd close the connection.
     func handle(_ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                 upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         if let raw = context.pointee {
+            if raw == bodylessRequestMark {
+                context.pointee = nil
+                return answer(connection, url: url, method: method, context: context)
+            }
             let exchange = Unmanaged<Exchange>.fromOpaque(raw).takeUnretainedValue()
             return proceed(exchange, connection, upload: upload, uploadSize: uploadSize, context: context)
         }
-        // First call: the headers are in, the body (if any) is not. libmicrohttpd closes the
-        // connection after a response queued now ("early"), so only refusals are answered here;
-        // everything else is answered on the final call, keeping the connection alive.
+        // First call: the headers are in, the body (if any) is not.
         if beginRequest() {
             return connection.queue(.problem(status: 503, detail: "the server is stopping"), closing: true)
         }
@@ -21,40 +32,50 @@ extension HTTPServer {
             // By Content-Length, before reading a byte of the body.
             return connection.queue(bodyTooLarge(), closing: true)
         }
-        let hasBody = declaredLength > 0 || connection.header("Transfer-Encoding") != nil
-        let httpMethod = HTTPMethod(rawValue: String(cString: method))
-        let exchange: Exchange
-        if let path = String(validatingCString: url) {
-            switch router.resolve(httpMethod, path) {
-            case let .found(handler, parameters):
-                exchange = Exchange(handler: handler, method: httpMethod, path: path, parameters: parameters)
-                if hasBody && declaredLength != Int.max { exchange.body.reserveCapacity(declaredLength) }
-            case .notFound:
-                exchange = Exchange(refusal: .problem(status: 404, detail: "no resource at \(path)"))
-            case let .methodNotAllowed(allow):
-                let allowed = allow.map(\.rawValue).joined(separator: ", ")
-                exchange = Exchange(refusal: .problem(
-                    status: 405, detail: "\(httpMethod) is not allowed on \(path); allowed: \(allowed)",
-                    headers: HTTPHeaders([("Allow", allowed)])))
-            }
-        } else {
-            exchange = Exchange(refusal: .problem(status: 400, detail: "the request path is not valid UTF-8"))
+        if declaredLength == 0 && connection.header("Transfer-Encoding") == nil {
+            context.pointee = bodylessRequestMark
+            return true
         }
-        if let refusal = exchange.refusal, hasBody {
-            return connection.queue(refusal, closing: true)  // not worth reading the body for
+        let httpMethod = HTTPMethod(cString: method)
+        switch resolve(httpMethod, url) {
+        case let .failure(refusal):
+            return connection.queue(refusal.response, closing: true)  // not worth reading the body for
+        case let .success((handler, path, parameters)):
+            let exchange = Exchange(handler: handler, method: httpMethod, path: path, parameters: parameters)
+            if declaredLength != Int.max { exchange.body.reserveCapacity(declaredLength) }
+            context.pointee = Unmanaged.passRetained(exchange).toOpaque()
+            return true
         }
-        context.pointee = Unmanaged.passRetained(exchange).toOpaque()
-        return true
     }
 
-    /// Later calls: a piece of the body, the final call, or the call after a resume.
+    /// The final call of a request without a body: route, run the handler, answer.
+    private func answer(_ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
+                        context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
+        let httpMethod = HTTPMethod(cString: method)
+        switch resolve(httpMethod, url) {
+        case let .failure(refusal):
+            return connection.queue(refusal.response, closing: isStopping)
+        case let .success((handler, path, parameters)):
+            let request = makeRequest(connection, httpMethod, path, parameters, body: [])
+            return dispatch(handler(request), connection, exchange: nil, context: context)
+        }
+    }
+
+    /// Later calls of a request with a body (or with a stream or deferred reply): a piece of
+    /// the body, the final call, or the call after a resume.
     private func proceed(_ exchange: Exchange, _ connection: Connection, upload: UnsafePointer<CChar>?,
                          uploadSize: UnsafeMutablePointer<Int>,
                          context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         let size = uploadSize.pointee
         if size > 0 {
-            if !exchange.bodyTooLarge {
-                if exchange.body.count + size > configuration.bodyLimit {
+            exchange.received += size
+            if exchange.bodyTooLarge {
+                // libmicrohttpd 0.9.75 accepts no response before the upload ends, so the rest is
+                // read and dropped for the 413, but only up to another `bodyLimit` bytes: past
+                // that the sender is cut off (no endless upload holds the connection).
+                if exchange.received > 2 * configuration.bodyLimit { return false }
+            } else {
+                if exchange.received > configuration.bodyLimit {
                     exchange.bodyTooLarge = true
                     exchange.body = []
                 } else if let upload {
@@ -71,25 +92,27 @@ extension HTTPServer {
             return connection.queue(response, closing: isStopping)
         }
         if exchange.stream != nil { return true }
-        if let refusal = exchange.refusal { return connection.queue(refusal, closing: isStopping) }
         if exchange.bodyTooLarge { return connection.queue(bodyTooLarge(), closing: true) }
         guard let handler = exchange.handler else { return false }
         let body = exchange.body
         exchange.body = []
         let request = makeRequest(connection, exchange.method, exchange.path, exchange.parameters, body: body)
-        return dispatch(handler(request), connection, exchange: exchange)
+        return dispatch(handler(request), connection, exchange: exchange, context: context)
     }
 
-    private func dispatch(_ reply: Reply, _ connection: Connection, exchange: Exchange) -> Bool {
+    private func dispatch(_ reply: Reply, _ connection: Connection, exchange: Exchange?,
+                          context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         switch reply {
         case let .response(response):
             return connection.queue(response, closing: isStopping)
 
         case let .eventStream(headers, open):
+            let exchange = exchange ?? attachExchange(context)
             let stream = EventStream(connection: connection, queueLimit: configuration.streamQueueLimit)
             exchange.stream = stream
             register(stream)
             connection.disableTimeout()
+            if configuration.streamSocketSendBuffer > 0 { connection.setSendBuffer(configuration.streamSocketSendBuffer) }
             open(stream)
             return connection.queueStream(stream, headers: headers)
 
@@ -98,6 +121,7 @@ extension HTTPServer {
             guard register(deferred) else {
                 return connection.queue(.problem(status: 503, detail: "the server is stopping"), closing: true)
             }
+            let exchange = exchange ?? attachExchange(context)
             exchange.deferred = deferred
             deferred.suspend()              // before the work can answer (and resume)
             work(Responder(exchange: deferred))
@@ -105,13 +129,52 @@ extension HTTPServer {
         }
     }
 
+    /// A stream or deferred reply outlives this call: keep its state in `con_cls`, where
+    /// the completion callback finds it.
+    private func attachExchange(_ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Exchange {
+        let exchange = Exchange(handler: nil, method: .GET, path: "", parameters: [:])
+        context.pointee = Unmanaged.passRetained(exchange).toOpaque()
+        return exchange
+    }
+
+    private func resolve(_ method: HTTPMethod, _ url: UnsafePointer<CChar>)
+        -> Result<(Handler, String, [String: String]), Refusal> {
+        let resolution: Router.Resolution, path: String
+        if let literal = router.resolveLiteral(method, cPath: url) {
+            (resolution, path) = literal
+        } else {
+            guard let decoded = String(validatingCString: url) else {
+                return .failure(Refusal(.problem(status: 400, detail: "the request path is not valid UTF-8")))
+            }
+            (resolution, path) = (router.resolve(method, decoded), decoded)
+        }
+        switch resolution {
+        case let .found(handler, parameters):
+            return .success((handler, path, parameters))
+        case .notFound:
+            return .failure(Refusal(.problem(status: 404, detail: "no resource at \(path)")))
+        case let .methodNotAllowed(allow):
+            let allowed = allow.map(\.rawValue).joined(separator: ", ")
+            return .failure(Refusal(.problem(
+                status: 405, detail: "\(method) is not allowed on \(path); allowed: \(allowed)",
+                headers: HTTPHeaders([("Allow", allowed)]))))
+        }
+    }
+
     private func makeRequest(_ connection: Connection, _ method: HTTPMethod, _ path: String,
                              _ parameters: [String: String], body: [UInt8]) -> Request {
-        Request(method: method, path: path, query: connection.query(), headers: connection.headers(),
-                body: body, peer: connection.peer(), pathParameters: parameters)
+        let (headers, query) = connection.headersAndQuery()
+        return Request(method: method, path: path, query: query, headers: headers,
+                       body: body, peer: connection.peer(), pathParameters: parameters)
     }
 
     private func bodyTooLarge() -> Response {
         .problem(status: 413, detail: "request body exceeds the limit of \(configuration.bodyLimit) bytes")
     }
+}
+
+/// A response the layer gives instead of running a handler (400, 404, 405).
+struct Refusal: Error {
+    let response: Response
+    init(_ response: Response) { self.response = response }
 }

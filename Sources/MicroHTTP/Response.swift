@@ -12,12 +12,14 @@ public struct Response: Sendable {
 
     /// `body` as `application/json`.
     public static func json(_ body: [UInt8], status: Int = 200) -> Response {
-        Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body)
+        Response(status: status, headers: HTTPHeaders(fields: [(name: "Content-Type", value: "application/json")]),
+                 body: body)
     }
 
     public static func text(_ text: String, status: Int = 200,
                             contentType: String = "text/plain; charset=utf-8") -> Response {
-        Response(status: status, headers: HTTPHeaders([("Content-Type", contentType)]), body: Array(text.utf8))
+        Response(status: status, headers: HTTPHeaders(fields: [(name: "Content-Type", value: contentType)]),
+                 body: Array(text.utf8))
     }
 
     /// RFC 9457: an `application/problem+json` document with type, title (default: the

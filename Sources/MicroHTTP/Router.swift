@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// What a handler returns.
 public enum Reply: Sendable {
     case response(Response)
@@ -24,10 +30,19 @@ public struct Router: Sendable {
     private struct Route: Sendable {
         let segments: [Segment]
         let literalCount: Int
-        var handlers: [HTTPMethod: Handler]
+        /// Few per route: a linear scan beats hashing the method.
+        var handlers: [(method: HTTPMethod, handler: Handler)]
+
+        func handler(for method: HTTPMethod) -> Handler? {
+            for entry in handlers where entry.method == method { return entry.handler }
+            return nil
+        }
     }
 
     private var routes: [Route] = []
+    /// Routes without parameters by their exact path: most requests resolve without
+    /// splitting. A short list compared by ==, cheaper than hashing for a service's few routes.
+    private var literalRoutes: [(path: String, cPath: [CChar], index: Int)] = []
 
     public init() {}
 
@@ -39,10 +54,16 @@ public struct Router: Sendable {
             return .literal(part)
         }
         if let index = routes.firstIndex(where: { $0.segments == segments }) {
-            routes[index].handlers[method] = handler
+            routes[index].handlers.removeAll { $0.method == method }
+            routes[index].handlers.append((method, handler))
         } else {
             let literals = segments.filter { if case .literal = $0 { return true } else { return false } }.count
-            routes.append(Route(segments: segments, literalCount: literals, handlers: [method: handler]))
+            routes.append(Route(segments: segments, literalCount: literals, handlers: [(method, handler)]))
+            if literals == segments.count {
+                let path = "/" + segments.map { if case let .literal(text) = $0 { return String(text) } else { return "" } }
+                    .joined(separator: "/")
+                literalRoutes.append((path, path.utf8CString.map { $0 }, routes.count - 1))
+            }
         }
     }
 
@@ -52,7 +73,20 @@ public struct Router: Sendable {
         case methodNotAllowed(allow: [HTTPMethod])
     }
 
+    /// The fast path, on libmicrohttpd's C string: a route without parameters matched by
+    /// strcmp, its path returned as the route's own String (no decoding, no allocation).
+    func resolveLiteral(_ method: HTTPMethod, cPath: UnsafePointer<CChar>) -> (Resolution, path: String)? {
+        for literal in literalRoutes {
+            let equal = literal.cPath.withUnsafeBufferPointer { strcmp($0.baseAddress!, cPath) == 0 }
+            if equal { return (resolve(method, routes[literal.index], parameters: [:]), literal.path) }
+        }
+        return nil
+    }
+
     func resolve(_ method: HTTPMethod, _ path: String) -> Resolution {
+        for literal in literalRoutes where literal.path == path {
+            return resolve(method, routes[literal.index], parameters: [:])
+        }
         let parts = Self.split(path)
         var best: (route: Route, parameters: [String: String])?
         for route in routes where route.segments.count == parts.count {
@@ -60,10 +94,14 @@ public struct Router: Sendable {
             if let parameters = Self.match(route.segments, parts) { best = (route, parameters) }
         }
         guard let (route, parameters) = best else { return .notFound }
-        if let handler = route.handlers[method] ?? (method == .HEAD ? route.handlers[.GET] : nil) {
+        return resolve(method, route, parameters: parameters)
+    }
+
+    private func resolve(_ method: HTTPMethod, _ route: Route, parameters: [String: String]) -> Resolution {
+        if let handler = route.handler(for: method) ?? (method == .HEAD ? route.handler(for: .GET) : nil) {
             return .found(handler, parameters: parameters)
         }
-        var allow = Set(route.handlers.keys)
+        var allow = Set(route.handlers.map(\.method))
         if allow.contains(.GET) { allow.insert(.HEAD) }
         return .methodNotAllowed(allow: allow.sorted { $0.rawValue < $1.rawValue })
     }

@@ -23,7 +23,6 @@ public final class HTTPServer: @unchecked Sendable {
     private var deferreds: [ObjectIdentifier: DeferredExchange] = [:]
     private var stopFinalFrame: Frame?
     private var heartbeat: Heartbeat?
-    private var listenSocket: Int32 = -1
 
     public init(configuration: HTTPServerConfiguration, router: Router) {
         self.configuration = configuration
@@ -66,10 +65,11 @@ public final class HTTPServer: @unchecked Sendable {
             throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)")
         }
         daemon = started
-        listenSocket = listener.socket
         boundPort = listener.port
         if configuration.heartbeatInterval > 0 {
-            heartbeat = Heartbeat(interval: configuration.heartbeatInterval) { [weak self] in self?.beat() }
+            // A strong capture, released when stop() cancels the timer: a weak reference would give
+            // the server a side table and slow every retain/release on the request path.
+            heartbeat = Heartbeat(interval: configuration.heartbeatInterval) { self.beat() }
         }
     }
 
@@ -85,6 +85,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// client reads); let in-flight deferred requests answer for half the deadline, then answer
     /// the rest 503; wait for requests to drain; end what is left, so that nothing is suspended
     /// (MHD_stop_daemon aborts the process on a suspended connection); stop.
+    /// Call it from any thread but a handler's: it joins libmicrohttpd's threads.
     public func stop(finalFrame: Frame? = nil, deadline: Double = 5) {
         stopLock.lock()
         defer { stopLock.unlock() }
@@ -119,10 +120,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
 
         MHD_stop_daemon(daemon)
-        lock.withLock {
-            self.daemon = nil
-            listenSocket = -1
-        }
+        lock.withLock { self.daemon = nil }
         Unmanaged.passUnretained(self).release()  // the retain taken by start()
     }
 

@@ -20,6 +20,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var heartbeatInterval: Double = 15
     /// Bytes queued per stream; past it the stream is closed with `.overflow`.
     public var streamQueueLimit: Int = 256 * 1024
+    /// SO_SNDBUF for event-stream connections, in bytes; 0 leaves the kernel's autotuning,
+    /// which may buffer megabytes for a subscriber that stopped reading before its queue
+    /// (`streamQueueLimit`) even starts to fill.
+    public var streamSocketSendBuffer: Int = 0
     /// The listen socket's backlog.
     public var listenBacklog: Int = 4096
 

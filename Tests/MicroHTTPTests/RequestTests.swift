@@ -93,11 +93,17 @@ final class RequestTests: XCTestCase {
         let client = try TestClient(port: server.port)
         client.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
         let piece = String(repeating: "y", count: 700)
-        for _ in 0..<3 { client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+        for _ in 0..<2 { client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
         client.send("0\r\n\r\n")
         let response = try XCTUnwrap(client.readResponse())
         XCTAssertEqual(response.status, 413)
         XCTAssertTrue(response.bodyText.contains("exceeds the limit of 1024 bytes"), response.bodyText)
+
+        // An upload that goes on past twice the limit is cut off without waiting for its end.
+        let endless = try TestClient(port: server.port)
+        endless.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in 0..<4 { endless.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+        XCTAssertTrue(endless.isClosedByPeer(timeout: 2))
     }
 
     func testUnknownPathIs404AndWrongMethodIs405WithAllow() throws {
@@ -125,6 +131,38 @@ final class RequestTests: XCTestCase {
             XCTAssertEqual(response.status, 202)
             XCTAssertEqual(response.bodyText, "{\"late\":true}")
         }
+    }
+
+    func testThreadPoolServesAndStops() throws {
+        let server = try startServer({ $0.threads = 2 }) { router in
+            router.add(.GET, "/n/{n}") { request in .response(.text(request.pathParameters["n"] ?? "")) }
+        }
+        let clients = try (0..<4).map { _ in try TestClient(port: server.port) }
+        for round in 0..<10 {
+            for (index, client) in clients.enumerated() {
+                XCTAssertEqual(client.request("GET", "/n/\(round * 10 + index)")?.bodyText, "\(round * 10 + index)")
+            }
+        }
+        server.stop(deadline: 1)
+        XCTAssertTrue(clients.allSatisfy { $0.isClosedByPeer(timeout: 2) })
+    }
+
+    func testLimitsPerIPAndSlowlorisTimeout() throws {
+        let server = try startServer({ $0.connectionsPerIP = 2; $0.connectionTimeout = 1 }) { router in
+            router.add(.GET, "/ping") { _ in .response(.text("pong")) }
+        }
+        defer { server.stop() }
+        let first = try TestClient(port: server.port), second = try TestClient(port: server.port)
+        XCTAssertEqual(first.request("GET", "/ping")?.bodyText, "pong")
+        XCTAssertEqual(second.request("GET", "/ping")?.bodyText, "pong")
+        let third = try TestClient(port: server.port)
+        XCTAssertNil(third.request("GET", "/ping"), "a third connection from one IP is refused")
+
+        // A client that sends half a request head and stalls is dropped after the timeout.
+        first.send("GET /ping HTTP/1.1\r\nHost: te")
+        let start = monotonicNow()
+        XCTAssertTrue(first.isClosedByPeer(timeout: 4))
+        XCTAssertLessThan(monotonicNow() - start, 3.5)
     }
 
     func testBindingATakenPortThrows() throws {

@@ -1,0 +1,80 @@
+import XCTest
+@testable import MicroHTTP
+
+/// Behaviour 6: a graceful, bounded stop with streams open and a request in flight.
+final class StopTests: XCTestCase {
+    private func server(_ registry: StreamRegistry, started: DispatchSemaphore,
+                        answerAfter delay: Double?) throws -> HTTPServer {
+        try startServer({ $0.heartbeatInterval = 60 }) { router in
+            router.add(.GET, "/events") { _ in
+                .eventStream(headers: HTTPHeaders()) { stream in registry.add(stream) }
+            }
+            router.add(.GET, "/slow") { _ in
+                .deferred { responder in
+                    started.signal()
+                    guard let delay else {
+                        // Never answers while the server runs: hold the responder past stop().
+                        DispatchQueue.global().asyncAfter(deadline: .now() + 30) { _ = responder }
+                        return
+                    }
+                    DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+                        responder.respond(.text("late answer"))
+                    }
+                }
+            }
+        }
+    }
+
+    func testStopWithFiveHundredStreamsAndARequestInFlight() throws {
+        let registry = StreamRegistry()
+        let started = DispatchSemaphore(value: 0)
+        let server = try server(registry, started: started, answerAfter: 0.3)
+        let fleet = try StreamFleet(port: server.port, count: 500, path: "/events")
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 500 })
+        registry.send(Frame("data: hello\n\n"))   // queued bytes, flushed before the final frame
+        let inFlight = try TestClient(port: server.port)
+        inFlight.send("GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+        XCTAssertEqual(started.wait(timeout: .now() + 5), .success)
+
+        let deadline = 3.0
+        let before = monotonicNow()
+        server.stop(finalFrame: Frame("event: end\ndata: bye\n\n"), deadline: deadline)
+        let took = monotonicNow() - before
+        XCTAssertLessThan(took, deadline + 0.5, "stop took \(took) s")
+        XCTAssertTrue(server.isStopping)
+        XCTAssertEqual(server.openStreamCount, 0)
+        server.stop()  // idempotent
+
+        let answer = try XCTUnwrap(inFlight.readResponse())
+        XCTAssertEqual(answer.status, 200)
+        XCTAssertEqual(answer.bodyText, "late answer")
+
+        let ended = fleet.pump(timeout: 5) { fleet in fleet.members.allSatisfy(\.ended) }
+        XCTAssertTrue(ended)
+        for member in fleet.members {
+            XCTAssertEqual(member.events, ["hello", "bye"])
+            XCTAssertTrue(member.parser.isComplete, "the chunked stream did not end cleanly")
+            if member.events != ["hello", "bye"] { break }
+        }
+        XCTAssertTrue(waitUntil(timeout: 2) { registry.closeReasons.count == 500 })
+        XCTAssertEqual(Set(registry.closeReasons), [.serverStopping])
+    }
+
+    func testStopAnswersAStuckRequest503WithinItsDeadline() throws {
+        let registry = StreamRegistry()
+        let started = DispatchSemaphore(value: 0)
+        let server = try server(registry, started: started, answerAfter: nil)
+        let stuck = try TestClient(port: server.port)
+        stuck.send("GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+        XCTAssertEqual(started.wait(timeout: .now() + 5), .success)
+
+        let before = monotonicNow()
+        server.stop(deadline: 1)
+        XCTAssertLessThan(monotonicNow() - before, 1.5)
+        let answer = try XCTUnwrap(stuck.readResponse())
+        XCTAssertEqual(answer.status, 503)
+        XCTAssertEqual(answer.header("Content-Type"), "application/problem+json")
+        XCTAssertTrue(answer.bodyText.contains("the server is stopping"))
+        XCTAssertThrowsError(try TestClient(port: server.port), "the listener is closed after stop")
+    }
+}

@@ -1,0 +1,144 @@
+import XCTest
+@testable import MicroHTTP
+
+/// Behaviours 2–5: many subscribers, idle cost, vanished clients, a slow subscriber.
+final class StreamTests: XCTestCase {
+    private func streamServer(_ registry: StreamRegistry,
+                              _ configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws -> HTTPServer {
+        try startServer(configure) { router in
+            router.add(.GET, "/events") { _ in
+                .eventStream(headers: HTTPHeaders([("X-Stream", "yes")])) { stream in
+                    stream.send(Frame("retry: 1000\n\n"))  // sent inside open: goes out first
+                    registry.add(stream)
+                }
+            }
+        }
+    }
+
+    /// 2. 1,000 subscribers each receive 100 events, in order, none lost or duplicated.
+    func testThousandSubscribersReceiveEveryEventInOrder() throws {
+        let registry = StreamRegistry()
+        let server = try streamServer(registry) { $0.heartbeatInterval = 60 }
+        defer { server.stop() }
+        let fleet = try StreamFleet(port: server.port, count: 1000, path: "/events")
+        XCTAssertTrue(waitUntil(timeout: 20) { server.openStreamCount == 1000 }, "\(server.openStreamCount) streams")
+        fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+
+        for index in 0..<100 { registry.send(Frame("id: \(index)\ndata: event \(index)\n\n")) }
+
+        let expected = (0..<100).map { "event \($0)" }
+        let done = fleet.pump(timeout: 30) { fleet in fleet.members.allSatisfy { $0.events.count >= 100 } }
+        XCTAssertTrue(done, "not every subscriber got 100 events")
+        for member in fleet.members {
+            XCTAssertEqual(member.parser.status, 200)
+            XCTAssertEqual(member.parser.header("Content-Type"), "text/event-stream")
+            XCTAssertEqual(member.parser.header("Cache-Control"), "no-cache")
+            XCTAssertEqual(member.parser.header("X-Accel-Buffering"), "no")
+            XCTAssertEqual(member.parser.header("X-Stream"), "yes")
+            XCTAssertTrue(member.parser.bodyText.hasPrefix("retry: 1000\n\n"))
+            XCTAssertEqual(member.events, expected)
+            if member.events != expected { break }
+        }
+    }
+
+    /// 3. 1,000 idle streams cost (next to) no CPU: a reader that returned 0 without
+    /// suspending would spin at 100 %.
+    func testIdleStreamsCostNoCPU() throws {
+        let registry = StreamRegistry()
+        let server = try streamServer(registry) { $0.heartbeatInterval = 60 }
+        defer { server.stop() }
+        let fleet = try StreamFleet(port: server.port, count: 1000, path: "/events")
+        XCTAssertTrue(waitUntil(timeout: 20) { server.openStreamCount == 1000 })
+        fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.events.count + $0.parser.body.count > 0 } }
+        usleep(200_000)  // let the connections settle into suspension
+
+        let cpuBefore = ProcessStats.cpuSeconds()
+        let wallBefore = monotonicNow()
+        sleep(5)
+        let cpu = ProcessStats.cpuSeconds() - cpuBefore
+        let share = cpu / (monotonicNow() - wallBefore)
+        XCTAssertLessThan(share, 0.02, "idle streams used \(share * 100) % of a core")
+        XCTAssertEqual(server.openStreamCount, 1000)
+    }
+
+    /// 4. 1,000 clients that vanish are found by the heartbeat within three intervals; the
+    /// stream count returns to 0 and the descriptor count to its baseline.
+    func testVanishedClientsAreFoundWithinThreeHeartbeats() throws {
+        let registry = StreamRegistry()
+        let heartbeat = 0.3
+        let server = try streamServer(registry) { $0.heartbeatInterval = heartbeat }
+        defer { server.stop() }
+        let baseline = ProcessStats.openDescriptors()
+        let fleet = try StreamFleet(port: server.port, count: 1000, path: "/events")
+        XCTAssertTrue(waitUntil(timeout: 20) { server.openStreamCount == 1000 })
+        fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+
+        fleet.closeAll()  // no goodbye: the suspended server side sees nothing until it writes
+        let closedAt = monotonicNow()
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 0 })
+        let elapsed = monotonicNow() - closedAt
+        XCTAssertLessThan(elapsed, 3 * heartbeat, "vanished clients found after \(elapsed) s")
+        XCTAssertTrue(waitUntil(timeout: 5) { registry.closeReasons.count == 1000 })
+        XCTAssertEqual(registry.closeReasons.filter { $0 == .clientGone }.count, 1000)
+        XCTAssertTrue(registry.all.allSatisfy(\.isClosed))
+        XCTAssertTrue(waitUntil(timeout: 5) { ProcessStats.openDescriptors() <= baseline },
+                      "descriptors: \(ProcessStats.openDescriptors()), baseline \(baseline)")
+    }
+
+    /// 5. A subscriber that stops reading is closed (.overflow) once its queue is full, while
+    /// 100 others keep receiving every event without waiting for it.
+    func testSlowSubscriberOverflowsWithoutDelayingOthers() throws {
+        let registry = StreamRegistry()
+        let server = try streamServer(registry) {
+            $0.heartbeatInterval = 60
+            $0.streamQueueLimit = 64 * 1024
+            $0.streamSocketSendBuffer = 32 * 1024  // else the kernel buffers megabytes for the slow peer
+        }
+        defer { server.stop() }
+        let fleet = try StreamFleet(port: server.port, count: 0, path: "/events")
+        try fleet.add(port: server.port, path: "/events", receiveBuffer: 4096)  // index 0: never read
+        XCTAssertTrue(waitUntil(timeout: 5) { server.openStreamCount == 1 })
+        for _ in 0..<100 { try fleet.add(port: server.port, path: "/events") }
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 101 })
+        let slow = registry.all[0]
+
+        let payload = String(repeating: "x", count: 1000)
+        // Until the slow peer's socket buffers and then its queue are full, and 200 events more.
+        var eventCount = 0
+        var overflowAt: Int?
+        var readerLag: [Double] = []
+        let slowSkipped: Set<Int> = [0]
+        for index in 0..<6000 {
+            if let overflowAt, index >= overflowAt + 200 { break }
+            eventCount += 1
+            let start = monotonicNow()
+            registry.send(Frame("data: \(index) \(payload)\n\n"))
+            XCTAssertLessThan(monotonicNow() - start, 0.5, "send blocked")
+            if index % 10 == 9 {
+                // Every 10 events (10 kB, well within the queue bound) the 100 readers catch up at once:
+                // none of them waits for the slow one.
+                let before = monotonicNow()
+                let caught = fleet.pump(timeout: 5, skipping: slowSkipped) { fleet in
+                    fleet.members.dropFirst().allSatisfy { $0.events.count == index + 1 }
+                }
+                XCTAssertTrue(caught, "readers fell behind at event \(index): \(Set(fleet.members.dropFirst().map { $0.events.count }))")
+                readerLag.append(monotonicNow() - before)
+                if overflowAt == nil && slow.isClosed { overflowAt = index }
+            }
+        }
+        XCTAssertNotNil(overflowAt)
+        fleet.pump(timeout: 5, skipping: slowSkipped) { fleet in
+            fleet.members.dropFirst().allSatisfy { $0.events.count == eventCount }
+        }
+        XCTAssertTrue(slow.isClosed, "the slow stream was not closed")
+        XCTAssertTrue(waitUntil(timeout: 5) { registry.closeReasons.contains(.overflow) })
+        XCTAssertEqual(registry.closeReasons, [.overflow])
+        XCTAssertEqual(server.openStreamCount, 100)
+        for member in fleet.members.dropFirst() {
+            XCTAssertEqual(member.events.count, eventCount)
+            XCTAssertEqual(member.events.last.map { $0.hasPrefix("\(eventCount - 1) ") }, true)
+        }
+        let worst = readerLag.max() ?? 0
+        XCTAssertLessThan(worst, 1.0, "100 readers needed \(worst) s to catch up with 10 events")
+    }
+}
