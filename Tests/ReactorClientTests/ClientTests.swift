@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import ReactorClient
 import ReactorService
 import XCTest
@@ -171,5 +174,23 @@ final class ClientTests: XCTestCase {
         }
         XCTAssertEqual(versions.last, 30)
         XCTAssertEqual(versions, Array(versions.first!...30), "gaps or repeats: \(versions)")
+    }
+
+    /// Leaving the loop closes the connection: the server sees its subscriber go.
+    func testLeavingTheLoopClosesTheStream() async throws {
+        fixture = try ServerFixture()
+        let session = try await fixture.client.createSession(state: CounterState.self)
+        for try await _ in session.events() { break }
+        let deadline = ContinuousClock.now + .seconds(5)
+        var subscribers = -1.0
+        while ContinuousClock.now < deadline {
+            let (data, _) = try await URLSession.shared.data(from: fixture.client.baseURL.appendingPathComponent("metrics"))
+            let line = String(decoding: data, as: UTF8.self).split(separator: "\n")
+                .first { $0.hasPrefix("reactord_subscribers ") }
+            subscribers = line.flatMap { Double($0.split(separator: " ")[1]) } ?? -1
+            if subscribers == 0 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        XCTAssertEqual(subscribers, 0)
     }
 }
