@@ -65,7 +65,10 @@ class Reactord:
                     self.port = int(match.group(1))
                     port.set()
         threading.Thread(target=read, daemon=True).start()
-        if not port.wait(20):
+        deadline = time.monotonic() + 20
+        while not port.wait(0.1) and self.process.poll() is None and time.monotonic() < deadline:
+            pass
+        if self.port is None:
             self.stop()
             raise RuntimeError("reactord did not report its port:\n" + "\n".join(self.log))
         self.url = f"http://127.0.0.1:{self.port}"

@@ -26,15 +26,23 @@ def open_page(browser, site, server, session):
 
 def test_allowed_origin_uses_event_source_and_post_action(start_reactord, static_site, browser):
     site = static_site(SITE)
-    server = start_reactord("--cors-origins", site.origin)
+    # Streams closed after 2 s: the cross-origin EventSource must also reconnect (with
+    # Last-Event-ID, which is no CORS-safelisted header) and resume.
+    server = start_reactord("--cors-origins", site.origin, "--stream-max-age", "2")
     status, created = server.request("POST", "/sessions", {"reactor": "counter"})
     assert status == 201
-    open_page(browser, site, server, created["session"])
+    session = created["session"]
+    open_page(browser, site, server, session)
     wait_text(browser, "stream", "open")
     wait_text(browser, "post", "200")
     wait_text(browser, "count", "1")     # the POST's state, back through the stream
-    status, current = server.request("GET", f"/sessions/{created['session']}")
+    status, current = server.request("GET", f"/sessions/{session}")
     assert current["state"]["count"] == 1
+
+    wait_text(browser, "stream", "reconnecting", timeout=6)
+    server.request("POST", "/action", {"session": session, "action": {"type": "increase"}})
+    wait_text(browser, "stream", "open", timeout=8)
+    wait_text(browser, "count", "2")
 
 
 def test_other_origin_is_blocked(start_reactord, static_site, browser):
