@@ -136,6 +136,7 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
             let task = Task {
                 do {
                     try await source.run { event in
+                        if event.event == "end" { return false }
                         guard let version = event.id.flatMap(UInt64.init) else { return true }
                         let data = Data(event.data.utf8)
                         switch event.event {
@@ -143,8 +144,6 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
                             continuation.yield(.state(try JSONDecoder().decode(State.self, from: data), version: version))
                         case "pulse":
                             continuation.yield(.pulse(try JSONDecoder().decode(Pulse.self, from: data), version: version))
-                        case "end":
-                            return false
                         default:
                             break
                         }
