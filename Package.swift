@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "ReactorCore", targets: ["ReactorCore"]),
         .library(name: "MicroHTTP", targets: ["MicroHTTP"]),
         .library(name: "ReactorService", targets: ["ReactorService"]),
+        .library(name: "ReactorClient", targets: ["ReactorClient"]),
         .executable(name: "reactord", targets: ["reactord"]),
     ],
     dependencies: [
@@ -44,6 +45,8 @@ let package = Package(
             resources: [.copy("Resources")]
         ),
         .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"]),
+        // Foundation only (FoundationNetworking on Linux): no server code in an app.
+        .target(name: "ReactorClient"),
         .executableTarget(
             name: "reactord",
             dependencies: [
@@ -57,6 +60,7 @@ let package = Package(
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
         .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples"]),
+        .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "Examples"]),
     ],
     swiftLanguageModes: [.v5]
 )

@@ -5,18 +5,25 @@ struct CORSPolicy: Sendable {
     /// Exact origins (`https://app.example.com`), or `*` for any.
     let allowedOrigins: Set<String>
 
-    private static let allowedHeaders = "Content-Type, Authorization, Last-Event-ID"
+    /// `Cache-Control` because fetch-based SSE clients send it; `Last-Event-ID` for resumes.
+    private static let allowedHeaders = "Content-Type, Authorization, Last-Event-ID, Cache-Control"
     private static let exposedHeaders = "Location, Retry-After"
 
     func allows(_ origin: String) -> Bool {
         allowedOrigins.contains("*") || allowedOrigins.contains(origin)
     }
 
-    /// The headers that let `origin` read a response, or none.
+    /// The headers that let `origin` read a response. With any origin configured, every
+    /// reply says `Vary: Origin`, so a shared cache never hands one origin's answer to another.
     func responseHeaders(for request: Request) -> [(String, String)] {
-        guard let origin = request.headers["Origin"], allows(origin) else { return [] }
+        guard !allowedOrigins.isEmpty else { return [] }
+        guard let origin = request.headers["Origin"], allows(origin) else { return [("Vary", "Origin")] }
         return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
                 ("Access-Control-Expose-Headers", Self.exposedHeaders)]
+    }
+
+    private func allowsRequest(_ request: Request) -> Bool {
+        request.headers["Origin"].map(allows) ?? false
     }
 
     /// `OPTIONS` on a route: 204, naming the route's methods when the origin is allowed.
@@ -24,8 +31,8 @@ struct CORSPolicy: Sendable {
         var response = Response(status: 204)
         response.headers.add("Allow", (methods + [.OPTIONS]).map(\.rawValue).joined(separator: ", "))
         let headers = responseHeaders(for: request)
-        guard !headers.isEmpty else { return response }
         for (name, value) in headers { response.headers.add(name, value) }
+        guard allowsRequest(request) else { return response }
         response.headers.add("Access-Control-Allow-Methods", methods.map(\.rawValue).joined(separator: ", "))
         response.headers.add("Access-Control-Allow-Headers", Self.allowedHeaders)
         response.headers.add("Access-Control-Max-Age", "600")

@@ -21,6 +21,10 @@ public struct ServiceConfiguration: Sendable {
     public var connectionsPerIP = 0
     /// Bytes queued for one slow subscriber before its stream is closed.
     public var streamQueueLimit = 256 * 1024
+    /// Seconds after which the server closes an event stream without `event: end`, so the
+    /// client reconnects and resumes with `Last-Event-ID`. 0: streams live as long as their
+    /// session. Rotates long-lived connections (balancers, proxies) and lets tests prove resumes.
+    public var streamMaxAge: Double = 0
     /// Reactor kind used by `POST /sessions` without a body; `nil`: the first registered.
     public var defaultReactor: String?
     /// Browser origins allowed to call the API (`https://app.example.com`), or `*`. Empty: same origin only.

@@ -108,3 +108,37 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(state.object["version"] as? Int, clients * perClient)
     }
 }
+
+/// `streamMaxAge`: the server ends a stream without `event: end`; the client resumes.
+final class StreamMaxAgeTests: XCTestCase {
+    func testStreamClosesWithoutEndAndResumeReplaysWhatWasMissed() throws {
+        let fixture = try ServerFixture { $0.streamMaxAge = 0.5 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let first = try fixture.subscribe(session)
+        XCTAssertEqual(first.next()?.id, "0")
+        try fixture.send(session, #"{"type":"increase"}"#)
+        XCTAssertEqual(first.next()?.id, "1")
+        // Closed by age: the body ends, no `event: end` before it.
+        XCTAssertNil(first.next(timeout: 3))
+        XCTAssertTrue(first.ended, "the stream should have ended")
+        // Sent while nobody listens; a pulse is only replayed on a resume.
+        try fixture.send(session, #"{"type":"alert","message":"while away"}"#)
+        let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": "1"])
+        let events = resumed.take(2)
+        XCTAssertEqual(events.map(\.event), ["state", "pulse"])
+        XCTAssertEqual(events.map(\.id), ["2", "3"])
+        XCTAssertEqual(events.last?.object["value"] as? String, "while away")
+    }
+
+    func testStreamsLiveOnWithoutMaxAge() throws {
+        // A slow heartbeat: `next(timeout:)` times each read, and a keep-alive is a read.
+        let fixture = try ServerFixture { $0.heartbeat = 10 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let stream = try fixture.subscribe(session)
+        XCTAssertEqual(stream.next()?.id, "0")
+        XCTAssertNil(stream.next(timeout: 1.5))
+        XCTAssertFalse(stream.ended)
+    }
+}

@@ -1,3 +1,4 @@
+import Foundation
 import MicroHTTP
 
 extension RouteTable {
@@ -23,8 +24,15 @@ extension RouteTable {
                 .flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
             let retry = context.retryFrame
             let streamFilter = filter
+            let maxAge = context.configuration.streamMaxAge
             return .eventStream(headers: HTTPHeaders()) { stream in
                 session.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
+                // A plain close, no `event: end`: an EventSource reconnects and resumes.
+                if maxAge > 0 {
+                    DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
+                        stream?.close()
+                    }
+                }
             }
         }
     }
