@@ -5,6 +5,42 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
+/// libmicrohttpd's URL and argument unescaper, except that "%00" stays as it is: the path
+/// reaches Swift as a C string, and a decoded NUL would silently cut it short
+/// ("/sessions/ID%00/events" would be served as "/sessions/ID"). Decodes in place, returns
+/// the new length (the callback libmicrohttpd's MHD_OPTION_UNESCAPE_CALLBACK expects).
+static inline size_t
+mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, char *text)
+{
+  (void) cls; (void) connection;
+  char *read = text, *write = text;
+  while ('\0' != *read)
+  {
+    if ('%' == read[0] && '\0' != read[1] && '\0' != read[2])
+    {
+      int value = 0, ok = 1;
+      for (int i = 1; i <= 2; i++)
+      {
+        char c = read[i];
+        value <<= 4;
+        if (c >= '0' && c <= '9') value |= c - '0';
+        else if (c >= 'a' && c <= 'f') value |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') value |= c - 'A' + 10;
+        else ok = 0;
+      }
+      if (ok && 0 != value)
+      {
+        *write++ = (char) value;
+        read += 3;
+        continue;
+      }
+    }
+    *write++ = *read++;
+  }
+  *write = '\0';
+  return (size_t) (write - text);
+}
+
 /// Starts a daemon: the access handler and the completion callback are named; every other
 /// option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
 static inline struct MHD_Daemon *
@@ -15,6 +51,7 @@ mhd_shim_start_daemon (unsigned int flags,
 {
   return MHD_start_daemon (flags, 0, NULL, NULL, handler, handler_cls,
                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                           MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, NULL,
                            MHD_OPTION_ARRAY, options,
                            MHD_OPTION_END);
 }

@@ -93,6 +93,7 @@ public final class ReactorServer: @unchecked Sendable {
         http.threads = configuration.threads
         http.connectionLimit = configuration.connectionLimit
         http.connectionsPerIP = configuration.connectionsPerIP
+        http.connectionTimeout = configuration.connectionTimeout
         http.bodyLimit = configuration.bodyLimit
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit
