@@ -23,6 +23,9 @@ public final class ReactorServer: @unchecked Sendable {
     /// The bound port, after `start()`.
     public var port: UInt16 { http.port }
     public var sessionCount: Int { context.store.sessionCount }
+    /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
+    /// reports its connection completed): for operators' and the fault tests' leak checks.
+    public var openStreamCount: Int { http.openStreamCount }
     public var configuration: ServiceConfiguration { context.configuration }
 
     public init(configuration: ServiceConfiguration = ServiceConfiguration(),
