@@ -2,8 +2,29 @@
 #define CMICROHTTPD_SHIM_H
 // Swift cannot call C variadic functions. These static inline wrappers give every variadic
 // libmicrohttpd entry point that MicroHTTP needs a fixed signature; nothing else lives here.
+#include <stdarg.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+
+/// Where libmicrohttpd's error log goes instead of stderr: `handler(cls, line)`, the line
+/// formatted here (Swift cannot take a va_list apart). Owned by the server, alive until
+/// after MHD_stop_daemon.
+struct mhd_shim_logger
+{
+  void (*handler) (void *cls, const char *line);
+  void *cls;
+};
+
+/// The MHD_OPTION_EXTERNAL_LOGGER callback: formats, then hands the line to the handler.
+static inline void
+mhd_shim_log (void *cls, const char *format, va_list arguments)
+{
+  const struct mhd_shim_logger *logger = (const struct mhd_shim_logger *) cls;
+  char line[1024];
+  vsnprintf (line, sizeof line, format, arguments);
+  logger->handler (logger->cls, line);
+}
 
 /// libmicrohttpd's URL and argument unescaper, except that "%00" stays as it is: the path
 /// reaches Swift as a C string, and a decoded NUL would silently cut it short
@@ -41,15 +62,18 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
   return (size_t) (write - text);
 }
 
-/// Starts a daemon: the access handler and the completion callback are named; every other
-/// option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
+/// Starts a daemon: the access handler, the completion callback and the error logger are
+/// named; every other option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
 static inline struct MHD_Daemon *
 mhd_shim_start_daemon (unsigned int flags,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
+                       struct mhd_shim_logger *logger,
                        struct MHD_OptionItem *options)
 {
+  /* The logger comes first: libmicrohttpd logs options it parses before it to stderr. */
   return MHD_start_daemon (flags, 0, NULL, NULL, handler, handler_cls,
+                           MHD_OPTION_EXTERNAL_LOGGER, mhd_shim_log, logger,
                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                            MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, NULL,
                            MHD_OPTION_ARRAY, options,

@@ -32,7 +32,7 @@ public final class ReactorServer: @unchecked Sendable {
                 logger: Logger = Logger(label: "reactord")) {
         let token = configuration.adminToken ?? Self.randomToken()
         context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
-        http = HTTPServer(configuration: Self.httpConfiguration(configuration),
+        http = HTTPServer(configuration: Self.httpConfiguration(configuration, logger: logger),
                           router: RouteTable(context: context).router)
         if configuration.adminToken == nil {
             logger.notice("no admin token configured; made one for this run", metadata: ["admin_token": "\(token)"])
@@ -89,8 +89,14 @@ public final class ReactorServer: @unchecked Sendable {
         signals.forEach { $0.cancel() }
     }
 
-    private static func httpConfiguration(_ configuration: ServiceConfiguration) -> HTTPServerConfiguration {
+    private static func httpConfiguration(_ configuration: ServiceConfiguration,
+                                          logger: Logger) -> HTTPServerConfiguration {
         var http = HTTPServerConfiguration()
+        // libmicrohttpd's own log is mostly about single clients (one line per vanished event
+        // stream): debug level, so no client can flood the log at the default level.
+        var mhdLogger = logger
+        mhdLogger[metadataKey: "source"] = "libmicrohttpd"
+        http.errorLog = { [mhdLogger] line in mhdLogger.debug("\(line)") }
         http.host = configuration.host
         http.port = configuration.port
         http.threads = configuration.threads
