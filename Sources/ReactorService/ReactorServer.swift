@@ -45,10 +45,12 @@ public final class ReactorServer: @unchecked Sendable {
         _ kind: String,
         _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Encodable {
-        let context = context
+        // The factory lives in the context's registry: it takes what it needs, not the context,
+        // or context → registry → factory → context is a cycle that outlives stop().
+        let currentUser = context.currentUser, logger = context.logger
         context.registry.register(kind) { id, hub in
-            ReactorSession(id: id, kind: kind, reactor: make(context.currentUser), hub: hub) { error in
-                context.logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
+            ReactorSession(id: id, kind: kind, reactor: make(currentUser), hub: hub) { error in
+                logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
             }
         }
     }
