@@ -170,8 +170,18 @@ class Load:
                 sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
                 sock.sendall(("GET /sessions/%s/events HTTP/1.1\r\nHost: soak\r\nAccept: text/event-stream\r\n\r\n"
                               % session).encode())
-                data, end = b"", time.monotonic() + rng.uniform(0.05, 1.5)
+                # The answer's head first (up to 5 s, however busy the machine), then a moment of events.
+                data, head_by = b"", time.monotonic() + 5
                 sock.settimeout(0.2)
+                while b"\r\n\r\n" not in data and time.monotonic() < head_by:
+                    try:
+                        chunk = sock.recv(65536)
+                    except socket.timeout:
+                        continue
+                    if not chunk:
+                        break
+                    data += chunk
+                end = time.monotonic() + rng.uniform(0.05, 1.5)
                 while time.monotonic() < end:
                     try:
                         chunk = sock.recv(65536)

@@ -18,9 +18,13 @@ public final class TestSocket {
 
     deinit { close(fd) }
 
+    /// The read timeout; writes get at least 10 s, so a server that stops reading fails a
+    /// test instead of hanging it.
     public func setTimeout(_ seconds: Double) {
         var time = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        var sendTime = timeval(tv_sec: max(10, Int(seconds)), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sendTime, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Writes every byte, or throws (the peer closed, or reset).
