@@ -32,6 +32,8 @@ struct Reactord: ParsableCommand {
     var connectionLimit: Int?
     @Option(help: "Most connections from one address, 0 for no limit. [env: REACTORD_CONNECTIONS_PER_IP] (default: 0)")
     var connectionsPerIP: Int?
+    @Option(help: "Seconds a connection may stay silent mid-request before it is closed (slowloris); event streams have none. [env: REACTORD_CONNECTION_TIMEOUT] (default: 30)")
+    var connectionTimeout: Int?
     @Option(help: "Comma-separated browser origins allowed by CORS, or '*'. [env: REACTORD_CORS_ORIGINS] (default: none)")
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
@@ -53,6 +55,8 @@ struct Reactord: ParsableCommand {
             ?? configuration.connectionLimit
         configuration.connectionsPerIP = try connectionsPerIP ?? environment.value("REACTORD_CONNECTIONS_PER_IP")
             ?? configuration.connectionsPerIP
+        configuration.connectionTimeout = try connectionTimeout ?? environment.value("REACTORD_CONNECTION_TIMEOUT")
+            ?? configuration.connectionTimeout
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
         configuration.corsOrigins = origins.map {
             $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -83,5 +87,6 @@ struct Reactord: ParsableCommand {
         try require(configuration.historyLength >= 0, "history must not be negative")
         try require(configuration.connectionLimit >= 1, "connection limit must be at least 1")
         try require(configuration.connectionsPerIP >= 0, "connections per IP must not be negative")
+        try require(configuration.connectionTimeout >= 1, "connection timeout must be at least 1 second")
     }
 }
