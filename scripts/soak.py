@@ -11,7 +11,7 @@ Load (all on 127.0.0.1, every loop bounded by the deadline):
 
 Checks: after the warm-up, RSS may not grow by more than max(16 MiB, 25 %), fds by more
 than 64 (the load's own connections come and go), threads by more than 4; once the load
-stops and the server's heartbeat has found the closed subscribers, fds return to within 8
+stops and the server's heartbeat has found the closed subscribers, fds return to within 2
 of the idle count before the load and the subscriber gauge to 0; the server answers, then
 exits 0 on SIGTERM. Exit status 0 when all hold.
 
@@ -309,7 +309,7 @@ def main():
         subscribers = metric(port, "reactord_subscribers")
         print("quiet after the load: RSS %.1f MiB, %d fds (idle before: %d), %d threads, reactord_subscribers %s"
               % (quiet[0] / 2**20, quiet[1], idle[1], quiet[2], subscribers))
-        if quiet[1] > idle[1] + 8:
+        if quiet[1] > idle[1] + 2:
             failures.append("fds did not return to idle: %d vs %d" % (quiet[1], idle[1]))
         if subscribers != 0:
             failures.append("reactord_subscribers is %s after the load" % subscribers)
