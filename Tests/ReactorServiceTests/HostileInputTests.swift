@@ -94,9 +94,7 @@ final class HostileInputTests: XCTestCase {
 
     func testDeeplyNestedJSONIsRefusedNotACrash() throws {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
-        let response = try raw(post("/action", Array(deep.utf8)))
-        XCTAssertNotNil(response)
-        XCTAssertTrue([400, 422].contains(response?.status ?? 0), response?.bodyText ?? "")
+        assertProblem(try raw(post("/action", Array(deep.utf8))), 400, mentions: ["JSON"])
         try assertUnchangedAndAlive()
     }
 
@@ -145,8 +143,7 @@ final class HostileInputTests: XCTestCase {
             assertProblem(try raw(post("/action", body)), 400, mentions: ["JSON"])
         }
         // A lone surrogate escape is well-formed JSON but no string: refused too, never stored.
-        let escaped = try raw(action(#"{"type":"alert","message":"\ud800"}"#))
-        XCTAssertTrue([400, 422].contains(escaped?.status ?? 0), escaped?.bodyText ?? "none")
+        assertProblem(try raw(action(#"{"type":"alert","message":"\ud800"}"#)), 400, mentions: ["JSON"])
         try assertUnchangedAndAlive()
     }
 
