@@ -58,8 +58,10 @@ let package = Package(
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
         .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
-        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
-        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples"]),
+        // The raw-socket test clients, one piece of code shared by the HTTP test targets.
+        .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
+        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),
+        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport"]),
         .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "Examples"]),
     ],
     swiftLanguageModes: [.v5]

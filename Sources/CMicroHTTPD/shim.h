@@ -2,19 +2,80 @@
 #define CMICROHTTPD_SHIM_H
 // Swift cannot call C variadic functions. These static inline wrappers give every variadic
 // libmicrohttpd entry point that MicroHTTP needs a fixed signature; nothing else lives here.
+#include <stdarg.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
 
-/// Starts a daemon: the access handler and the completion callback are named; every other
-/// option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
+/// Where libmicrohttpd's error log goes instead of stderr: `handler(cls, line)`, the line
+/// formatted here (Swift cannot take a va_list apart). Owned by the server, alive until
+/// after MHD_stop_daemon.
+struct mhd_shim_logger
+{
+  void (*handler) (void *cls, const char *line);
+  void *cls;
+};
+
+/// The MHD_OPTION_EXTERNAL_LOGGER callback: formats, then hands the line to the handler.
+static inline void
+mhd_shim_log (void *cls, const char *format, va_list arguments)
+{
+  const struct mhd_shim_logger *logger = (const struct mhd_shim_logger *) cls;
+  char line[1024];
+  vsnprintf (line, sizeof line, format, arguments);
+  logger->handler (logger->cls, line);
+}
+
+/// libmicrohttpd's URL and argument unescaper, except that "%00" stays as it is: the path
+/// reaches Swift as a C string, and a decoded NUL would silently cut it short
+/// ("/sessions/ID%00/events" would be served as "/sessions/ID"). Decodes in place, returns
+/// the new length (the callback libmicrohttpd's MHD_OPTION_UNESCAPE_CALLBACK expects).
+static inline size_t
+mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, char *text)
+{
+  (void) cls; (void) connection;
+  char *read = text, *write = text;
+  while ('\0' != *read)
+  {
+    if ('%' == read[0] && '\0' != read[1] && '\0' != read[2])
+    {
+      int value = 0, ok = 1;
+      for (int i = 1; i <= 2; i++)
+      {
+        char c = read[i];
+        value <<= 4;
+        if (c >= '0' && c <= '9') value |= c - '0';
+        else if (c >= 'a' && c <= 'f') value |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') value |= c - 'A' + 10;
+        else ok = 0;
+      }
+      if (ok && 0 != value)
+      {
+        *write++ = (char) value;
+        read += 3;
+        continue;
+      }
+    }
+    *write++ = *read++;
+  }
+  *write = '\0';
+  return (size_t) (write - text);
+}
+
+/// Starts a daemon: the access handler, the completion callback and the error logger are
+/// named; every other option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
 static inline struct MHD_Daemon *
 mhd_shim_start_daemon (unsigned int flags,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
+                       struct mhd_shim_logger *logger,
                        struct MHD_OptionItem *options)
 {
+  /* The logger comes first: libmicrohttpd logs options it parses before it to stderr. */
   return MHD_start_daemon (flags, 0, NULL, NULL, handler, handler_cls,
+                           MHD_OPTION_EXTERNAL_LOGGER, mhd_shim_log, logger,
                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                           MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, NULL,
                            MHD_OPTION_ARRAY, options,
                            MHD_OPTION_END);
 }

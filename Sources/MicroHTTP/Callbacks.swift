@@ -61,3 +61,9 @@ func mhdCollectField(cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
     }
     return .YES
 }
+
+/// libmicrohttpd's error log, one formatted line (shim.h's mhd_shim_log formats it).
+func mhdLogLine(cls: UnsafeMutableRawPointer?, line: UnsafePointer<CChar>?) {
+    guard let cls, let line else { return }
+    Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef { $0.logged(String(cString: line)) }
+}

@@ -152,11 +152,13 @@ extension HTTPServer {
         case let .found(handler, parameters):
             return .success((handler, path, parameters))
         case .notFound:
-            return .failure(Refusal(.problem(status: 404, detail: "no resource at \(path)")))
+            // The path is not echoed: it may carry a capability (a session id), and a long one
+            // would be reflected back whole.
+            return .failure(Refusal(.problem(status: 404, detail: "no resource at this path")))
         case let .methodNotAllowed(allow):
             let allowed = allow.map(\.rawValue).joined(separator: ", ")
             return .failure(Refusal(.problem(
-                status: 405, detail: "\(method) is not allowed on \(path); allowed: \(allowed)",
+                status: 405, detail: "\(method) is not allowed on this resource; allowed: \(allowed)",
                 headers: HTTPHeaders([("Allow", allowed)]))))
         }
     }

@@ -23,6 +23,10 @@ public final class HTTPServer: @unchecked Sendable {
     private var deferreds: [ObjectIdentifier: DeferredExchange] = [:]
     private var stopFinalFrame: Frame?
     private var heartbeat: Heartbeat?
+    private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
+    private var lastLogLine: String?
+    /// Handed to libmicrohttpd as its external logger's context; freed after MHD_stop_daemon.
+    private var logger: UnsafeMutablePointer<mhd_shim_logger>?
 
     public init(configuration: HTTPServerConfiguration, router: Router) {
         self.configuration = configuration
@@ -58,12 +62,18 @@ public final class HTTPServer: @unchecked Sendable {
         let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue
         let me = Unmanaged.passRetained(self)  // released after MHD_stop_daemon
-        guard let started = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
-                                                  mhdRequestCompleted, me.toOpaque(), &options) else {
+        let log = UnsafeMutablePointer<mhd_shim_logger>.allocate(capacity: 1)
+        log.initialize(to: mhd_shim_logger(handler: mhdLogLine, cls: me.toOpaque()))
+        let started = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
+                                            mhdRequestCompleted, me.toOpaque(), log, &options)
+        guard let started else {
             me.release()
+            log.deallocate()
             close(listener.socket)
-            throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)")
+            let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
+            throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
         }
+        logger = log
         daemon = started
         boundPort = listener.port
         if configuration.heartbeatInterval > 0 {
@@ -121,6 +131,8 @@ public final class HTTPServer: @unchecked Sendable {
 
         MHD_stop_daemon(daemon)
         lock.withLock { self.daemon = nil }
+        logger?.deallocate()   // libmicrohttpd logs no more once stopped
+        logger = nil
         Unmanaged.passUnretained(self).release()  // the retain taken by start()
     }
 
@@ -160,6 +172,16 @@ public final class HTTPServer: @unchecked Sendable {
             return true
         }
     }
+
+    /// A line of libmicrohttpd's error log, on one of its threads or on start()'s.
+    func logged(_ line: String) {
+        let trimmed = line.hasSuffix("\n") ? String(line.dropLast()) : line
+        logLock.withLock { lastLogLine = trimmed }
+        configuration.errorLog?(trimmed)
+    }
+
+    /// The last line libmicrohttpd logged, if any.
+    public var lastErrorLogLine: String? { logLock.withLock { lastLogLine } }
 
     private func beat() {
         let open = lock.withLock { Array(streams.values) }

@@ -26,6 +26,12 @@ public struct HTTPServerConfiguration: Sendable {
     public var streamSocketSendBuffer: Int = 0
     /// The listen socket's backlog.
     public var listenBacklog: Int = 4096
+    /// Receives libmicrohttpd's error log, one line per call, on libmicrohttpd's threads
+    /// (MHD_OPTION_EXTERNAL_LOGGER). Most lines are about single clients that vanished or
+    /// sent nonsense ("Failed to send the footers for the request for ..." once per
+    /// disconnecting event-stream client), so the default drops them: stderr is no place for
+    /// what any client can cause. The last line is kept for `HTTPServerError.cannotStart`.
+    public var errorLog: (@Sendable (String) -> Void)?
 
     public init() {}
 }
@@ -33,7 +39,7 @@ public struct HTTPServerConfiguration: Sendable {
 public enum HTTPServerError: Error, CustomStringConvertible {
     /// The address could not be resolved or bound.
     case cannotBind(host: String, port: UInt16, reason: String)
-    /// libmicrohttpd refused to start (its own log on stderr says why).
+    /// libmicrohttpd refused to start (with its last error-log line, if it gave one).
     case cannotStart(String)
     /// `start()` was called on a server that was already started.
     case alreadyStarted

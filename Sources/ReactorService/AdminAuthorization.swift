@@ -19,13 +19,14 @@ enum AdminAuthorization {
         return nil
     }
 
-    /// Compares without an early exit, so the time taken tells nothing of where they differ.
-    static func constantTimeEquals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
-        var difference: UInt8 = lhs.count == rhs.count ? 0 : 1
-        for index in 0..<max(lhs.count, rhs.count) {
-            let left = index < lhs.count ? lhs[index] : 0
-            let right = index < rhs.count ? rhs[index] : 0
-            difference |= left ^ right
+    /// Compares without an early exit, and in a time that depends on the secret's length only:
+    /// where `given` differs, and how long it is, change nothing in the work done. (Looping
+    /// over the longer of the two would let a caller learn the token's length by timing.)
+    static func constantTimeEquals(_ given: [UInt8], _ secret: [UInt8]) -> Bool {
+        var difference = UInt(bitPattern: given.count ^ secret.count)
+        for index in 0..<secret.count {
+            let left = index < given.count ? given[index] : 0
+            difference |= UInt(left ^ secret[index])
         }
         return difference == 0
     }

@@ -23,13 +23,16 @@ public final class ReactorServer: @unchecked Sendable {
     /// The bound port, after `start()`.
     public var port: UInt16 { http.port }
     public var sessionCount: Int { context.store.sessionCount }
+    /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
+    /// reports its connection completed): for operators' and the fault tests' leak checks.
+    public var openStreamCount: Int { http.openStreamCount }
     public var configuration: ServiceConfiguration { context.configuration }
 
     public init(configuration: ServiceConfiguration = ServiceConfiguration(),
                 logger: Logger = Logger(label: "reactord")) {
         let token = configuration.adminToken ?? Self.randomToken()
         context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
-        http = HTTPServer(configuration: Self.httpConfiguration(configuration),
+        http = HTTPServer(configuration: Self.httpConfiguration(configuration, logger: logger),
                           router: RouteTable(context: context).router)
         if configuration.adminToken == nil {
             logger.notice("no admin token configured; made one for this run", metadata: ["admin_token": "\(token)"])
@@ -42,10 +45,12 @@ public final class ReactorServer: @unchecked Sendable {
         _ kind: String,
         _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Encodable {
-        let context = context
+        // The factory lives in the context's registry: it takes what it needs, not the context,
+        // or context → registry → factory → context is a cycle that outlives stop().
+        let currentUser = context.currentUser, logger = context.logger
         context.registry.register(kind) { id, hub in
-            ReactorSession(id: id, kind: kind, reactor: make(context.currentUser), hub: hub) { error in
-                context.logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
+            ReactorSession(id: id, kind: kind, reactor: make(currentUser), hub: hub) { error in
+                logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
             }
         }
     }
@@ -86,13 +91,20 @@ public final class ReactorServer: @unchecked Sendable {
         signals.forEach { $0.cancel() }
     }
 
-    private static func httpConfiguration(_ configuration: ServiceConfiguration) -> HTTPServerConfiguration {
+    private static func httpConfiguration(_ configuration: ServiceConfiguration,
+                                          logger: Logger) -> HTTPServerConfiguration {
         var http = HTTPServerConfiguration()
+        // libmicrohttpd's own log is mostly about single clients (one line per vanished event
+        // stream): debug level, so no client can flood the log at the default level.
+        var mhdLogger = logger
+        mhdLogger[metadataKey: "source"] = "libmicrohttpd"
+        http.errorLog = { [mhdLogger] line in mhdLogger.debug("\(line)") }
         http.host = configuration.host
         http.port = configuration.port
         http.threads = configuration.threads
         http.connectionLimit = configuration.connectionLimit
         http.connectionsPerIP = configuration.connectionsPerIP
+        http.connectionTimeout = configuration.connectionTimeout
         http.bodyLimit = configuration.bodyLimit
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit

@@ -19,6 +19,9 @@ public struct ServiceConfiguration: Sendable {
     public var connectionLimit = 10_000
     /// 0: no per-address limit.
     public var connectionsPerIP = 0
+    /// Seconds an ordinary (non-SSE) connection may stay silent before it is closed: what
+    /// ends a slowloris client that sends half a request and waits.
+    public var connectionTimeout = 30
     /// Bytes queued for one slow subscriber before its stream is closed.
     public var streamQueueLimit = 256 * 1024
     /// Seconds after which the server closes an event stream without `event: end`, so the

@@ -57,12 +57,15 @@ where R.Action: Decodable, R.State: Encodable {
     }
 
     func end(reason: String) {
-        hub.end(reason: reason)
+        // The reactor goes first, under the lock: an action running now finishes and publishes
+        // before the streams get `event: end`, and one that comes later finds no reactor. (Ending
+        // the hub first let an action in flight be answered 200 while its event was dropped.)
         lock.lock()
         let subscription = self.subscription
         self.subscription = nil
         reactor = nil
         lock.unlock()
+        hub.end(reason: reason)
         subscription?.cancel()
     }
 }

@@ -34,6 +34,8 @@ struct Reactord: ParsableCommand {
     var connectionsPerIP: Int?
     @Option(help: "Seconds after which an event stream is closed without 'event: end' so the client reconnects and resumes, 0 for never. [env: REACTORD_STREAM_MAX_AGE] (default: 0)")
     var streamMaxAge: Double?
+    @Option(help: "Seconds a connection may stay silent mid-request before it is closed (slowloris); event streams have none. [env: REACTORD_CONNECTION_TIMEOUT] (default: 30)")
+    var connectionTimeout: Int?
     @Option(help: "Comma-separated browser origins allowed by CORS, or '*'. [env: REACTORD_CORS_ORIGINS] (default: none)")
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
@@ -57,6 +59,8 @@ struct Reactord: ParsableCommand {
             ?? configuration.connectionsPerIP
         configuration.streamMaxAge = try streamMaxAge ?? environment.value("REACTORD_STREAM_MAX_AGE")
             ?? configuration.streamMaxAge
+        configuration.connectionTimeout = try connectionTimeout ?? environment.value("REACTORD_CONNECTION_TIMEOUT")
+            ?? configuration.connectionTimeout
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
         configuration.corsOrigins = origins.map {
             $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -88,5 +92,6 @@ struct Reactord: ParsableCommand {
         try require(configuration.connectionLimit >= 1, "connection limit must be at least 1")
         try require(configuration.streamMaxAge >= 0, "stream max age must not be negative")
         try require(configuration.connectionsPerIP >= 0, "connections per IP must not be negative")
+        try require(configuration.connectionTimeout >= 1, "connection timeout must be at least 1 second")
     }
 }

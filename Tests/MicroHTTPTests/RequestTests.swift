@@ -114,7 +114,7 @@ final class RequestTests: XCTestCase {
         XCTAssertEqual(missing.status, 404)
         XCTAssertEqual(missing.header("Content-Type"), "application/problem+json")
         XCTAssertTrue(missing.bodyText.contains("\"title\":\"Not Found\""), missing.bodyText)
-        XCTAssertTrue(missing.bodyText.contains("/nothing/here"))
+        XCTAssertFalse(missing.bodyText.contains("/nothing/here"), "paths are not echoed (they may hold capabilities)")
 
         let wrong = try XCTUnwrap(client.request("PUT", "/items/1/parts/2", body: "{}"))
         XCTAssertEqual(wrong.status, 405)

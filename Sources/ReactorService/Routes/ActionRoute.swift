@@ -33,7 +33,10 @@ extension RouteTable {
             guard !context.isStopping else { return .response(Problems.stopping) }
             do throws(RequestError) {
                 let action = try RequestDecoding.decode(ActionRequest.self, from: request.body, with: decoder)
-                guard let snapshot = action.run() else { return .response(Problems.unknownSession) }
+                guard let snapshot = action.run() else {
+                    // The session ended while the action was on its way: deleted or expired, or shut down.
+                    return .response(context.isStopping ? Problems.stopping : Problems.unknownSession)
+                }
                 context.metrics.actions.increment()
                 return .response(.json(SessionJSON.body(of: action.session, snapshot)))
             } catch {

@@ -1,33 +1,39 @@
 import Foundation
 
 /// Incremental HTTP/1.1 response parser for the tests: Content-Length, chunked, or
-/// close-delimited bodies.
-struct ResponseParser {
-    private(set) var status: Int?
-    private(set) var headers: [(String, String)] = []
-    private(set) var body: [UInt8] = []
-    private(set) var isComplete = false
+/// close-delimited bodies. Every test client reads its responses through it.
+public struct ResponseParser {
+    public private(set) var status: Int?
+    public private(set) var headers: [(String, String)] = []
+    public private(set) var body: [UInt8] = []
+    public private(set) var isComplete = false
     private var buffer: [UInt8] = []
     private var position = 0
     private var chunked = false
     private var contentLength: Int?
     private var chunkRemaining: Int?   // nil: a chunk-size line is due
     private var needChunkCRLF = false
+    /// The status line as received (for checks of well-formedness).
+    public private(set) var statusLine = ""
+    /// The trailing bytes of a chunked body were malformed (a size line that is not hex).
+    public private(set) var malformedChunk = false
     /// A response to HEAD: the head is all there is.
-    var headOnly = false
+    public var headOnly = false
 
-    func header(_ name: String) -> String? {
+    public init() {}
+
+    public func header(_ name: String) -> String? {
         headers.first { $0.0.lowercased() == name.lowercased() }?.1
     }
-    var bodyText: String { String(decoding: body, as: UTF8.self) }
+    public var bodyText: String { String(decoding: body, as: UTF8.self) }
 
-    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         buffer.append(contentsOf: bytes)
         parse()
     }
-    mutating func feed(_ bytes: [UInt8]) { bytes.withUnsafeBytes { feed($0) } }
+    public mutating func feed(_ bytes: [UInt8]) { bytes.withUnsafeBytes { feed($0) } }
 
-    mutating func endOfStream() {
+    public mutating func endOfStream() {
         if status != nil && !chunked && contentLength == nil { isComplete = true }
     }
 
@@ -51,8 +57,9 @@ struct ResponseParser {
             guard let end = find([13, 10, 13, 10], from: 0) else { return }
             let head = String(decoding: buffer[0..<end], as: UTF8.self)
             var lines = head.components(separatedBy: "\r\n")
-            let statusLine = lines.removeFirst().split(separator: " ")
-            status = statusLine.count > 1 ? Int(statusLine[1]) : 0
+            statusLine = lines.removeFirst()
+            let parts = statusLine.split(separator: " ")
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             for line in lines {
                 guard let colon = line.firstIndex(of: ":") else { continue }
                 headers.append((String(line[..<colon]),
@@ -61,7 +68,8 @@ struct ResponseParser {
             chunked = header("Transfer-Encoding")?.lowercased().contains("chunked") ?? false
             contentLength = header("Content-Length").flatMap { Int($0) }
             position = end + 4
-            if headOnly || (!chunked && contentLength == 0) { isComplete = true }
+            let bodiless = status == 204 || status == 304 || (100..<200).contains(status ?? 0)
+            if headOnly || bodiless || (!chunked && contentLength == 0) { isComplete = true }
         }
         while !isComplete {
             if chunked {
@@ -85,7 +93,11 @@ struct ResponseParser {
                     guard let lineEnd = find([13, 10], from: position) else { break }
                     let sizeText = String(decoding: buffer[position..<lineEnd], as: UTF8.self)
                         .split(separator: ";").first.map(String.init) ?? ""
-                    let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) ?? 0
+                    guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
+                        malformedChunk = true
+                        isComplete = true
+                        break
+                    }
                     position = lineEnd + 2
                     if size == 0 { isComplete = true } else { chunkRemaining = size }
                 }

@@ -2,51 +2,63 @@ import Foundation
 
 /// One Server-Sent Event as a client parses it (WHATWG rules: `field: value` lines, a blank
 /// line dispatches, `:` starts a comment, `retry` alone dispatches nothing).
-struct TestEvent: Equatable {
-    var event = "message"
-    var id: String?
-    var data = ""
+public struct TestEvent: Equatable {
+    public var event = "message"
+    public var id: String?
+    public var data = ""
 
-    var object: [String: Any] {
+    public init() {}
+
+    public var object: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? [:]
     }
 }
 
-/// A subscriber on its own connection: reads the chunked body and parses it into events.
-final class EventStreamClient {
-    let status: Int
-    let headers: [String: String]
-    private let socket: TestSocket
+/// A subscriber on its own connection: reads the chunked body through `ResponseParser` and
+/// parses it into events.
+public final class EventStreamClient {
+    public let status: Int
+    public let headers: [String: String]
+    public let socket: TestSocket
+    private var parser = ResponseParser()
+    private var consumed = 0            // bytes of parser.body already moved to `pending`
     private var pending: [UInt8] = []
     private var current = TestEvent()
     private var hasFields = false
-    private(set) var comments: [String] = []
+    public private(set) var comments: [String] = []
     /// The last `retry:` the server sent; a block of only `retry` dispatches no event.
-    private(set) var retry: Int?
-    private(set) var ended = false
+    public private(set) var retry: Int?
+    public private(set) var ended = false
 
-    init(port: UInt16, path: String, headers: [String: String] = [:], timeout: Double = 5) throws {
+    public init(port: UInt16, path: String, headers: [String: String] = [:], timeout: Double = 5) throws {
         socket = try TestSocket(port: port, timeout: timeout)
         var head = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         try socket.write(head + "\r\n")
-        let statusLine = try socket.readLine()
-        status = Int(statusLine.split(separator: " ")[1]) ?? 0
-        self.headers = try HTTPClient.readHeaders(from: socket)
+        while parser.status == nil {
+            do {
+                parser.feed(try socket.receive())
+            } catch TestSocket.Failure.closed {
+                parser.endOfStream()
+                if parser.status == nil { throw TestSocket.Failure.closed }
+            }
+        }
+        status = parser.status ?? 0
+        self.headers = TestResponse(parser).headers
+        if parser.isComplete { ended = true }
+        takeBody()
     }
 
     /// The next event, or `nil` when the stream ends or nothing comes within the timeout.
-    func next(timeout: Double = 5) -> TestEvent? {
-        socket.setTimeout(timeout)
+    public func next(timeout: Double = 5) -> TestEvent? {
+        socket.setTimeout(max(timeout, 0.001))
         while true {
             if let event = parsePending() { return event }
             guard !ended else { return nil }
             do {
-                if let chunk = try HTTPClient.readChunk(from: socket) {
-                    pending += chunk
-                } else {
-                    ended = true
-                }
+                parser.feed(try socket.receive())
+                takeBody()
+                if parser.isComplete { ended = true }
             } catch {
                 if case TestSocket.Failure.timeout = error { return nil }
                 ended = true
@@ -55,7 +67,7 @@ final class EventStreamClient {
     }
 
     /// Events until `count` of them or the timeout, skipping none.
-    func take(_ count: Int, timeout: Double = 5) -> [TestEvent] {
+    public func take(_ count: Int, timeout: Double = 5) -> [TestEvent] {
         var events: [TestEvent] = []
         let deadline = Date().addingTimeInterval(timeout)
         while events.count < count, Date() < deadline, let event = next(timeout: deadline.timeIntervalSinceNow) {
@@ -65,13 +77,20 @@ final class EventStreamClient {
     }
 
     /// Every event that arrives until `quiet` seconds pass with none.
-    func drain(quiet: Double = 0.3) -> [TestEvent] {
+    public func drain(quiet: Double = 0.3) -> [TestEvent] {
         var events: [TestEvent] = []
         while let event = next(timeout: quiet) { events.append(event) }
         return events
     }
 
-    func reset() { socket.reset() }
+    public func reset() { socket.reset() }
+
+    private func takeBody() {
+        if parser.body.count > consumed {
+            pending += parser.body[consumed...]
+            consumed = parser.body.count
+        }
+    }
 
     private func parsePending() -> TestEvent? {
         while let newline = pending.firstIndex(of: 0x0A) {

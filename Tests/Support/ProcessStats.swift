@@ -1,11 +1,11 @@
-import XCTest
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
 // Time and process readings for the tests (the server runs in the test process).
 
-func monotonicNow() -> Double {
+public func monotonicNow() -> Double {
     var time = timespec()
     clock_gettime(CLOCK_MONOTONIC, &time)
     return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
@@ -13,7 +13,7 @@ func monotonicNow() -> Double {
 
 /// Polls `condition` every 10 ms for up to `timeout` seconds.
 @discardableResult
-func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
+public func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
     let start = monotonicNow()
     while !condition() {
         if monotonicNow() - start > timeout { return false }
@@ -22,9 +22,9 @@ func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
     return true
 }
 
-enum ProcessStats {
+public enum ProcessStats {
     /// User + system CPU seconds of this process (server and test share it).
-    static func cpuSeconds() -> Double {
+    public static func cpuSeconds() -> Double {
         guard let text = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
               let close = text.lastIndex(of: ")") else { return 0 }
         let fields = text[text.index(after: close)...].split(separator: " ")
@@ -33,7 +33,14 @@ enum ProcessStats {
         return (utime + stime) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
-    static func openDescriptors() -> Int {
+    public static func openDescriptors() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+    }
+}
+
+extension ProcessStats {
+    /// Threads of this process (/proc/self/task).
+    public static func threadCount() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
     }
 }

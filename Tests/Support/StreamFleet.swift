@@ -1,26 +1,26 @@
-import XCTest
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Many SSE subscribers on non-blocking sockets, driven by poll() from the test thread.
-final class StreamFleet {
-    struct Member {
-        var fd: Int32
-        var parser = ResponseParser()
+public final class StreamFleet {
+    public struct Member {
+        public var fd: Int32
+        public var parser = ResponseParser()
         var scanned = 0
-        var events: [String] = []       // the data of each event, in order
-        var comments = 0
-        var ended = false               // EOF or error
+        public var events: [String] = []       // the data of each event, in order
+        public var comments = 0
+        public var ended = false               // EOF or error
     }
-    private(set) var members: [Member] = []
+    public private(set) var members: [Member] = []
 
-    init(port: UInt16, count: Int, path: String) throws {
+    public init(port: UInt16, count: Int, path: String) throws {
         members.reserveCapacity(count)
         for _ in 0..<count { try add(port: port, path: path) }
     }
 
-    func add(port: UInt16, path: String, receiveBuffer: Int32? = nil) throws {
+    public func add(port: UInt16, path: String, receiveBuffer: Int32? = nil) throws {
         let fd = try connectLoopback(port: port, receiveBuffer: receiveBuffer)
         let request = Array("GET \(path) HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -30,7 +30,7 @@ final class StreamFleet {
 
     /// Reads whatever arrives until `done()` or `timeout` seconds; returns `done()`.
     @discardableResult
-    func pump(timeout: Double, skipping skipped: Set<Int> = [], until done: (StreamFleet) -> Bool) -> Bool {
+    public func pump(timeout: Double, skipping skipped: Set<Int> = [], until done: (StreamFleet) -> Bool) -> Bool {
         let start = monotonicNow()
         var pollSet = members.enumerated().map { index, member in
             pollfd(fd: skipped.contains(index) || member.ended ? -1 : member.fd, events: Int16(POLLIN), revents: 0)
@@ -88,7 +88,7 @@ final class StreamFleet {
         members[index].scanned = start
     }
 
-    func closeAll() {
+    public func closeAll() {
         for index in members.indices where members[index].fd >= 0 {
             close(members[index].fd)
             members[index].fd = -1
@@ -96,4 +96,17 @@ final class StreamFleet {
     }
 
     deinit { closeAll() }
+}
+
+extension StreamFleet {
+    /// Every member closed abruptly at once (RST), as when a mobile network drops them all.
+    public func resetAll() {
+        for index in members.indices where members[index].fd >= 0 {
+            var option = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(members[index].fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+            close(members[index].fd)
+            members[index].fd = -1
+            members[index].ended = true
+        }
+    }
 }

@@ -1,0 +1,78 @@
+import Foundation
+import XCTest
+@testable import MicroHTTP
+
+/// libmicrohttpd's own error log goes to `HTTPServerConfiguration.errorLog`, never to stderr:
+/// clients that vanish or send nonsense cannot flood the process's log.
+final class ErrorLogTests: XCTestCase {
+    final class Lines: @unchecked Sendable {
+        private let lock = NSLock()
+        private var lines: [String] = []
+        func add(_ line: String) { lock.lock(); lines.append(line); lock.unlock() }
+        var all: [String] { lock.lock(); defer { lock.unlock() }; return lines }
+    }
+
+    /// Runs `body` with fd 2 pointed at a file; returns what was written to it.
+    private func capturingStderr(_ body: () throws -> Void) rethrows -> String {
+        let path = NSTemporaryDirectory() + "stderr-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let file = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0o600)
+        let saved = dup(2)
+        dup2(file, 2)
+        defer {
+            dup2(saved, 2)
+            close(saved)
+            close(file)
+            unlink(path)
+        }
+        try body()
+        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    }
+
+    func testLibmicrohttpdLinesGoToTheHandlerNotStderr() throws {
+        let lines = Lines()
+        let registry = StreamRegistry()
+        var server: HTTPServer!
+        let stderr = try capturingStderr {
+            server = try startServer({ $0.bodyLimit = 1024; $0.errorLog = { lines.add($0) } }) { router in
+                router.add(.POST, "/echo") { request in .response(Response(body: request.body)) }
+                router.add(.GET, "/events") { _ in .eventStream(headers: HTTPHeaders()) { registry.add($0) } }
+            }
+            // An upload cut off past twice the body limit: the handler says no, libmicrohttpd logs it.
+            let client = try TestClient(port: server.port)
+            client.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let piece = String(repeating: "y", count: 700)
+            for _ in 0..<4 { client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+            XCTAssertTrue(client.isClosedByPeer(timeout: 2))
+            // 50 event-stream clients vanish; the heartbeat's writes find them, libmicrohttpd logs each.
+            let fleet = try StreamFleet(port: server.port, count: 50, path: "/events")
+            XCTAssertTrue(waitUntil(timeout: 5) { server.openStreamCount == 50 })
+            fleet.resetAll()
+            XCTAssertTrue(waitUntil(timeout: 5) { server.openStreamCount == 0 })
+            server.stop()
+        }
+        XCTAssertFalse(lines.all.isEmpty, "libmicrohttpd logged something")
+        XCTAssertTrue(lines.all.contains { $0.contains("internal error") }, "\(lines.all.prefix(5))")
+        XCTAssertTrue(lines.all.allSatisfy { !$0.hasSuffix("\n") }, "one line per call, without its newline")
+        XCTAssertFalse(lines.all.contains { $0.contains("not the first option") }, "the logger is set before any option")
+        XCTAssertEqual(server.lastErrorLogLine, lines.all.last)
+        XCTAssertFalse(stderr.contains("internal error") || stderr.contains("Failed to send"),
+                       "nothing of libmicrohttpd's on stderr: \(stderr.prefix(300))")
+        print("libmicrohttpd lines routed to the handler: \(lines.all.count); e.g. \(lines.all.first ?? "")")
+    }
+
+    func testWithoutAHandlerTheLinesAreDropped() throws {
+        let stderr = try capturingStderr {
+            let server = try startServer({ $0.bodyLimit = 1024 }) { router in
+                router.add(.POST, "/echo") { request in .response(Response(body: request.body)) }
+            }
+            let client = try TestClient(port: server.port)
+            client.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let piece = String(repeating: "y", count: 700)
+            for _ in 0..<4 { client.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+            XCTAssertTrue(client.isClosedByPeer(timeout: 2))
+            XCTAssertNotNil(server.lastErrorLogLine)
+            server.stop()
+        }
+        XCTAssertEqual(stderr, "")
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Logging
+import ReactorService
+import XCTest
+
+/// reactord's libmicrohttpd log lines reach swift-log at debug level, tagged `source=libmicrohttpd`.
+final class ErrorLogRoutingTests: XCTestCase {
+    struct Record { let level: Logger.Level; let message: String; let source: String? }
+
+    final class Capture: @unchecked Sendable {
+        private let lock = NSLock()
+        private var records: [Record] = []
+        func add(_ record: Record) { lock.lock(); records.append(record); lock.unlock() }
+        var all: [Record] { lock.lock(); defer { lock.unlock() }; return records }
+    }
+
+    struct CaptureHandler: LogHandler {
+        let capture: Capture
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
+                 source: String, file: String, function: String, line: UInt) {
+            let merged = metadata.merging(extra ?? [:]) { $1 }
+            capture.add(Record(level: level, message: "\(message)", source: merged["source"].map { "\($0)" }))
+        }
+    }
+
+    func testVanishingSubscribersAreLoggedAtDebugOnly() throws {
+        let capture = Capture()
+        let logger = Logger(label: "reactord-test") { _ in CaptureHandler(capture: capture) }
+        var configuration = ServiceConfiguration()
+        configuration.port = 0
+        configuration.adminToken = "t"
+        configuration.heartbeat = 0.2
+        let server = ReactorServer(configuration: configuration, logger: logger)
+        server.register("counter") { _ in TinyReactor() }
+        try server.start()
+        let session = try XCTUnwrap(try HTTPClient(port: server.port).request("POST", "/sessions").object["session"] as? String)
+        let fleet = try StreamFleet(port: server.port, count: 200, path: "/sessions/\(session)/events")
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 200 })
+        fleet.resetAll()
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 0 })
+        server.stop()
+
+        let mhd = capture.all.filter { $0.source == "libmicrohttpd" }
+        XCTAssertFalse(mhd.isEmpty, "libmicrohttpd's lines arrive through swift-log")
+        XCTAssertTrue(mhd.allSatisfy { $0.level == .debug }, "\(mhd.map(\.level))")
+        XCTAssertFalse(capture.all.contains { $0.level >= .info && $0.message.contains("Failed to send") })
+        print("200 vanished subscribers: \(mhd.count) libmicrohttpd lines, all at debug")
+    }
+}
+
+import ReactorCore
+
+/// The smallest servable reactor, so this test needs nothing of Examples.
+final class TinyReactor: Reactor {
+    enum Action: Decodable { case poke }
+    struct State: Encodable { var pokes = 0 }
+    let initialState = State()
+}

@@ -1,0 +1,305 @@
+import Foundation
+import XCTest
+
+/// Issue 6, part 1: malformed and hostile requests against a real server on raw sockets. Each
+/// gets the documented status — a problem document where our code answers, libmicrohttpd's
+/// own short HTML page where it answers before our handler runs (noted per case) — and none
+/// crashes the server or changes the session.
+final class HostileInputTests: XCTestCase {
+    private var fixture: ServerFixture!
+    private var session = ""
+
+    override func setUpWithError() throws {
+        fixture = try ServerFixture { $0.connectionTimeout = 1 }
+        session = try fixture.createSession()
+        XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200)
+    }
+
+    override func tearDown() {
+        fixture.stop()
+        // swift-corelibs-xctest never frees its test-case objects: a fixture left in one is
+        // a whole stopped server that LeakSanitizer reports at exit.
+        fixture = nil
+    }
+
+    // MARK: - Helpers
+
+    /// Sends `bytes` on a fresh connection and reads one response.
+    private func raw(_ bytes: [UInt8], timeout: Double = 5) throws -> ResponseParser? {
+        let client = try TestClient(port: fixture.port, receiveTimeout: timeout)
+        client.send(bytes)
+        return client.readResponse()
+    }
+
+    private func raw(_ text: String, timeout: Double = 5) throws -> ResponseParser? {
+        try raw(Array(text.utf8), timeout: timeout)
+    }
+
+    private func post(_ path: String, _ body: [UInt8]) -> [UInt8] {
+        Array("POST \(path) HTTP/1.1\r\nHost: t\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body
+    }
+
+    private func assertProblem(_ response: ResponseParser?, _ status: Int, mentions words: [String] = [],
+                               file: StaticString = #filePath, line: UInt = #line) {
+        guard let response else { return XCTFail("no response", file: file, line: line) }
+        XCTAssertEqual(response.status, status, response.bodyText, file: file, line: line)
+        XCTAssertEqual(response.header("Content-Type"), "application/problem+json", file: file, line: line)
+        let problem = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
+        XCTAssertEqual(problem["status"] as? Int, status, response.bodyText, file: file, line: line)
+        XCTAssertNotNil(problem["type"] as? String, file: file, line: line)
+        XCTAssertNotNil(problem["title"] as? String, file: file, line: line)
+        let detail = problem["detail"] as? String ?? ""
+        for word in words {
+            XCTAssertTrue(detail.contains(word), "'\(detail)' should mention '\(word)'", file: file, line: line)
+        }
+        XCTAssertFalse(response.bodyText.contains(session), "a problem never echoes a session id",
+                       file: file, line: line)
+    }
+
+    /// A response libmicrohttpd wrote itself: well-formed, with the status, and a body as long as it says.
+    private func assertAnsweredByLibmicrohttpd(_ response: ResponseParser?, _ status: Int,
+                                               file: StaticString = #filePath, line: UInt = #line) {
+        guard let response else { return XCTFail("no response", file: file, line: line) }
+        XCTAssertEqual(response.status, status, response.statusLine, file: file, line: line)
+        XCTAssertTrue(response.statusLine.hasPrefix("HTTP/1."), response.statusLine, file: file, line: line)
+        if let length = response.header("Content-Length").flatMap(Int.init) {
+            XCTAssertEqual(response.body.count, length, file: file, line: line)
+        }
+    }
+
+    /// The session is as setUp left it and the server still answers.
+    private func assertUnchangedAndAlive(file: StaticString = #filePath, line: UInt = #line) throws {
+        let client = HTTPClient(port: fixture.port)
+        let current = try client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual(current.object["version"] as? Int, 1, current.text, file: file, line: line)
+        XCTAssertEqual((current.object["state"] as? [String: Any])?["count"] as? Int, 1, file: file, line: line)
+        XCTAssertEqual(try client.request("GET", "/healthz").status, 200, file: file, line: line)
+    }
+
+    private func action(_ json: String) -> [UInt8] {
+        post("/action", Array(#"{"session":"\#(session)","action":\#(json)}"#.utf8))
+    }
+
+    // MARK: - Bodies (our code answers: problem documents)
+
+    func testInvalidJSONIs400() throws {
+        for body in ["{", "{not json", "nul", #"{"session":"\#(session)","action":{"type":"increase"}"#,
+                     #"{"session":"\#(session)" "action":{}}"#, "\u{FEFF}{}garbage", "[[[[[[[[[[[["] {
+            assertProblem(try raw(post("/action", Array(body.utf8))), 400, mentions: ["JSON"])
+        }
+        assertProblem(try raw(post("/sessions", Array("{".utf8))), 400, mentions: ["JSON"])
+        assertProblem(try raw(post("/user", Array("{".utf8))), 405)  // POST is no method of /user
+        try assertUnchangedAndAlive()
+    }
+
+    func testDeeplyNestedJSONIsRefusedNotACrash() throws {
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        assertProblem(try raw(post("/action", Array(deep.utf8))), 400, mentions: ["JSON"])
+        try assertUnchangedAndAlive()
+    }
+
+    func testWrongShapeAndTypesAre422() throws {
+        let cases: [(String, [String])] = [
+            ("[]", ["object"]), ("42", ["object"]), (#""text""#, ["object"]), ("null", []),
+            (#"{"session":null,"action":{"type":"increase"}}"#, ["session"]),
+            (#"{"session":["\#(session)"],"action":{"type":"increase"}}"#, ["session"]),
+            (#"{"session":"\#(session)","action":[]}"#, ["action"]),
+            (#"{"session":"\#(session)","action":{"type":7}}"#, ["type", "string"]),
+            (#"{"session":"\#(session)","action":{"type":"alert","message":{"a":1}}}"#, ["message", "string"]),
+            (#"{"session":"\#(session)","action":{"type":"alert","message":null}}"#, ["message"]),
+            (#"{"session":"\#(session)","action":{"type":"alert","message":1e400}}"#, []),
+        ]
+        for (body, words) in cases {
+            let response = try raw(post("/action", Array(body.utf8)))
+            // 1e400 is a number no Double holds: Foundation calls that unparseable (400).
+            if body.contains("1e400") {
+                XCTAssertTrue([400, 422].contains(response?.status ?? 0), response?.bodyText ?? "none")
+                continue
+            }
+            assertProblem(response, 422, mentions: words)
+        }
+        assertProblem(try raw(post("/sessions", Array(#"{"reactor":42}"#.utf8))), 422, mentions: ["reactor"])
+        let token = "Authorization: Bearer \(ServerFixture.token)"
+        for body in [#"{"id":1,"name":"x"}"#, #"{"id":"u"}"#, "[]", #"{"id":"","name":"x"}"#] {
+            let put = "PUT /user HTTP/1.1\r\nHost: t\r\n\(token)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            assertProblem(try raw(put), 422)
+        }
+        XCTAssertEqual(try HTTPClient(port: fixture.port).request("GET", "/user").text, "null")
+        try assertUnchangedAndAlive()
+    }
+
+    func testUnknownActionTypesAre422ListingTheKnownOnes() throws {
+        for type in ["explode", "", "INCREASE", "increase ", "__proto__", String(repeating: "x", count: 10_000)] {
+            assertProblem(try raw(action(#"{"type":"\#(type)"}"#)), 422, mentions: ["unknown action type", "increase"])
+        }
+        try assertUnchangedAndAlive()
+    }
+
+    func testInvalidUTF8InABodyIs400() throws {
+        let prefix = Array(#"{"session":"\#(session)","action":{"type":"alert","message":""#.utf8)
+        for bad: [UInt8] in [[0xFF], [0xC3], [0xED, 0xA0, 0x80] /* a surrogate */, [0xC0, 0xAF] /* overlong */,
+                             [0xF4, 0x90, 0x80, 0x80] /* past U+10FFFF */] {
+            let body = prefix + bad + Array(#""}}"#.utf8)
+            assertProblem(try raw(post("/action", body)), 400, mentions: ["JSON"])
+        }
+        // A lone surrogate escape is well-formed JSON but no string: refused too, never stored.
+        assertProblem(try raw(action(#"{"type":"alert","message":"\ud800"}"#)), 400, mentions: ["JSON"])
+        try assertUnchangedAndAlive()
+    }
+
+    func testNULBytes() throws {
+        // A raw NUL inside a JSON string is a control character JSON forbids: 400.
+        let prefix = Array(#"{"session":"\#(session)","action":{"type":"alert","message":"a"#.utf8)
+        assertProblem(try raw(post("/action", prefix + [0] + Array(#"b"}}"#.utf8))), 400, mentions: ["JSON"])
+        // A NUL in the session id or in the action type: no such session, no such type.
+        assertProblem(try raw(post("/action", Array(#"{"session":"\u0000","action":{"type":"increase"}}"#.utf8))),
+                      404, mentions: ["session"])
+        assertProblem(try raw(action(#"{"type":"increase\u0000"}"#)), 422, mentions: ["unknown action type"])
+        // A NUL in the path (percent-encoded) is just a path no route has.
+        assertProblem(try raw("GET /sessions/%00 HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
+        assertProblem(try raw("GET /sessions/\(session)%00/events HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
+        try assertUnchangedAndAlive()
+
+        // The escaped NUL is valid JSON and a valid message: accepted, stored and sent back
+        // escaped, not cut short at the NUL.
+        let events = try fixture.subscribe(session)
+        XCTAssertEqual(events.next()?.event, "state")
+        let accepted = try XCTUnwrap(try raw(action(#"{"type":"alert","message":"a\u0000b"}"#)))
+        XCTAssertEqual(accepted.status, 200, accepted.bodyText)
+        XCTAssertTrue(accepted.bodyText.contains(#""alertMessage":"a\u0000b""#), accepted.bodyText)
+        let state = try XCTUnwrap(events.next())
+        XCTAssertEqual(state.state["alertMessage"] as? String, "a\u{0}b")
+        XCTAssertEqual(events.next()?.event, "pulse")
+    }
+
+    func testTenMegabyteBodyIs413() throws {
+        // Declared by Content-Length: refused before a byte of the body is read, connection closed.
+        let client = try TestClient(port: fixture.port)
+        client.send("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(10 << 20)\r\n\r\n")
+        client.send([UInt8](repeating: 0x20, count: 64 * 1024))
+        assertProblem(client.readResponse(), 413, mentions: ["\(1 << 20)"])
+        XCTAssertTrue(client.isClosedByPeer(timeout: 2))
+
+        // A Content-Length past 2^64: libmicrohttpd answers 413 itself, before our handler, and
+        // closes. (0.9.75 writes that answer's head twice, so its framing is broken: a
+        // libmicrohttpd defect, noted in the README; the status and the close are right.)
+        let overflow = try TestClient(port: fixture.port, receiveTimeout: 3)
+        overflow.send("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999999999999999\r\n\r\n")
+        XCTAssertEqual(overflow.readResponse()?.status, 413)
+        XCTAssertTrue(overflow.isClosedByPeer(timeout: 2))
+
+        // Chunked, no length: libmicrohttpd 0.9.75 takes no response before the upload ends, so
+        // the server reads and drops up to twice the limit, then cuts the sender off.
+        let chunked = try TestClient(port: fixture.port)
+        chunked.send("POST /action HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let piece = [UInt8](repeating: 0x20, count: 256 * 1024)
+        let start = monotonicNow()
+        for _ in 0..<40 {  // 10 MiB
+            chunked.send(Array((String(piece.count, radix: 16) + "\r\n").utf8) + piece + [13, 10])
+        }
+        XCTAssertTrue(chunked.isClosedByPeer(timeout: 5), "an endless chunked upload is cut off")
+        XCTAssertLessThan(monotonicNow() - start, 10)
+        try assertUnchangedAndAlive()
+    }
+
+    // MARK: - Request heads (libmicrohttpd answers some itself)
+
+    func testHundredKilobyteHeaderIsRefusedByLibmicrohttpd() throws {
+        // The head must fit the connection's memory pool (16 KiB): libmicrohttpd answers
+        // 431 Request Header Fields Too Large itself and closes.
+        let value = String(repeating: "a", count: 100 * 1024)
+        let response = try raw("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: \(value)\r\n\r\n")
+        assertAnsweredByLibmicrohttpd(response, 431)
+        try assertUnchangedAndAlive()
+    }
+
+    func testThousandHeadersAreRefusedByLibmicrohttpd() throws {
+        var head = "GET /healthz HTTP/1.1\r\nHost: t\r\n"
+        for index in 0..<1000 { head += "X-Header-\(index): value-\(index)\r\n" }
+        let response = try raw(head + "\r\n")
+        assertAnsweredByLibmicrohttpd(response, 431)
+        try assertUnchangedAndAlive()
+    }
+
+    func testLongPaths() throws {
+        // 10 KiB fits the connection's 16 KiB memory pool: ours to answer, 404.
+        let path = "/sessions/" + String(repeating: "a", count: 10 * 1024)
+        assertProblem(try raw("GET \(path) HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
+        assertProblem(try raw("GET \(path)/events HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
+        // 20 KiB does not: libmicrohttpd answers 414 URI Too Long itself and closes.
+        let longer = "/" + String(repeating: "b", count: 20 * 1024)
+        assertAnsweredByLibmicrohttpd(try raw("GET \(longer) HTTP/1.1\r\nHost: t\r\n\r\n"), 414)
+        try assertUnchangedAndAlive()
+    }
+
+    func testUnknownMethods() throws {
+        for method in ["BREW", "PROPFIND", "TRACE", "CONNECT", "get", "X"] {
+            assertProblem(try raw("\(method) /action HTTP/1.1\r\nHost: t\r\n\r\n"), 405)
+            let response = try raw("\(method) /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}")
+            assertProblem(response, 405)
+            XCTAssertEqual(response?.header("Allow"), "GET, HEAD, OPTIONS")
+        }
+        try assertUnchangedAndAlive()
+    }
+
+    func testRequestsWithoutHost() throws {
+        // HTTP/1.0 has no Host requirement: answered, and the connection closes after it.
+        let old = try TestClient(port: fixture.port)
+        old.send("GET /sessions/\(session) HTTP/1.0\r\n\r\n")
+        let response = try XCTUnwrap(old.readResponse())
+        XCTAssertEqual(response.status, 200)
+        XCTAssertTrue(response.statusLine.hasPrefix("HTTP/1."))
+        XCTAssertTrue(old.isClosedByPeer(timeout: 2))
+        // HTTP/1.1 without Host breaks RFC 9112 §3.2, but libmicrohttpd 0.9.75 lets it through
+        // and the server has no virtual hosts to choose between: it is served as well.
+        assertAnsweredByLibmicrohttpd(try raw("GET /healthz HTTP/1.1\r\n\r\n"), 200)
+        try assertUnchangedAndAlive()
+    }
+
+    func testGarbageRequestLines() throws {
+        let garbage: [[UInt8]] = [
+            Array("\r\n\r\n".utf8) + Array("GARBAGE\r\n\r\n".utf8),
+            Array("GET\r\n\r\n".utf8),
+            Array("GET /healthz\r\nHost: t\r\n\r\n".utf8),              // no version: HTTP/0.9 style
+            Array("GET /healthz HTTP/9.9\r\nHost: t\r\n\r\n".utf8),
+            Array("GET /healthz HTTP/1.1 extra\r\nHost: t\r\n\r\n".utf8),
+            Array("GET /hea lthz HTTP/1.1\r\nHost: t\r\n\r\n".utf8),
+            [0x00, 0x01, 0x02, 0xFF, 0xFE, 0x0D, 0x0A, 0x0D, 0x0A],
+            Array("\u{16}\u{03}\u{01}\u{02}\u{00}\u{01}\u{00}\u{01}\u{fc}\u{03}\u{03}".utf8) + [13, 10, 13, 10],  // a TLS hello
+            Array("GET /healthz HTTP/1.1\r\nHost: t\r\nNoColonHere\r\n\r\n".utf8),
+            Array("GET /healthz HTTP/1.1\r\nHost: t\r\n : folded\r\n\r\n".utf8),
+            Array("GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: -5\r\n\r\n".utf8),
+            Array("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n12345".utf8),
+            Array("POST /action HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\n\r\n".utf8),
+        ]
+        for bytes in garbage {
+            let client = try TestClient(port: fixture.port, receiveTimeout: 3)
+            client.send(bytes)
+            // Either a well-formed answer (4xx/5xx from libmicrohttpd or us) or a closed connection.
+            if let response = client.readResponse() {
+                XCTAssertTrue(response.statusLine.hasPrefix("HTTP/1."), "\(bytes): \(response.statusLine)")
+                XCTAssertTrue((200..<600).contains(response.status ?? 0), "\(bytes): \(response.statusLine)")
+            }
+        }
+        try assertUnchangedAndAlive()
+    }
+
+    // MARK: - Slowloris
+
+    func testSlowlorisIsTimedOutWhileOthersAreServed() throws {
+        // 50 clients each send half a request head, then nothing.
+        let stalled = try (0..<50).map { _ in try TestClient(port: fixture.port) }
+        for (index, client) in stalled.enumerated() {
+            client.send(index % 2 == 0 ? "GET /healthz HTTP/1.1\r\nHost: t" : "POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"se")
+        }
+        // Meanwhile a normal client is served at once.
+        let start = monotonicNow()
+        let client = HTTPClient(port: fixture.port)
+        for _ in 0..<20 { XCTAssertEqual(try client.request("GET", "/healthz").status, 200) }
+        XCTAssertLessThan(monotonicNow() - start, 1, "the stalled clients hold up nobody")
+        // And every stalled connection is closed after the timeout (1 s here, 30 s by default).
+        for client in stalled { XCTAssertTrue(client.isClosedByPeer(timeout: 4)) }
+        XCTAssertLessThan(monotonicNow() - start, 6)
+        try assertUnchangedAndAlive()
+    }
+}
