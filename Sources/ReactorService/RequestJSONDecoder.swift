@@ -175,10 +175,12 @@ private struct JSONParser {
         index += 1
         let start = index
         var escaped = false
+        var ascii = true
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") { break }
             if byte < 0x20 { return nil }
+            if byte >= 0x80 { ascii = false }
             if byte == UInt8(ascii: "\\") {
                 escaped = true
                 index += 2
@@ -189,8 +191,9 @@ private struct JSONParser {
         guard index < bytes.count else { return nil }
         let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
         index += 1
-        if !escaped { return String(validating: raw, as: UTF8.self) }
-        return Self.unescape(raw)
+        if escaped { return Self.unescape(raw) }
+        // ASCII is valid UTF-8: no validation pass (String(validating:) cost ~1k instructions).
+        return ascii ? String(decoding: raw, as: UTF8.self) : String(validating: raw, as: UTF8.self)
     }
 
     private static func unescape(_ raw: UnsafeBufferPointer<UInt8>) -> String? {
@@ -286,13 +289,9 @@ private final class ValueDecoder: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { context.userInfo }
 
     var codingPath: [any CodingKey] {
-        var path: [any CodingKey] = []
-        var level: ValueDecoder? = self
-        while let current = level {
-            if let key = current.key { path.append(key) }
-            level = current.parent
-        }
-        return path.reversed()
+        guard let key else { return [] }
+        guard let parent else { return [key] }
+        return parent.codingPath + [key]
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {

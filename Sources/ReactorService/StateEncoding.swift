@@ -51,7 +51,8 @@ private final class PulseCollector: PulseEncodingObserver {
     var pulses: [EncodedState.PulseField] = []
 
     func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable) {
-        let name = codingPath.map(\.stringValue).joined(separator: ".")
+        let name = codingPath.count == 1 ? codingPath[0].stringValue
+            : codingPath.map(\.stringValue).joined(separator: ".")
         pulses.append(.init(name: name, updatedCount: updatedCount, value: value))
     }
 }

@@ -181,13 +181,9 @@ private final class NodeEncoder: Encoder {
     }
 
     var codingPath: [any CodingKey] {
-        var path: [any CodingKey] = []
-        var level: NodeEncoder? = self
-        while let current = level {
-            if let key = current.key { path.append(key) }
-            level = current.parent
-        }
-        return path.reversed()
+        guard let key else { return [] }
+        guard let parent, parent.key != nil else { return [key] }
+        return parent.codingPath + [key]
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
