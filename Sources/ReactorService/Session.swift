@@ -20,25 +20,25 @@ where R.Action: Decodable, R.State: Encodable {
     let kind: String
     let hub: EventHub
     // Serialises `send` with reading the state it produced, so the answer is that action's.
-    private let lock = NSLock()
+    private let lock = InlineMutex.make()
     private var reactor: R?
     /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
     private let actions: ActionSubject<R.Action>
-    private var subscription: AnyCancellable?
+    private let onEncodingError: (any Error) -> Void
+    /// The reactor's state stream, which this session receives itself (see `Subscriber` below:
+    /// no `sink`, whose Sink, lock, AnyCancellable and closures cost every session ~250 bytes).
+    /// Guarded by `lock`; cancelled by `end`, which breaks the stream's hold on the session.
+    private var subscription: (any Subscription)?
+    private var ended = false
 
     init(id: String, kind: String, reactor: R, hub: EventHub, onEncodingError: @escaping (any Error) -> Void) {
         self.id = id
         self.kind = kind
         self.hub = hub
         self.reactor = reactor
+        self.onEncodingError = onEncodingError
         actions = reactor.action
-        subscription = reactor.state.sink { [hub] state in
-            do {
-                hub.publish(try StateEncoding.encode(state))
-            } catch {
-                onEncodingError(error)
-            }
-        }
+        reactor.state.subscribe(self)
         hub.goLive()
     }
 
@@ -61,8 +61,40 @@ where R.Action: Decodable, R.State: Encodable {
         lock.lock()
         let subscription = self.subscription
         self.subscription = nil
+        ended = true
         reactor = nil
         lock.unlock()
         subscription?.cancel()
     }
+}
+
+extension ReactorSession: Subscriber {
+    typealias Input = R.State
+    typealias Failure = Never
+
+    var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
+
+    func receive(subscription: any Subscription) {
+        lock.lock()
+        let refused = ended || self.subscription != nil
+        if !refused { self.subscription = subscription }
+        lock.unlock()
+        if refused {
+            subscription.cancel()
+        } else {
+            subscription.request(.unlimited)
+        }
+    }
+
+    /// A new state, from the reactor's pipeline (serially): encoded once for every stream.
+    func receive(_ state: R.State) -> Subscribers.Demand {
+        do {
+            hub.publish(try StateEncoding.encode(state))
+        } catch {
+            onEncodingError(error)
+        }
+        return .none
+    }
+
+    func receive(completion: Subscribers.Completion<Never>) {}
 }

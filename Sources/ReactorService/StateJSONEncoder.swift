@@ -23,7 +23,8 @@ struct StateJSONEncoder {
         var out: [UInt8] = []
         out.reserveCapacity(128)
         try Self.write(node, into: &out)
-        return out
+        // A session keeps its last state: no more than a few spare bytes with it.
+        return out.capacity - out.count > 32 ? Array(out[...]) : out
     }
 
     // MARK: - Writing
