@@ -72,7 +72,8 @@ public final class ReactorServer: @unchecked Sendable {
 
     /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.
     public func run() throws {
-        try start()
+        // The handlers first: a signal that arrives once the port is logged (a supervisor, a
+        // test) must not fall between SIG_IGN and the source's registration and be lost.
         let stopped = DispatchSemaphore(value: 0)
         let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
             signal(number, SIG_IGN)
@@ -80,6 +81,12 @@ public final class ReactorServer: @unchecked Sendable {
             source.setEventHandler { stopped.signal() }
             source.resume()
             return source
+        }
+        do {
+            try start()
+        } catch {
+            signals.forEach { $0.cancel() }
+            throw error
         }
         stopped.wait()
         stop()
