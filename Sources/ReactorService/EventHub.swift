@@ -22,9 +22,10 @@ final class EventHub: @unchecked Sendable {
     private let lock = InlineMutex.make(recursive: true)
     private var seq: UInt64 = 0
     private var stateJSON: [UInt8] = Array("{}".utf8)
-    /// Each pulse's last update count, by name: a state has few pulses, and an array of them
-    /// costs a session 120 bytes less than a dictionary.
-    private var pulseCounts: [(name: String, count: UInt)] = []
+    /// Each pulse's last update count, by name: a state has few pulses, so the first is kept
+    /// inline and any others in an array (a dictionary cost every session ~120 bytes more).
+    private var firstPulse: (name: String, count: UInt)?
+    private var morePulses: [(name: String, count: UInt)] = []
     private var history: EventHistory
     private var subscribers: [ObjectIdentifier: Subscriber] = [:]
     /// Until the session is live, states only set the baseline: a new session is version 0.
@@ -164,16 +165,21 @@ final class EventHub: @unchecked Sendable {
     }
 
     private func pulseCount(for name: String) -> UInt? {
-        for entry in pulseCounts where entry.name == name { return entry.count }
+        if let firstPulse, firstPulse.name == name { return firstPulse.count }
+        for entry in morePulses where entry.name == name { return entry.count }
         return nil
     }
 
     private func setPulseCount(_ count: UInt, for name: String) {
-        for index in pulseCounts.indices where pulseCounts[index].name == name {
-            pulseCounts[index].count = count
+        if firstPulse == nil || firstPulse?.name == name {
+            firstPulse = (name, count)
             return
         }
-        pulseCounts.append((name, count))
+        for index in morePulses.indices where morePulses[index].name == name {
+            morePulses[index].count = count
+            return
+        }
+        morePulses.append((name, count))
     }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T {

@@ -43,10 +43,13 @@ public final class ReactorServer: @unchecked Sendable {
         _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Encodable {
         let context = context
-        context.registry.register(kind) { id, hub in
-            ReactorSession(id: id, kind: kind, reactor: make(context.currentUser), hub: hub) { error in
-                context.logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
-            }
+        // One closure for every session of this kind (made per session, it cost each one a context).
+        let onEncodingError: (any Error) -> Void = { error in
+            context.logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
+        }
+        context.registry.register(kind) { key, hub in
+            ReactorSession(key: key, kind: kind, reactor: make(context.currentUser), hub: hub,
+                           onEncodingError: onEncodingError)
         }
     }
 

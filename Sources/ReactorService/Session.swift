@@ -3,6 +3,8 @@ import ReactorCore
 
 /// One reactor instance behind a server-issued id, as the routes see it whatever its type.
 protocol Session: AnyObject, Sendable {
+    /// The id's 128 bits; `id` is their text.
+    var key: SessionKey { get }
     var id: String { get }
     var kind: String { get }
     var hub: EventHub { get }
@@ -16,7 +18,8 @@ protocol Session: AnyObject, Sendable {
 /// A session of reactor type `R`: its state stream feeds the hub, encoded once per state.
 final class ReactorSession<R: Reactor>: Session, @unchecked Sendable
 where R.Action: Decodable, R.State: Encodable {
-    let id: String
+    let key: SessionKey
+    var id: String { key.string }
     let kind: String
     let hub: EventHub
     // Serialises `send` with reading the state it produced, so the answer is that action's.
@@ -31,8 +34,8 @@ where R.Action: Decodable, R.State: Encodable {
     private var subscription: (any Subscription)?
     private var ended = false
 
-    init(id: String, kind: String, reactor: R, hub: EventHub, onEncodingError: @escaping (any Error) -> Void) {
-        self.id = id
+    init(key: SessionKey, kind: String, reactor: R, hub: EventHub, onEncodingError: @escaping (any Error) -> Void) {
+        self.key = key
         self.kind = kind
         self.hub = hub
         self.reactor = reactor
