@@ -39,20 +39,17 @@ struct StateJSONEncoder {
         case let .raw(bytes): out.append(contentsOf: bytes)
         case let .object(box):
             out.append(UInt8(ascii: "{"))
-            let members = box.members
-            var order = Array(members.indices)
-            if members.count > 1 {
-                // Equal keys stay in the order they were set; only the last one is written.
-                order.sort { members[$0].key < members[$1].key || (members[$0].key == members[$1].key && $0 < $1) }
-            }
+            box.sortByKey()
+            let count = box.members.count
             var first = true
-            for (position, index) in order.enumerated() {
-                if position + 1 < order.count, members[order[position + 1]].key == members[index].key { continue }
+            for index in 0..<count {
+                // Equal keys are adjacent, in the order they were set: the last one wins.
+                if index + 1 < count, box.members[index + 1].key == box.members[index].key { continue }
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
-                appendString(members[index].key, into: &out)
+                appendString(box.members[index].key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                try write(members[index].value, into: &out)
+                try write(box.members[index].value, into: &out)
             }
             out.append(UInt8(ascii: "}"))
         case let .array(box):
@@ -160,6 +157,27 @@ private final class ObjectBox {
     /// A key encoded again replaces its value, as in `JSONEncoder`: the writer keeps the last.
     func set(_ key: String, _ value: Node) {
         members.append((key, value))
+    }
+
+    /// Sorts in place, stably (equal keys keep the order they were set in): insertion sort
+    /// for the few members a state object has, the library's sort with the position as the
+    /// tie-break for large ones.
+    func sortByKey() {
+        let count = members.count
+        guard count > 1 else { return }
+        if count <= 16 {
+            for index in 1..<count {
+                var position = index
+                while position > 0, members[position].key < members[position - 1].key {
+                    members.swapAt(position, position - 1)
+                    position -= 1
+                }
+            }
+            return
+        }
+        members = members.enumerated()
+            .sorted { $0.element.key < $1.element.key || ($0.element.key == $1.element.key && $0.offset < $1.offset) }
+            .map(\.element)
     }
 }
 
