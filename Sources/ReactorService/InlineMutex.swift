@@ -9,7 +9,7 @@ import Darwin
 /// A pthread mutex (optionally recursive) inside the object itself (a `ManagedBuffer` tail):
 /// one allocation of 64 bytes. Every session has two locks, and Foundation's `NSLock` and
 /// `NSRecursiveLock` on Linux are an `NSObject` plus separately allocated pthread state.
-final class InlineMutex: ManagedBuffer<Void, pthread_mutex_t>, @unchecked Sendable {
+final class InlineMutex: ManagedBuffer<Void, pthread_mutex_t> {
     static func make(recursive: Bool = false) -> InlineMutex {
         let made = unsafeDowncast(InlineMutex.create(minimumCapacity: 1) { _ in () }, to: InlineMutex.self)
         made.withUnsafeMutablePointerToElements { mutex in

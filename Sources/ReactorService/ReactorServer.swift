@@ -43,13 +43,12 @@ public final class ReactorServer: @unchecked Sendable {
         _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Encodable {
         let context = context
-        // One closure for every session of this kind (made per session, it cost each one a context).
-        let onEncodingError: (any Error) -> Void = { error in
+        // Shared by every session of this kind (made per session, the closure cost each one a context).
+        let sessionKind = SessionKind(name: kind) { error in
             context.logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
         context.registry.register(kind) { key, hub in
-            ReactorSession(key: key, kind: kind, reactor: make(context.currentUser), hub: hub,
-                           onEncodingError: onEncodingError)
+            ReactorSession(key: key, kind: sessionKind, reactor: make(context.currentUser), hub: hub)
         }
     }
 
