@@ -26,7 +26,7 @@ enum RequestJSONDecoder {
 /// Declines: the caller falls back to `JSONDecoder`.
 private struct Declined: Error {}
 
-private indirect enum JSONValue {
+private enum JSONValue {
     case null
     case bool(Bool)
     /// The literal as written (the decoder takes plain integers only).

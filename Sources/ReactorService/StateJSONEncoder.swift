@@ -137,7 +137,7 @@ struct StateJSONEncoder {
 
 // MARK: - The tree
 
-private indirect enum Node {
+private enum Node {
     case null
     case bool(Bool)
     case int(Int64)
