@@ -75,9 +75,12 @@ final class EventHub: @unchecked Sendable {
                     seq: seq, kind: .pulse,
                     frame: EventFrames.pulse(seq: seq, name: pulse.name, valueJSON: value)))
             }
-            for event in events {
-                history.append(event)
-                broadcast(event)
+            // The streams' resumes go out together once all are queued (see batchingResumes).
+            EventStream.batchingResumes {
+                for event in events {
+                    history.append(event)
+                    broadcast(event)
+                }
             }
         }
     }
