@@ -11,6 +11,9 @@ let arguments = CommandLine.arguments
 var configuration = HTTPServerConfiguration()
 configuration.port = arguments.count > 1 ? UInt16(arguments[1]) ?? 8080 : 8080
 configuration.threads = arguments.count > 2 ? Int(arguments[2]) ?? 1 : 1
+// The C reference's pool (reference.c: 16 KiB), so both zero the same pool per request; the
+// server's own default is 8 KiB since issue 5.
+configuration.connectionMemoryLimit = 16 * 1024
 
 let body = Array(#"{"hello":"world"}"#.utf8)
 var router = Router()

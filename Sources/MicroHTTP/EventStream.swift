@@ -24,8 +24,10 @@ public enum StreamCloseReason: Sendable, Equatable {
 /// - a sender resumes only a connection the reader suspended (`suspended`), and never after
 ///   libmicrohttpd reported the request completed (`completed`).
 public final class EventStream: @unchecked Sendable {
-    /// The chunk buffer size asked of libmicrohttpd; must fit the per-connection memory limit.
-    static let blockSize = 4096
+    /// The buffer size given to MHD_create_response_from_callback. libmicrohttpd mallocs it for
+    /// every stream, but a chunked response is read straight into the connection's write buffer
+    /// (from the pool), so this buffer is never used: 4096 cost 3.75 KiB RSS per subscriber.
+    static let blockSize = 256
 
     private let lock = Lock()
     private let connection: Connection
@@ -38,6 +40,7 @@ public final class EventStream: @unchecked Sendable {
     private var offset = 0             // bytes of queue[head] already written
     private var queuedBytes = 0
     private var suspended = false      // the reader suspended the connection
+    private var resumePending = false  // woken inside a resume batch: resumed when the batch ends
     private var closing = false        // no more sends; end the response once the queue is written
     private var aborting = false       // end the connection now, unsent bytes dropped
     private var completed = false      // libmicrohttpd reported the request finished
@@ -111,7 +114,7 @@ public final class EventStream: @unchecked Sendable {
     }
 
     /// True while the reader has the connection suspended (stop must not leave any).
-    var isSuspended: Bool { lock.withLock { suspended && !completed } }
+    var isSuspended: Bool { lock.withLock { (suspended || resumePending) && !completed } }
 
     /// libmicrohttpd's content reader, on its thread: copies queued bytes into `buffer`.
     func read(into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
@@ -154,6 +157,7 @@ public final class EventStream: @unchecked Sendable {
         }
         completed = true
         suspended = false
+        resumePending = false
         let final = reason ?? (daemonShutdown ? .serverStopping : clientGone ? .clientGone : .closedByServer)
         reason = final
         queue.removeAll()
@@ -170,8 +174,40 @@ public final class EventStream: @unchecked Sendable {
     private func resumeLocked() {
         if suspended && !completed {
             suspended = false
-            connection.resume()
+            if let batch = ResumeBatch.current {
+                resumePending = true
+                batch.streams.append(self)
+            } else {
+                connection.resume()
+            }
         }
+    }
+
+    /// The end of a resume batch: the deferred resume, if it is still due.
+    fileprivate func resumeIfPending() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard resumePending else { return }
+        resumePending = false
+        if !completed { connection.resume() }
+    }
+
+    /// Runs `body` with the resumes of the streams it wakes deferred to its end, on this
+    /// thread. libmicrohttpd 0.9.75 resumes a connection by flagging it and waking the thread
+    /// that owns it, which then walks its whole list of suspended connections: when one change
+    /// wakes thousands of streams owned by another daemon thread (`threads` > 1, or a change made
+    /// off libmicrohttpd's threads), resuming them one by one wakes that thread for every few of
+    /// them and it walks the list each time. Deferred, they cost it one walk. Nested batches
+    /// join the outermost one.
+    public static func batchingResumes<T>(_ body: () throws -> T) rethrows -> T {
+        if ResumeBatch.current != nil { return try body() }
+        let batch = ResumeBatch()
+        ResumeBatch.current = batch
+        defer {
+            ResumeBatch.current = nil
+            for stream in batch.streams { stream.resumeIfPending() }
+        }
+        return try body()
     }
 
     private func abortLocked(_ abortReason: StreamCloseReason) {
@@ -185,7 +221,7 @@ public final class EventStream: @unchecked Sendable {
         queuedBytes = 0
         if suspended {
             resumeLocked()          // the reader will end the response with an error
-        } else {
+        } else if !resumePending {  // (a pending resume comes at its batch's end, to the same effect)
             shutdownSocket(socket)  // MHD may be waiting to write to a peer that does not read
         }
     }
@@ -197,6 +233,28 @@ public final class EventStream: @unchecked Sendable {
         } else if head >= 64, head * 2 >= queue.count {
             queue.removeFirst(head)
             head = 0
+        }
+    }
+}
+
+/// The streams woken inside `EventStream.batchingResumes` on one thread.
+private final class ResumeBatch {
+    var streams: [EventStream] = []
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// This thread's open batch (held by `batchingResumes`' frame while it is set).
+    static var current: ResumeBatch? {
+        get {
+            guard let raw = pthread_getspecific(key) else { return nil }
+            return Unmanaged<ResumeBatch>.fromOpaque(raw).takeUnretainedValue()
+        }
+        set {
+            pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() })
         }
     }
 }

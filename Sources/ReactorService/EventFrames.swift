@@ -9,10 +9,12 @@ enum EventFrames {
     }
 
     static func pulse(seq: UInt64, name: String, valueJSON: [UInt8]) -> Frame {
-        var data = Array(#"{"name":"#.utf8)
-        data += JSONText.string(name)
-        data += Array(#","value":"#.utf8)
-        data += valueJSON
+        var data: [UInt8] = []
+        data.reserveCapacity(name.utf8.count + valueJSON.count + 24)
+        data.append(contentsOf: #"{"name":"#.utf8)
+        StateJSONEncoder.appendString(name, into: &data)
+        data.append(contentsOf: #","value":"#.utf8)
+        data.append(contentsOf: valueJSON)
         data.append(UInt8(ascii: "}"))
         return event("pulse", seq: seq, data: data)
     }
@@ -30,12 +32,17 @@ enum EventFrames {
         Frame("retry: \(milliseconds)\n\n")
     }
 
-    private static func event(_ name: String, seq: UInt64, data: [UInt8]) -> Frame {
+    /// `event: NAME\nid: SEQ\ndata: DATA\n\n`, written into one buffer sized up front.
+    private static func event(_ name: StaticString, seq: UInt64, data: [UInt8]) -> Frame {
         var bytes = [UInt8]()
-        bytes.reserveCapacity(data.count + 40)
-        bytes += Array("event: \(name)\nid: \(seq)\ndata: ".utf8)
-        bytes += data
-        bytes += Array("\n\n".utf8)
+        bytes.reserveCapacity(data.count + name.utf8CodeUnitCount + 40)
+        bytes.append(contentsOf: "event: ".utf8)
+        bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        bytes.append(contentsOf: "\nid: ".utf8)
+        StateJSONEncoder.appendUnsigned(seq, into: &bytes)
+        bytes.append(contentsOf: "\ndata: ".utf8)
+        bytes.append(contentsOf: data)
+        bytes.append(contentsOf: "\n\n".utf8)
         return Frame(bytes)
     }
 }

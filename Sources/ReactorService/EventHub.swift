@@ -19,10 +19,13 @@ final class EventHub: @unchecked Sendable {
     }
 
     // Recursive: a stream may report its end synchronously from inside `send` or `close`.
-    private let lock = NSRecursiveLock()
+    private let lock = InlineMutex.make(recursive: true)
     private var seq: UInt64 = 0
     private var stateJSON: [UInt8] = Array("{}".utf8)
-    private var pulseCounts: [String: UInt] = [:]
+    /// Each pulse's last update count, by name: a state has few pulses, so the first is kept
+    /// inline and any others in an array (a dictionary cost every session ~120 bytes more).
+    private var firstPulse: (name: String, count: UInt)?
+    private var morePulses: [(name: String, count: UInt)] = []
     private var history: EventHistory
     private var subscribers: [ObjectIdentifier: Subscriber] = [:]
     /// Until the session is live, states only set the baseline: a new session is version 0.
@@ -55,7 +58,7 @@ final class EventHub: @unchecked Sendable {
             guard !isEnded else { return }
             defer {
                 stateJSON = state.json
-                for pulse in state.pulses { pulseCounts[pulse.name] = pulse.updatedCount }
+                for pulse in state.pulses { setPulseCount(pulse.updatedCount, for: pulse.name) }
             }
             guard isLive else { return }
             var events: [RecordedEvent] = []
@@ -65,16 +68,19 @@ final class EventHub: @unchecked Sendable {
                     seq: seq, kind: .state(json: state.json),
                     frame: EventFrames.state(seq: seq, json: state.json)))
             }
-            for pulse in state.pulses where pulseCounts[pulse.name] != pulse.updatedCount {
+            for pulse in state.pulses where pulseCount(for: pulse.name) != pulse.updatedCount {
                 seq += 1
                 let value = StateEncoding.encodeValue(pulse.value)
                 events.append(RecordedEvent(
                     seq: seq, kind: .pulse,
                     frame: EventFrames.pulse(seq: seq, name: pulse.name, valueJSON: value)))
             }
-            for event in events {
-                history.append(event)
-                broadcast(event)
+            // The streams' resumes go out together once all are queued (see batchingResumes).
+            EventStream.batchingResumes {
+                for event in events {
+                    history.append(event)
+                    broadcast(event)
+                }
             }
         }
     }
@@ -159,6 +165,24 @@ final class EventHub: @unchecked Sendable {
         guard view.json != subscriber.lastFiltered else { return false }
         subscriber.lastFiltered = view.json
         return subscriber.stream.send(view.frame)
+    }
+
+    private func pulseCount(for name: String) -> UInt? {
+        if let firstPulse, firstPulse.name == name { return firstPulse.count }
+        for entry in morePulses where entry.name == name { return entry.count }
+        return nil
+    }
+
+    private func setPulseCount(_ count: UInt, for name: String) {
+        if firstPulse == nil || firstPulse?.name == name {
+            firstPulse = (name, count)
+            return
+        }
+        for index in morePulses.indices where morePulses[index].name == name {
+            morePulses[index].count = count
+            return
+        }
+        morePulses.append((name, count))
     }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T {

@@ -3,22 +3,11 @@ import Foundation
 /// Small JSON writers for the hot paths, where a whole `JSONEncoder` run per response
 /// would only wrap bytes that are already encoded.
 enum JSONText {
-    /// A JSON string literal, escaped per RFC 8259.
+    /// A JSON string literal, escaped as `JSONEncoder` escapes it (RFC 8259).
     static func string(_ text: String) -> [UInt8] {
-        var out: [UInt8] = [UInt8(ascii: "\"")]
+        var out: [UInt8] = []
         out.reserveCapacity(text.utf8.count + 2)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0..<0x20: out += Array(String(format: "\\u%04x", byte).utf8)
-            default: out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
+        StateJSONEncoder.appendString(text, into: &out)
         return out
     }
 
@@ -27,7 +16,7 @@ enum JSONText {
         var out: [UInt8] = [UInt8(ascii: "{")]
         for (index, member) in members.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            out += string(member.0)
+            StateJSONEncoder.appendString(member.0, into: &out)
             out.append(UInt8(ascii: ":"))
             out += member.1
         }

@@ -3,7 +3,7 @@ import ReactorCore
 /// The reactor kinds a server can open sessions of, by name.
 final class ReactorRegistry: @unchecked Sendable {
     /// Makes a session of one kind, given its id and its hub.
-    typealias Factory = (_ id: String, _ hub: EventHub) -> any Session
+    typealias Factory = (_ key: SessionKey, _ hub: EventHub) -> any Session
 
     private let kinds = Locked<(order: [String], factories: [String: Factory])>(([], [:]))
 

@@ -48,10 +48,12 @@ public final class ReactorServer: @unchecked Sendable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
         let currentUser = context.currentUser, logger = context.logger
-        context.registry.register(kind) { id, hub in
-            ReactorSession(id: id, kind: kind, reactor: make(currentUser), hub: hub) { error in
-                logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
-            }
+        // Shared by every session of this kind (made per session, the closure cost each one a context).
+        let sessionKind = SessionKind(name: kind) { error in
+            logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
+        }
+        context.registry.register(kind) { key, hub in
+            ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub)
         }
     }
 
@@ -77,7 +79,8 @@ public final class ReactorServer: @unchecked Sendable {
 
     /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.
     public func run() throws {
-        try start()
+        // The handlers first: a signal that arrives once the port is logged (a supervisor, a
+        // test) must not fall between SIG_IGN and the source's registration and be lost.
         let stopped = DispatchSemaphore(value: 0)
         let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
             signal(number, SIG_IGN)
@@ -85,6 +88,12 @@ public final class ReactorServer: @unchecked Sendable {
             source.setEventHandler { stopped.signal() }
             source.resume()
             return source
+        }
+        do {
+            try start()
+        } catch {
+            signals.forEach { $0.cancel() }
+            throw error
         }
         stopped.wait()
         stop()

@@ -13,8 +13,17 @@ enum RequestError: Error {
 /// Decodes request bodies, telling unparseable JSON (400) from well-formed JSON of the
 /// wrong shape (422), with a detail that names the field and what it must be.
 enum RequestDecoding {
+    /// `RequestJSONDecoder` first; when it is not sure, `JSONDecoder` (with `userInfo` too).
     static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
-                                     with decoder: JSONDecoder = JSONDecoder()) throws(RequestError) -> T {
+                                     with decoder: JSONDecoder = JSONDecoder(),
+                                     userInfo: [CodingUserInfoKey: Any] = [:]) throws(RequestError) -> T {
+        if let value = RequestJSONDecoder.decode(T.self, from: body, userInfo: userInfo) { return value }
+        return try decodeWithFoundation(T.self, from: body, with: decoder)
+    }
+
+    /// Foundation's `JSONDecoder` alone: the reference for values and for every error's wording.
+    static func decodeWithFoundation<T: Decodable>(_ type: T.Type, from body: [UInt8],
+                                                   with decoder: JSONDecoder) throws(RequestError) -> T {
         do {
             return try decoder.decode(T.self, from: Data(body))
         } catch let error as RequestError {

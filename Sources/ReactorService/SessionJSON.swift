@@ -1,12 +1,19 @@
 /// `{"reactor":..,"session":..,"state":{..},"version":N}`, the answer of every route that
-/// returns a session, written around the state's already encoded bytes.
+/// returns a session, written around the state's already encoded bytes into one buffer.
 enum SessionJSON {
     static func body(of session: any Session, _ snapshot: EventHub.Snapshot) -> [UInt8] {
-        JSONText.object([
-            ("reactor", JSONText.string(session.kind)),
-            ("session", JSONText.string(session.id)),
-            ("state", snapshot.stateJSON),
-            ("version", Array(String(snapshot.version).utf8)),
-        ])
+        let kind = session.kind, id = session.id
+        var out: [UInt8] = []
+        out.reserveCapacity(snapshot.stateJSON.count + kind.utf8.count + id.utf8.count + 64)
+        out.append(contentsOf: #"{"reactor":"#.utf8)
+        StateJSONEncoder.appendString(kind, into: &out)
+        out.append(contentsOf: #","session":"#.utf8)
+        StateJSONEncoder.appendString(id, into: &out)
+        out.append(contentsOf: #","state":"#.utf8)
+        out.append(contentsOf: snapshot.stateJSON)
+        out.append(contentsOf: #","version":"#.utf8)
+        StateJSONEncoder.appendUnsigned(snapshot.version, into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 }

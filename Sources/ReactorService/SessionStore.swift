@@ -2,7 +2,7 @@
 /// never wait for one another. Only creating a session touches the shared count.
 final class SessionStore: @unchecked Sendable {
     private static let shardCount = 16
-    private let shards: [Locked<[String: any Session]>]
+    private let shards: [Locked<[SessionKey: any Session]>]
     private let count = Locked(0)
     let capacity: Int
 
@@ -26,17 +26,17 @@ final class SessionStore: @unchecked Sendable {
     func cancelReservation() { count.withLock { $0 -= 1 } }
 
     func insert(_ session: any Session) {
-        shard(session.id).withLock { $0[session.id] = session }
+        shard(session.key).withLock { $0[session.key] = session }
     }
 
     func session(_ id: String) -> (any Session)? {
-        guard SessionID.isWellFormed(id) else { return nil }
-        return shard(id).withLock { $0[id] }
+        guard let key = SessionKey(id) else { return nil }
+        return shard(key).withLock { $0[key] }
     }
 
     func remove(_ id: String) -> (any Session)? {
-        guard SessionID.isWellFormed(id) else { return nil }
-        let removed = shard(id).withLock { $0.removeValue(forKey: id) }
+        guard let key = SessionKey(id) else { return nil }
+        let removed = shard(key).withLock { $0.removeValue(forKey: key) }
         if removed != nil { count.withLock { $0 -= 1 } }
         return removed
     }
@@ -47,7 +47,7 @@ final class SessionStore: @unchecked Sendable {
         for shard in shards {
             removed += shard.withLock { sessions in
                 let idle = sessions.values.filter { $0.hub.isIdle(since: cutoff) }
-                for session in idle { sessions.removeValue(forKey: session.id) }
+                for session in idle { sessions.removeValue(forKey: session.key) }
                 return idle
             }
         }
@@ -66,9 +66,8 @@ final class SessionStore: @unchecked Sendable {
         return removed
     }
 
-    private func shard(_ id: String) -> Locked<[String: any Session]> {
-        var hasher = Hasher()
-        hasher.combine(id)
-        return shards[Int(UInt(bitPattern: hasher.finalize()) % UInt(Self.shardCount))]
+    /// The key's bits are random: its low bits pick the shard, no hashing needed.
+    private func shard(_ key: SessionKey) -> Locked<[SessionKey: any Session]> {
+        shards[Int(key.low % UInt64(Self.shardCount))]
     }
 }

@@ -16,17 +16,34 @@ struct EncodedState {
 
 /// Encodes states in one pass that also finds their pulses: `Pulse` reports itself to the
 /// observer in the encoder's `userInfo`, so no reflection runs per event.
+///
+/// `StateJSONEncoder` writes the bytes; whatever it leaves to Foundation (see there) makes the
+/// whole value go through `JSONEncoder` instead, so bytes and errors are `JSONEncoder`'s.
 enum StateEncoding {
     static func encode(_ state: some Encodable) throws -> EncodedState {
+        let collector = PulseCollector()
+        var fast = StateJSONEncoder()
+        fast.userInfo[.pulseObserver] = collector
+        do {
+            let json = try fast.encode(state)
+            return EncodedState(json: json, pulses: collector.pulses)
+        } catch {
+            return try encodeWithFoundation(state)
+        }
+    }
+
+    static func encodeValue(_ value: any Encodable) -> [UInt8] {
+        if let json = try? StateJSONEncoder().encode(value) { return json }
+        return (try? Array(JSONText.makeEncoder().encode(value))) ?? Array("null".utf8)
+    }
+
+    /// The reference: Foundation's `JSONEncoder`, sorted keys, slashes unescaped.
+    static func encodeWithFoundation(_ state: some Encodable) throws -> EncodedState {
         let collector = PulseCollector()
         let encoder = JSONText.makeEncoder()
         encoder.userInfo[.pulseObserver] = collector
         let json = try encoder.encode(state)
         return EncodedState(json: Array(json), pulses: collector.pulses)
-    }
-
-    static func encodeValue(_ value: any Encodable) -> [UInt8] {
-        (try? Array(JSONText.makeEncoder().encode(value))) ?? Array("null".utf8)
     }
 }
 
@@ -34,7 +51,8 @@ private final class PulseCollector: PulseEncodingObserver {
     var pulses: [EncodedState.PulseField] = []
 
     func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable) {
-        let name = codingPath.map(\.stringValue).joined(separator: ".")
+        let name = codingPath.count == 1 ? codingPath[0].stringValue
+            : codingPath.map(\.stringValue).joined(separator: ".")
         pulses.append(.init(name: name, updatedCount: updatedCount, value: value))
     }
 }

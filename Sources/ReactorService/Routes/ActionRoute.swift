@@ -27,12 +27,13 @@ extension RouteTable {
     mutating func addActionRoute() {
         let context = context
         // One decoder for every request: its options never change after this.
+        let userInfo: [CodingUserInfoKey: Any] = [ActionRequest.storeKey: context.store]
         let decoder = JSONDecoder()
-        decoder.userInfo[ActionRequest.storeKey] = context.store
+        decoder.userInfo = userInfo
         add(.POST, "/action") { request in
             guard !context.isStopping else { return .response(Problems.stopping) }
             do throws(RequestError) {
-                let action = try RequestDecoding.decode(ActionRequest.self, from: request.body, with: decoder)
+                let action = try RequestDecoding.decode(ActionRequest.self, from: request.body, with: decoder, userInfo: userInfo)
                 guard let snapshot = action.run() else {
                     // The session ended while the action was on its way: deleted or expired, or shut down.
                     return .response(context.isStopping ? Problems.stopping : Problems.unknownSession)

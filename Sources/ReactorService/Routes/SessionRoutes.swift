@@ -43,8 +43,9 @@ extension RouteTable {
             return .problem(status: 503, detail: "the session table is full (\(context.store.capacity) sessions); "
                 + "retry after idle sessions expire", headers: headers)
         }
-        let id = SessionID.make()
-        let session = factory(id, EventHub(historyLength: context.configuration.historyLength, metrics: context.metrics))
+        let key = SessionID.make()
+        let id = key.string
+        let session = factory(key, EventHub(historyLength: context.configuration.historyLength, metrics: context.metrics))
         context.store.insert(session)
         context.metrics.sessions.increment()
         var response = Response.json(SessionJSON.body(of: session, session.hub.snapshot), status: 201)

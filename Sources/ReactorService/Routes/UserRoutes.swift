@@ -12,7 +12,8 @@ extension RouteTable {
                 guard !user.id.isEmpty else {
                     return .response(.problem(status: 422, detail: "field 'id' must not be empty"))
                 }
-                context.currentUser.send(user)
+                // Every session's streams are resumed together at the end: see batchingResumes.
+                EventStream.batchingResumes { context.currentUser.send(user) }
                 context.logger.info("current user set", metadata: ["user": "\(user.id)"])
                 return .response(.json(Self.userJSON(user)))
             } catch {
@@ -21,7 +22,7 @@ extension RouteTable {
         }
         add(.DELETE, "/user") { request in
             if let refusal = AdminAuthorization.check(request, token: context.adminToken) { return .response(refusal) }
-            context.currentUser.send(nil)
+            EventStream.batchingResumes { context.currentUser.send(nil) }
             context.logger.info("current user cleared")
             return .response(Response(status: 204))
         }

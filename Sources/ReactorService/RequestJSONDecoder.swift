@@ -1,0 +1,511 @@
+import Foundation
+
+/// A fast path for request bodies: a small strict JSON parser and a `Decoder` over its values.
+///
+/// It only ever answers with a value it is sure `JSONDecoder` would give: anything it is not
+/// sure of — malformed JSON, a duplicate key, a number that is not a plain integer, `Date`,
+/// `Data`, `URL` or `Decimal`, `allKeys`, any error at all (including the decoded type's own) —
+/// gives `nil`, and the caller decodes the body with `JSONDecoder`, whose value or error
+/// (with its wording and coding path) is then the answer. Errors are rare; the common request
+/// costs one parse instead of Foundation's.
+enum RequestJSONDecoder {
+    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
+                                     userInfo: [CodingUserInfoKey: Any]) -> T? {
+        let parsed: JSONValue? = body.withUnsafeBufferPointer { bytes in
+            var parser = JSONParser(bytes: bytes)
+            return parser.parseDocument()
+        }
+        guard let parsed else { return nil }
+        let context = DecodingContext(userInfo: userInfo)
+        let decoder = ValueDecoder(value: parsed, parent: nil, key: nil, context: context)
+        guard let value = try? T(from: decoder), !context.declined else { return nil }
+        return value
+    }
+}
+
+/// Declines: the caller falls back to `JSONDecoder`.
+private struct Declined: Error {}
+
+private enum JSONValue {
+    case null
+    case bool(Bool)
+    /// The literal as written (the decoder takes plain integers only).
+    case number(String)
+    case string(String)
+    case array([JSONValue])
+    case object([(key: String, value: JSONValue)])
+
+    var kindIsNull: Bool { if case .null = self { return true } else { return false } }
+}
+
+// MARK: - Parsing (RFC 8259, strict; nil on anything else)
+
+private struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    var depth = 0
+    static let maxDepth = 256
+
+    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    mutating func parseDocument() -> JSONValue? {
+        skipWhitespace()
+        guard let value = parseValue() else { return nil }
+        skipWhitespace()
+        return index == bytes.count ? value : nil
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue() -> JSONValue? {
+        guard index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return parseObject()
+        case UInt8(ascii: "["): return parseArray()
+        case UInt8(ascii: "\""): return parseString().map(JSONValue.string)
+        case UInt8(ascii: "t"): return literal("true") ? .bool(true) : nil
+        case UInt8(ascii: "f"): return literal("false") ? .bool(false) : nil
+        case UInt8(ascii: "n"): return literal("null") ? .null : nil
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return parseNumber()
+        default: return nil
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) -> Bool {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - index >= count else { return false }
+        for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
+        index += count
+        return true
+    }
+
+    private mutating func parseObject() -> JSONValue? {
+        depth += 1
+        guard depth <= Self.maxDepth else { return nil }
+        defer { depth -= 1 }
+        index += 1
+        var members: [(key: String, value: JSONValue)] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+            index += 1
+            skipWhitespace()
+            guard let value = parseValue() else { return nil }
+            // A duplicate key: JSONDecoder's own rule decides.
+            if members.count < 32 {
+                for member in members where member.key == key { return nil }
+            } else if members.contains(where: { $0.key == key }) {
+                return nil
+            }
+            members.append((key, value))
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            return nil
+        }
+    }
+
+    private mutating func parseArray() -> JSONValue? {
+        depth += 1
+        guard depth <= Self.maxDepth else { return nil }
+        defer { depth -= 1 }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            guard let value = parseValue() else { return nil }
+            elements.append(value)
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            return nil
+        }
+    }
+
+    private mutating func parseNumber() -> JSONValue? {
+        let start = index
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count else { return nil }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[index]) {
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+        } else {
+            return nil
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            let digits = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard index > digits else { return nil }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let digits = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard index > digits else { return nil }
+        }
+        return .number(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+    }
+
+    /// At an opening quote. Valid UTF-8 only; escapes per RFC 8259, surrogates paired.
+    private mutating func parseString() -> String? {
+        index += 1
+        let start = index
+        var escaped = false
+        var ascii = true
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") { break }
+            if byte < 0x20 { return nil }
+            if byte >= 0x80 { ascii = false }
+            if byte == UInt8(ascii: "\\") {
+                escaped = true
+                index += 2
+            } else {
+                index += 1
+            }
+        }
+        guard index < bytes.count else { return nil }
+        let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        index += 1
+        if escaped { return Self.unescape(raw) }
+        // ASCII is valid UTF-8: no validation pass (String(validating:) cost ~1k instructions).
+        return ascii ? String(decoding: raw, as: UTF8.self) : String(validating: raw, as: UTF8.self)
+    }
+
+    private static func unescape(_ raw: UnsafeBufferPointer<UInt8>) -> String? {
+        var out: [UInt8] = []
+        out.reserveCapacity(raw.count)
+        var i = 0
+        while i < raw.count {
+            let byte = raw[i]
+            guard byte == UInt8(ascii: "\\") else {
+                out.append(byte)
+                i += 1
+                continue
+            }
+            guard i + 1 < raw.count else { return nil }
+            let escape = raw[i + 1]
+            i += 2
+            switch escape {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                guard let unit = hex4(raw, at: i) else { return nil }
+                i += 4
+                var scalarValue = UInt32(unit)
+                if (0xD800...0xDBFF).contains(unit) {
+                    guard i + 6 <= raw.count, raw[i] == UInt8(ascii: "\\"), raw[i + 1] == UInt8(ascii: "u"),
+                          let low = hex4(raw, at: i + 2), (0xDC00...0xDFFF).contains(low) else { return nil }
+                    i += 6
+                    scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(unit) {
+                    return nil
+                }
+                guard let scalar = Unicode.Scalar(scalarValue) else { return nil }
+                out.append(contentsOf: String(Character(scalar)).utf8)
+            default:
+                return nil
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    private static func hex4(_ raw: UnsafeBufferPointer<UInt8>, at start: Int) -> UInt16? {
+        guard start + 4 <= raw.count else { return nil }
+        var value: UInt16 = 0
+        for offset in 0..<4 {
+            let byte = raw[start + offset]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt16(digit)
+        }
+        return value
+    }
+}
+
+// MARK: - Decoding
+
+private final class DecodingContext {
+    let userInfo: [CodingUserInfoKey: Any]
+    /// Set where an answer might differ from JSONDecoder's (`allKeys`): the result is not used.
+    var declined = false
+    init(userInfo: [CodingUserInfoKey: Any]) { self.userInfo = userInfo }
+}
+
+private struct IndexKey: CodingKey {
+    let intValue: Int?
+    var stringValue: String { "Index \(intValue ?? 0)" }
+    init(_ index: Int) { intValue = index }
+    init?(stringValue: String) { return nil }
+    init?(intValue: Int) { self.intValue = intValue }
+}
+
+private final class ValueDecoder: Decoder {
+    let value: JSONValue
+    let parent: ValueDecoder?
+    let key: (any CodingKey)?
+    let context: DecodingContext
+
+    init(value: JSONValue, parent: ValueDecoder?, key: (any CodingKey)?, context: DecodingContext) {
+        self.value = value
+        self.parent = parent
+        self.key = key
+        self.context = context
+    }
+
+    var userInfo: [CodingUserInfoKey: Any] { context.userInfo }
+
+    var codingPath: [any CodingKey] {
+        guard let key else { return [] }
+        guard let parent else { return [key] }
+        return parent.codingPath + [key]
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard case let .object(members) = value else { throw decline() }
+        return KeyedDecodingContainer(KeyedContainer<Key>(decoder: self, members: members))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case let .array(elements) = value else { throw decline() }
+        return UnkeyedContainer(decoder: self, elements: elements)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleContainer(decoder: self) }
+
+    func child(_ value: JSONValue, key: any CodingKey) -> ValueDecoder {
+        ValueDecoder(value: value, parent: self, key: key, context: context)
+    }
+}
+
+/// The conversions every container shares: exact types only, anything doubtful declined.
+private enum Convert {
+    static func string(_ value: JSONValue) -> String? {
+        guard case let .string(text) = value else { return nil }
+        return text
+    }
+
+    static func bool(_ value: JSONValue) -> Bool? {
+        guard case let .bool(flag) = value else { return nil }
+        return flag
+    }
+
+    /// Plain integer literals only (no fraction, no exponent), within `T`'s range.
+    static func integer<T: FixedWidthInteger>(_ value: JSONValue, as _: T.Type) -> T? {
+        guard case let .number(text) = value else { return nil }
+        if T.isSigned {
+            guard let wide = Int64(text) else { return nil }
+            return T(exactly: wide)
+        }
+        guard let wide = UInt64(text) else { return nil }
+        return T(exactly: wide)
+    }
+}
+
+extension ValueDecoder {
+    /// Every refusal is remembered: a decoded type that catches it and tries something else
+    /// must not give a value JSONDecoder would not.
+    func decline() -> Declined {
+        context.declined = true
+        return Declined()
+    }
+
+    func must<T>(_ value: T?) throws -> T {
+        guard let value else { throw decline() }
+        return value
+    }
+
+    func decodeValue<T: Decodable>(_ type: T.Type, _ value: JSONValue, child: () -> ValueDecoder) throws -> T {
+        if T.self == String.self { return unsafeBitCast(try must(Convert.string(value)), to: T.self) }
+        if T.self == Bool.self { return unsafeBitCast(try must(Convert.bool(value)), to: T.self) }
+        if T.self == Int.self { return unsafeBitCast(try must(Convert.integer(value, as: Int.self)), to: T.self) }
+        // JSONDecoder has rules of its own for these (and for floating point text).
+        if T.self == Double.self || T.self == Float.self || T.self == Date.self || T.self == Data.self
+            || T.self == URL.self || T.self == Decimal.self { throw decline() }
+        return try T(from: child())
+    }
+}
+
+private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: ValueDecoder
+    let members: [(key: String, value: JSONValue)]
+
+    var codingPath: [any CodingKey] { decoder.codingPath }
+
+    var allKeys: [Key] {
+        decoder.context.declined = true   // JSONDecoder's order is its own
+        return members.compactMap { Key(stringValue: $0.key) }
+    }
+
+    private func find(_ key: Key) -> JSONValue? {
+        let name = key.stringValue
+        for member in members where member.key == name { return member.value }
+        return nil
+    }
+
+    private func require(_ key: Key) throws -> JSONValue {
+        guard let value = find(key) else { throw decoder.decline() }
+        return value
+    }
+
+    func contains(_ key: Key) -> Bool { find(key) != nil }
+
+    func decodeNil(forKey key: Key) throws -> Bool { try require(key).kindIsNull }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decoder.must(Convert.bool(require(key))) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decoder.must(Convert.string(require(key))) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { throw decoder.decline() }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { throw decoder.decline() }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.must(Convert.integer(require(key), as: Int.self)) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.must(Convert.integer(require(key), as: Int8.self)) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.must(Convert.integer(require(key), as: Int16.self)) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.must(Convert.integer(require(key), as: Int32.self)) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.must(Convert.integer(require(key), as: Int64.self)) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.must(Convert.integer(require(key), as: UInt.self)) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.must(Convert.integer(require(key), as: UInt8.self)) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.must(Convert.integer(require(key), as: UInt16.self)) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.must(Convert.integer(require(key), as: UInt32.self)) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.must(Convert.integer(require(key), as: UInt64.self)) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        let value = try require(key)
+        return try decoder.decodeValue(T.self, value) { decoder.child(value, key: key) }
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
+        -> KeyedDecodingContainer<NestedKey> {
+        try decoder.child(require(key), key: key).container(keyedBy: NestedKey.self)
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        try decoder.child(require(key), key: key).unkeyedContainer()
+    }
+
+    func superDecoder() throws -> any Decoder { throw decoder.decline() }
+
+    func superDecoder(forKey key: Key) throws -> any Decoder { decoder.child(try require(key), key: key) }
+}
+
+private struct UnkeyedContainer: UnkeyedDecodingContainer {
+    let decoder: ValueDecoder
+    let elements: [JSONValue]
+    var currentIndex = 0
+
+    init(decoder: ValueDecoder, elements: [JSONValue]) {
+        self.decoder = decoder
+        self.elements = elements
+    }
+
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var count: Int? { elements.count }
+    var isAtEnd: Bool { currentIndex >= elements.count }
+
+    private mutating func next() throws -> JSONValue {
+        guard currentIndex < elements.count else { throw decoder.decline() }
+        defer { currentIndex += 1 }
+        return elements[currentIndex]
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard currentIndex < elements.count else { throw decoder.decline() }
+        if elements[currentIndex].kindIsNull {
+            currentIndex += 1
+            return true
+        }
+        return false
+    }
+
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try decoder.must(Convert.bool(next())) }
+    mutating func decode(_ type: String.Type) throws -> String { try decoder.must(Convert.string(next())) }
+    mutating func decode(_ type: Double.Type) throws -> Double { throw decoder.decline() }
+    mutating func decode(_ type: Float.Type) throws -> Float { throw decoder.decline() }
+    mutating func decode(_ type: Int.Type) throws -> Int { try decoder.must(Convert.integer(next(), as: Int.self)) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try decoder.must(Convert.integer(next(), as: Int8.self)) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try decoder.must(Convert.integer(next(), as: Int16.self)) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try decoder.must(Convert.integer(next(), as: Int32.self)) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try decoder.must(Convert.integer(next(), as: Int64.self)) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try decoder.must(Convert.integer(next(), as: UInt.self)) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.must(Convert.integer(next(), as: UInt8.self)) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.must(Convert.integer(next(), as: UInt16.self)) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.must(Convert.integer(next(), as: UInt32.self)) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.must(Convert.integer(next(), as: UInt64.self)) }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        let key = IndexKey(currentIndex)
+        let value = try next()
+        return try decoder.decodeValue(T.self, value) { decoder.child(value, key: key) }
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws
+        -> KeyedDecodingContainer<NestedKey> {
+        let key = IndexKey(currentIndex)
+        return try decoder.child(next(), key: key).container(keyedBy: NestedKey.self)
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        let key = IndexKey(currentIndex)
+        return try decoder.child(next(), key: key).unkeyedContainer()
+    }
+
+    mutating func superDecoder() throws -> any Decoder {
+        let key = IndexKey(currentIndex)
+        return decoder.child(try next(), key: key)
+    }
+}
+
+private struct SingleContainer: SingleValueDecodingContainer {
+    let decoder: ValueDecoder
+
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    private var value: JSONValue { decoder.value }
+
+    func decodeNil() -> Bool { value.kindIsNull }
+    func decode(_ type: Bool.Type) throws -> Bool { try decoder.must(Convert.bool(value)) }
+    func decode(_ type: String.Type) throws -> String { try decoder.must(Convert.string(value)) }
+    func decode(_ type: Double.Type) throws -> Double { throw decoder.decline() }
+    func decode(_ type: Float.Type) throws -> Float { throw decoder.decline() }
+    func decode(_ type: Int.Type) throws -> Int { try decoder.must(Convert.integer(value, as: Int.self)) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try decoder.must(Convert.integer(value, as: Int8.self)) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try decoder.must(Convert.integer(value, as: Int16.self)) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try decoder.must(Convert.integer(value, as: Int32.self)) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try decoder.must(Convert.integer(value, as: Int64.self)) }
+    func decode(_ type: UInt.Type) throws -> UInt { try decoder.must(Convert.integer(value, as: UInt.self)) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.must(Convert.integer(value, as: UInt8.self)) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.must(Convert.integer(value, as: UInt16.self)) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.must(Convert.integer(value, as: UInt32.self)) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.must(Convert.integer(value, as: UInt64.self)) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        // The value decodes from this same decoder (no new level in the path), as in JSONDecoder.
+        try decoder.decodeValue(T.self, value) { decoder }
+    }
+}

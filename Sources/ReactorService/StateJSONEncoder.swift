@@ -1,0 +1,416 @@
+import Foundation
+
+/// A JSON `Encoder` for states that gives the same bytes as `JSONText.makeEncoder()`
+/// (Foundation's `JSONEncoder` with `.sortedKeys` and `.withoutEscapingSlashes`) at a
+/// fraction of its cost: values go into a small tree of plain cases with no dynamic casts,
+/// then one pass writes them, sorting object keys as `JSONEncoder` does (by `String`'s `<`).
+///
+/// `Encodable` stays the contract. Where `JSONEncoder` has its own rules this encoder does not
+/// repeat them: `Date`, `Data`, `URL` and `Decimal` values are handed to a `JSONEncoder`, and
+/// anything this encoder refuses (a non-finite number, a value that encodes nothing, an
+/// encoder used twice) makes `StateEncoding` run `JSONEncoder` on the whole value, so the
+/// result or the error is `JSONEncoder`'s own.
+struct StateJSONEncoder {
+    var userInfo: [CodingUserInfoKey: Any] = [:]
+
+    /// Thrown where `JSONEncoder` must decide: the caller falls back to it.
+    struct Unsupported: Error {}
+
+    func encode(_ value: some Encodable) throws -> [UInt8] {
+        let root = NodeEncoder(parent: nil, key: nil, userInfo: userInfo)
+        try value.encode(to: root)
+        guard let node = root.node else { throw Unsupported() }
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        try Self.write(node, into: &out)
+        // A session keeps its last state: no more than a few spare bytes with it.
+        return out.capacity - out.count > 32 ? Array(out[...]) : out
+    }
+
+    // MARK: - Writing
+
+    private static func write(_ node: Node, into out: inout [UInt8]) throws {
+        switch node {
+        case .null: out.append(contentsOf: "null".utf8)
+        case let .bool(value): out.append(contentsOf: (value ? "true" : "false").utf8)
+        case let .int(value): appendInteger(value, into: &out)
+        case let .uint(value): appendUnsigned(value, into: &out)
+        case let .string(value): appendString(value, into: &out)
+        case let .raw(bytes): out.append(contentsOf: bytes)
+        case let .object(box):
+            out.append(UInt8(ascii: "{"))
+            box.sortByKey()
+            let count = box.members.count
+            var first = true
+            for index in 0..<count {
+                // Equal keys are adjacent, in the order they were set: the last one wins.
+                if index + 1 < count, box.members[index + 1].key == box.members[index].key { continue }
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                appendString(box.members[index].key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                try write(box.members[index].value, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        case let .array(box):
+            out.append(UInt8(ascii: "["))
+            for (index, element) in box.elements.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                try write(element, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case let .deferred(encoder):
+            guard let node = encoder.node else { throw Unsupported() }
+            try write(node, into: &out)
+        }
+    }
+
+    static func appendInteger(_ value: Int64, into out: inout [UInt8]) {
+        if value < 0 {
+            out.append(UInt8(ascii: "-"))
+            appendUnsigned(value.magnitude, into: &out)
+        } else {
+            appendUnsigned(UInt64(value), into: &out)
+        }
+    }
+
+    static func appendUnsigned(_ value: UInt64, into out: inout [UInt8]) {
+        if value < 10 {
+            out.append(UInt8(ascii: "0") &+ UInt8(value))
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes: UInt64.max has 20 digits
+        var count = 0
+        var rest = value
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while rest > 0 {
+                buffer[23 - count] = UInt8(ascii: "0") &+ UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            }
+            out.append(contentsOf: buffer[(24 - count)...])
+        }
+    }
+
+    /// A string literal escaped as `JSONEncoder` escapes it (with `.withoutEscapingSlashes`):
+    /// `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other controls as `\u00xx`; the rest as is.
+    static func appendString(_ value: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var value = value
+        value.withUTF8 { bytes in
+            var start = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                if start < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index])) }
+                start = index + 1
+                out.append(UInt8(ascii: "\\"))
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+                case 0x08: out.append(UInt8(ascii: "b"))
+                case 0x0C: out.append(UInt8(ascii: "f"))
+                case 0x0A: out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(UInt8(ascii: "t"))
+                default:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: "u00".utf8)
+                    out.append(hex[Int(byte >> 4)])
+                    out.append(hex[Int(byte & 0x0F)])
+                }
+            }
+            if start < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...])) }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// `JSONEncoder`'s number text: `description`, without a trailing ".0".
+    static func floatText<T: BinaryFloatingPoint & CustomStringConvertible>(_ value: T) throws -> [UInt8] {
+        guard value.isFinite else { throw Unsupported() }
+        var text = Array(value.description.utf8)
+        if text.count >= 2, text[text.count - 2] == UInt8(ascii: "."), text[text.count - 1] == UInt8(ascii: "0") {
+            text.removeLast(2)
+        }
+        return text
+    }
+}
+
+// MARK: - The tree
+
+private enum Node {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case uint(UInt64)
+    case string(String)
+    /// Already JSON (a float's text, or what `JSONEncoder` made of a `Date`, `Data`, `URL`, `Decimal`).
+    case raw([UInt8])
+    case object(ObjectBox)
+    case array(ArrayBox)
+    /// A `superEncoder`'s value, known only once whoever holds that encoder is done.
+    case deferred(NodeEncoder)
+}
+
+private final class ObjectBox {
+    var members: [(key: String, value: Node)] = []
+
+    /// A key encoded again replaces its value, as in `JSONEncoder`: the writer keeps the last.
+    func set(_ key: String, _ value: Node) {
+        members.append((key, value))
+    }
+
+    /// Sorts in place, stably (equal keys keep the order they were set in): insertion sort
+    /// for the few members a state object has, the library's sort with the position as the
+    /// tie-break for large ones.
+    func sortByKey() {
+        let count = members.count
+        guard count > 1 else { return }
+        if count <= 16 {
+            for index in 1..<count {
+                var position = index
+                while position > 0, members[position].key < members[position - 1].key {
+                    members.swapAt(position, position - 1)
+                    position -= 1
+                }
+            }
+            return
+        }
+        members = members.enumerated()
+            .sorted { $0.element.key < $1.element.key || ($0.element.key == $1.element.key && $0.offset < $1.offset) }
+            .map(\.element)
+    }
+}
+
+private final class ArrayBox {
+    var elements: [Node] = []
+}
+
+/// One level of the encoding: the value it was asked for, and the path to it (made only when
+/// asked for, by following the parents: `Pulse` reads it, little else does).
+private final class NodeEncoder: Encoder {
+    let parent: NodeEncoder?
+    let key: (any CodingKey)?
+    let userInfo: [CodingUserInfoKey: Any]
+    var node: Node?
+
+    init(parent: NodeEncoder?, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any]) {
+        self.parent = parent
+        self.key = key
+        self.userInfo = userInfo
+    }
+
+    var codingPath: [any CodingKey] {
+        guard let key else { return [] }
+        guard let parent, parent.key != nil else { return [key] }
+        return parent.codingPath + [key]
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        let box: ObjectBox
+        if case let .object(existing) = node {
+            box = existing
+        } else {
+            box = ObjectBox()
+            node = .object(box)
+        }
+        return KeyedEncodingContainer(KeyedContainer<Key>(encoder: self, box: box, extraPath: []))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        let box: ArrayBox
+        if case let .array(existing) = node {
+            box = existing
+        } else {
+            box = ArrayBox()
+            node = .array(box)
+        }
+        return UnkeyedContainer(encoder: self, box: box, extraPath: [])
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer { SingleContainer(encoder: self) }
+
+    /// The node for one value: plain values directly, others through an encoder of their own.
+    func box<T: Encodable>(_ value: T, key: any CodingKey, extraPath: [any CodingKey]) throws -> Node {
+        if T.self == String.self { return .string(unsafeBitCast(value, to: String.self)) }
+        if T.self == Int.self { return .int(Int64(unsafeBitCast(value, to: Int.self))) }
+        if T.self == Bool.self { return .bool(unsafeBitCast(value, to: Bool.self)) }
+        if T.self == Double.self { return .raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Double.self))) }
+        if T.self == Float.self { return .raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Float.self))) }
+        if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
+            return .raw(Array(try JSONText.makeEncoder().encode(value)))
+        }
+        let child = NodeEncoder(parent: extraPath.isEmpty ? self : pathEncoder(extraPath), key: key, userInfo: userInfo)
+        try value.encode(to: child)
+        guard let node = child.node else { throw StateJSONEncoder.Unsupported() }
+        return node
+    }
+
+    /// A parent chain for values inside nested containers, whose keys are not encoders' own.
+    func pathEncoder(_ extraPath: [any CodingKey]) -> NodeEncoder {
+        var level = self
+        for key in extraPath { level = NodeEncoder(parent: level, key: key, userInfo: userInfo) }
+        return level
+    }
+}
+
+/// An index in an unkeyed container, as a coding key.
+private struct IndexKey: CodingKey {
+    let intValue: Int?
+    var stringValue: String { "Index \(intValue ?? 0)" }
+    init(_ index: Int) { intValue = index }
+    init?(stringValue: String) { return nil }
+    init?(intValue: Int) { self.intValue = intValue }
+}
+
+private struct SuperKey: CodingKey {
+    var stringValue: String { "super" }
+    var intValue: Int? { nil }
+    init() {}
+    init?(stringValue: String) { self.init() }
+    init?(intValue: Int) { return nil }
+}
+
+private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: NodeEncoder
+    let box: ObjectBox
+    let extraPath: [any CodingKey]
+
+    var codingPath: [any CodingKey] { encoder.codingPath + extraPath }
+
+    mutating func encodeNil(forKey key: Key) throws { box.set(key.stringValue, .null) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { box.set(key.stringValue, .bool(value)) }
+    mutating func encode(_ value: String, forKey key: Key) throws { box.set(key.stringValue, .string(value)) }
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        box.set(key.stringValue, .raw(try StateJSONEncoder.floatText(value)))
+    }
+    mutating func encode(_ value: Float, forKey key: Key) throws {
+        box.set(key.stringValue, .raw(try StateJSONEncoder.floatText(value)))
+    }
+    mutating func encode(_ value: Int, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { box.set(key.stringValue, .int(value)) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { box.set(key.stringValue, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { box.set(key.stringValue, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { box.set(key.stringValue, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { box.set(key.stringValue, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { box.set(key.stringValue, .uint(value)) }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        box.set(key.stringValue, try encoder.box(value, key: key, extraPath: extraPath))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        let nested = ObjectBox()
+        box.set(key.stringValue, .object(nested))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, box: nested, extraPath: extraPath + [key]))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let nested = ArrayBox()
+        box.set(key.stringValue, .array(nested))
+        return UnkeyedContainer(encoder: encoder, box: nested, extraPath: extraPath + [key])
+    }
+
+    mutating func superEncoder() -> any Encoder { superEncoder(key: SuperKey(), name: "super") }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(key: key, name: key.stringValue) }
+
+    private func superEncoder(key: any CodingKey, name: String) -> any Encoder {
+        let parent = extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)
+        let child = NodeEncoder(parent: parent, key: key, userInfo: encoder.userInfo)
+        box.set(name, .deferred(child))
+        return child
+    }
+}
+
+private struct UnkeyedContainer: UnkeyedEncodingContainer {
+    let encoder: NodeEncoder
+    let box: ArrayBox
+    let extraPath: [any CodingKey]
+
+    var codingPath: [any CodingKey] { encoder.codingPath + extraPath }
+    var count: Int { box.elements.count }
+
+    mutating func encodeNil() throws { box.elements.append(.null) }
+    mutating func encode(_ value: Bool) throws { box.elements.append(.bool(value)) }
+    mutating func encode(_ value: String) throws { box.elements.append(.string(value)) }
+    mutating func encode(_ value: Double) throws { box.elements.append(.raw(try StateJSONEncoder.floatText(value))) }
+    mutating func encode(_ value: Float) throws { box.elements.append(.raw(try StateJSONEncoder.floatText(value))) }
+    mutating func encode(_ value: Int) throws { box.elements.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { box.elements.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { box.elements.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { box.elements.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { box.elements.append(.int(value)) }
+    mutating func encode(_ value: UInt) throws { box.elements.append(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt8) throws { box.elements.append(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt16) throws { box.elements.append(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt32) throws { box.elements.append(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt64) throws { box.elements.append(.uint(value)) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        box.elements.append(try encoder.box(value, key: IndexKey(box.elements.count), extraPath: extraPath))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let nested = ObjectBox()
+        let key = IndexKey(box.elements.count)
+        box.elements.append(.object(nested))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, box: nested, extraPath: extraPath + [key]))
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let nested = ArrayBox()
+        let key = IndexKey(box.elements.count)
+        box.elements.append(.array(nested))
+        return UnkeyedContainer(encoder: encoder, box: nested, extraPath: extraPath + [key])
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        let parent = extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)
+        let child = NodeEncoder(parent: parent, key: IndexKey(box.elements.count), userInfo: encoder.userInfo)
+        box.elements.append(.deferred(child))
+        return child
+    }
+}
+
+private struct SingleContainer: SingleValueEncodingContainer {
+    let encoder: NodeEncoder
+
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func set(_ node: Node) throws {
+        guard encoder.node == nil else { throw StateJSONEncoder.Unsupported() }
+        encoder.node = node
+    }
+
+    mutating func encodeNil() throws { try set(.null) }
+    mutating func encode(_ value: Bool) throws { try set(.bool(value)) }
+    mutating func encode(_ value: String) throws { try set(.string(value)) }
+    mutating func encode(_ value: Double) throws { try set(.raw(try StateJSONEncoder.floatText(value))) }
+    mutating func encode(_ value: Float) throws { try set(.raw(try StateJSONEncoder.floatText(value))) }
+    mutating func encode(_ value: Int) throws { try set(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { try set(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { try set(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { try set(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { try set(.int(value)) }
+    mutating func encode(_ value: UInt) throws { try set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt8) throws { try set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt16) throws { try set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt32) throws { try set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt64) throws { try set(.uint(value)) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        guard encoder.node == nil else { throw StateJSONEncoder.Unsupported() }
+        // The value encodes into this same encoder (no new level in the path), as in JSONEncoder.
+        if T.self == String.self { return try set(.string(unsafeBitCast(value, to: String.self))) }
+        if T.self == Int.self { return try set(.int(Int64(unsafeBitCast(value, to: Int.self)))) }
+        if T.self == Bool.self { return try set(.bool(unsafeBitCast(value, to: Bool.self))) }
+        if T.self == Double.self { return try set(.raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Double.self)))) }
+        if T.self == Float.self { return try set(.raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Float.self)))) }
+        if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
+            return try set(.raw(Array(try JSONText.makeEncoder().encode(value))))
+        }
+        try value.encode(to: encoder)
+        guard encoder.node != nil else { throw StateJSONEncoder.Unsupported() }
+    }
+}

@@ -1,0 +1,102 @@
+import Examples
+import Foundation
+import XCTest
+@testable import ReactorService
+
+/// `RequestJSONDecoder` answers only with what `JSONDecoder` would give, and declines (nil)
+/// everything else, so `RequestDecoding` keeps JSONDecoder's values and error wording.
+final class RequestJSONDecoderTests: XCTestCase {
+    struct Sample: Decodable, Equatable {
+        var name: String
+        var count: Int
+        var small: Int8?
+        var big: UInt64?
+        var flag: Bool?
+        var tags: [String]?
+        var nested: [[Int]]?
+        var inner: Inner?
+
+        struct Inner: Decodable, Equatable {
+            var a: String?
+            var b: [Int]
+        }
+    }
+
+    private func fast<T: Decodable>(_ type: T.Type, _ json: String) -> T? {
+        RequestJSONDecoder.decode(T.self, from: Array(json.utf8), userInfo: [:])
+    }
+
+    private func foundation<T: Decodable>(_ type: T.Type, _ json: String) -> T? {
+        try? JSONDecoder().decode(T.self, from: Data(json.utf8))
+    }
+
+    func testAgreesWithJSONDecoderWhereItAnswers() {
+        let bodies = [
+            #"{"name":"a","count":1}"#,
+            #" { "name" : "a\"b\\c\/d\b\f\n\r\t\u0041\u00e9\ud83d\ude00" , "count" : -9223372036854775808 } "#,
+            #"{"name":"é😀","count":0,"small":-128,"big":18446744073709551615,"flag":false}"#,
+            #"{"name":"x","count":2,"tags":["a","b",""],"nested":[[1],[],[2,3]],"inner":{"a":null,"b":[]}}"#,
+            #"{"name":"x","count":2,"small":null,"inner":{"b":[1]},"extra":{"deep":[1.5,true,null]}}"#,
+        ]
+        for body in bodies {
+            let expected = foundation(Sample.self, body)
+            XCTAssertNotNil(expected, body)
+            XCTAssertEqual(fast(Sample.self, body), expected, body)
+        }
+    }
+
+    func testDeclinesWhatItIsNotSureOf() {
+        let bodies = [
+            #"{"name":"a","count":1.0}"#,          // JSONDecoder's number rules
+            #"{"name":"a","count":1e2}"#,
+            #"{"name":"a","count":01}"#,           // not JSON
+            #"{"name":"a","count":1,"count":2}"#,  // duplicate key
+            #"{"name":"a","count":1,"small":128}"#, // out of range
+            #"{"name":"a","count":1,"big":-1}"#,
+            #"{"name":"a"}"#,                      // missing field
+            #"{"name":1,"count":1}"#,              // wrong type
+            #"{"name":"\ud800","count":1}"#,       // lone surrogate
+            #"{"name":"a\x","count":1}"#,          // bad escape
+            "{\"name\":\"a\u{1}\",\"count\":1}",   // raw control character
+            #"{"name":"a","count":1} x"#,          // trailing garbage
+            #"{"name":"a","count":1,}"#,
+            "",
+            "null",
+        ]
+        for body in bodies {
+            XCTAssertNil(fast(Sample.self, body), body)
+        }
+        XCTAssertNil(fast(Double.self, "1.5"))
+        XCTAssertNil(fast([Date].self, "[1]"))
+        XCTAssertNil(fast(Data.self, #""AQID""#))
+    }
+
+    /// A type that swallows a refusal and tries something else must not get a value
+    /// JSONDecoder would not give.
+    struct Fallible: Decodable, Equatable {
+        var value: String
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let number = try? container.decode(Double.self) {
+                value = "number \(number)"
+            } else {
+                value = "other"
+            }
+        }
+    }
+
+    func testASwallowedRefusalStillDeclines() {
+        XCTAssertNil(fast(Fallible.self, "1.5"))
+        XCTAssertEqual(try RequestDecoding.decode(Fallible.self, from: Array("1.5".utf8)), foundation(Fallible.self, "1.5"))
+    }
+
+    func testCounterActionsDecodeLikeJSONDecoder() throws {
+        for body in [#"{"type":"increase"}"#, #"{"type":"alert","message":"hi \u00e9"}"#, #"{"type":"decrease","x":[1]}"#] {
+            let action = try XCTUnwrap(fast(CounterReactor.Action.self, body), body)
+            let reference = try XCTUnwrap(foundation(CounterReactor.Action.self, body), body)
+            XCTAssertEqual(String(describing: action), String(describing: reference))
+        }
+        XCTAssertNil(fast(CounterReactor.Action.self, #"{"type":"jump"}"#))
+        XCTAssertNil(fast(CounterReactor.Action.self, #"{"type":"alert"}"#))
+    }
+}
