@@ -34,7 +34,7 @@ final class SecurityTests: XCTestCase {
         // Made in-process too, many more: no collision, every id well-formed.
         let many = (0..<100_000).map { _ in SessionID.make() }
         XCTAssertEqual(Set(many).count, many.count)
-        XCTAssertTrue(many.allSatisfy(SessionID.isWellFormed))
+        XCTAssertTrue(many.allSatisfy { SessionID.isWellFormed($0.string) && SessionKey($0.string) == $0 })
     }
 
     func testNoSessionIsReachableWithoutItsId() throws {
