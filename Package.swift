@@ -61,8 +61,12 @@ let package = Package(
         // The raw-socket test clients, one piece of code shared by the HTTP test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),
-        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport"]),
-        .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "Examples"]),
+        // A test server with the bundled reactors, shared by the service and client tests.
+        .target(name: "ServerSupport", dependencies: ["ReactorService", "Examples",
+                                                      .product(name: "Logging", package: "swift-log")],
+                path: "Tests/ServerSupport"),
+        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport"]),
+        .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "ServerSupport"]),
     ],
     swiftLanguageModes: [.v5]
 )

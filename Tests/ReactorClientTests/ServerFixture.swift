@@ -1,8 +1,7 @@
-import Examples
 import Foundation
-import Logging
 import ReactorClient
 import ReactorService
+import ServerSupport
 
 /// A real reactord server in this process (bundled reactors, 127.0.0.1, a free port) and a
 /// `ReactorClient` pointed at it.
@@ -12,17 +11,7 @@ final class ServerFixture {
     let client: ReactorClient
 
     init(_ configure: (inout ServiceConfiguration) -> Void = { _ in }) throws {
-        var configuration = ServiceConfiguration()
-        configuration.port = 0
-        configuration.adminToken = Self.token
-        configuration.heartbeat = 0.5
-        configuration.stopDeadline = 2
-        configure(&configuration)
-        var logger = Logger(label: "reactord-client-test")
-        logger.logLevel = .warning
-        server = ReactorServer(configuration: configuration, logger: logger)
-        server.registerBundledReactors()
-        try server.start()
+        server = try TestServer.start(token: Self.token, configure)
         client = ReactorClient(baseURL: URL(string: "http://127.0.0.1:\(server.port)")!)
     }
 

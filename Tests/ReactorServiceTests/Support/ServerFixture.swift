@@ -1,7 +1,6 @@
-import Examples
 import Foundation
-import Logging
 import ReactorService
+import ServerSupport
 import XCTest
 
 /// A real reactord server with the bundled reactors on 127.0.0.1 and a free port.
@@ -11,17 +10,7 @@ final class ServerFixture {
     let client: HTTPClient
 
     init(_ configure: (inout ServiceConfiguration) -> Void = { _ in }) throws {
-        var configuration = ServiceConfiguration()
-        configuration.port = 0
-        configuration.adminToken = Self.token
-        configuration.heartbeat = 0.5
-        configuration.stopDeadline = 2
-        configure(&configuration)
-        var logger = Logger(label: "reactord-test")
-        logger.logLevel = .warning
-        server = ReactorServer(configuration: configuration, logger: logger)
-        server.registerBundledReactors()
-        try server.start()
+        server = try TestServer.start(token: Self.token, configure)
         client = HTTPClient(port: server.port)
     }
 

@@ -1,0 +1,23 @@
+import Examples
+import Logging
+import ReactorService
+
+/// A real reactord server in this process for the tests: the bundled reactors, 127.0.0.1,
+/// a free port, a known admin token, a short heartbeat, a quiet log.
+public enum TestServer {
+    public static func start(token: String,
+                             _ configure: (inout ServiceConfiguration) -> Void = { _ in }) throws -> ReactorServer {
+        var configuration = ServiceConfiguration()
+        configuration.port = 0
+        configuration.adminToken = token
+        configuration.heartbeat = 0.5
+        configuration.stopDeadline = 2
+        configure(&configuration)
+        var logger = Logger(label: "reactord-test")
+        logger.logLevel = .warning
+        let server = ReactorServer(configuration: configuration, logger: logger)
+        server.registerBundledReactors()
+        try server.start()
+        return server
+    }
+}
