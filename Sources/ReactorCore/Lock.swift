@@ -8,14 +8,15 @@ import Darwin
 
 /// A pthread mutex (optionally recursive), stored inside the object itself (a
 /// `ManagedBuffer` tail) so it costs one allocation and one cache line, not two, and
-/// never moves. Never held while calling out of the library.
-final class Lock: ManagedBuffer<Lock.Header, pthread_mutex_t> {
-    struct Header {
+/// never moves. Never held while calling out of the library. Shared with the server's
+/// modules as SPI (`@_spi(Lock) import ReactorCore`), not part of the reactor API.
+@_spi(Lock) public final class Lock: ManagedBuffer<Lock.Header, pthread_mutex_t> {
+    public struct Header {
         /// Made on first wait, under the lock: an uncontended reactor never pays for it.
         var condition: UnsafeMutablePointer<pthread_cond_t>?
     }
 
-    static func make(recursive: Bool = false) -> Lock {
+    public static func make(recursive: Bool = false) -> Lock {
         let made = unsafeDowncast(Lock.create(minimumCapacity: 1) { _ in Header() }, to: Lock.self)
         made.withUnsafeMutablePointerToElements { mutex in
             if recursive {
@@ -41,15 +42,15 @@ final class Lock: ManagedBuffer<Lock.Header, pthread_mutex_t> {
         }
     }
 
-    @inline(__always) func lock() {
+    @inline(__always) public func lock() {
         withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) }
     }
 
-    @inline(__always) func unlock() {
+    @inline(__always) public func unlock() {
         withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) }
     }
 
-    @inline(__always) func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    @inline(__always) public func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock()
         defer { unlock() }
         return try body()

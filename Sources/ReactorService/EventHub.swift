@@ -1,5 +1,6 @@
 import Foundation
 import MicroHTTP
+@_spi(Lock) import ReactorCore
 
 /// One session's events: its sequence, its last encoded state, its pulse counts, its
 /// history for resumes and its subscribers. Each change is framed once here and the same
@@ -19,7 +20,7 @@ final class EventHub: @unchecked Sendable {
     }
 
     // Recursive: a stream may report its end synchronously from inside `send` or `close`.
-    private let lock = InlineMutex.make(recursive: true)
+    private let lock = Lock.make(recursive: true)
     private var seq: UInt64 = 0
     private var stateJSON: [UInt8] = Array("{}".utf8)
     /// Each pulse's last update count, by name: a state has few pulses, so the first is kept

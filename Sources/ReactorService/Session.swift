@@ -1,5 +1,5 @@
 import Foundation
-import ReactorCore
+@_spi(Lock) import ReactorCore
 
 /// One reactor instance behind a server-issued id, as the routes see it whatever its type.
 protocol Session: AnyObject, Sendable {
@@ -37,7 +37,7 @@ where R.Action: Decodable, R.State: Encodable {
     var kind: String { sessionKind.name }
     let hub: EventHub
     // Serialises `send` with reading the state it produced, so the answer is that action's.
-    private let lock = InlineMutex.make()
+    private let lock = Lock.make()
     private var reactor: R?
     /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
     private let actions: ActionSubject<R.Action>
