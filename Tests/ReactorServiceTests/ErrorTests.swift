@@ -19,20 +19,6 @@ final class ErrorTests: XCTestCase {
         fixture = nil
     }
 
-    private func assertProblem(_ response: TestResponse, _ status: Int, mentions words: [String],
-                               file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(response.status, status, response.text, file: file, line: line)
-        XCTAssertEqual(response.header("Content-Type"), "application/problem+json", file: file, line: line)
-        let problem = response.object
-        XCTAssertEqual(problem["status"] as? Int, status, file: file, line: line)
-        XCTAssertNotNil(problem["type"] as? String, file: file, line: line)
-        XCTAssertNotNil(problem["title"] as? String, file: file, line: line)
-        let detail = problem["detail"] as? String ?? ""
-        for word in words {
-            XCTAssertTrue(detail.contains(word), "'\(detail)' should mention '\(word)'", file: file, line: line)
-        }
-    }
-
     private func assertSessionUnchanged(file: StaticString = #filePath, line: UInt = #line) throws {
         let current = try fixture.client.request("GET", "/sessions/\(session)")
         XCTAssertEqual(current.object["version"] as? Int, 1, file: file, line: line)

@@ -41,19 +41,8 @@ final class HostileInputTests: XCTestCase {
 
     private func assertProblem(_ response: ResponseParser?, _ status: Int, mentions words: [String] = [],
                                file: StaticString = #filePath, line: UInt = #line) {
-        guard let response else { return XCTFail("no response", file: file, line: line) }
-        XCTAssertEqual(response.status, status, response.bodyText, file: file, line: line)
-        XCTAssertEqual(response.header("Content-Type"), "application/problem+json", file: file, line: line)
-        let problem = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
-        XCTAssertEqual(problem["status"] as? Int, status, response.bodyText, file: file, line: line)
-        XCTAssertNotNil(problem["type"] as? String, file: file, line: line)
-        XCTAssertNotNil(problem["title"] as? String, file: file, line: line)
-        let detail = problem["detail"] as? String ?? ""
-        for word in words {
-            XCTAssertTrue(detail.contains(word), "'\(detail)' should mention '\(word)'", file: file, line: line)
-        }
-        XCTAssertFalse(response.bodyText.contains(session), "a problem never echoes a session id",
-                       file: file, line: line)
+        ReactorServiceTests.assertProblem(response.map(TestResponse.init), status, mentions: words,
+                                          notContaining: session, file: file, line: line)
     }
 
     /// A response libmicrohttpd wrote itself: well-formed, with the status, and a body as long as it says.
