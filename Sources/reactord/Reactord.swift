@@ -40,6 +40,8 @@ struct Reactord: ParsableCommand {
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
     var logLevel: String?
+    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
+    var store: String?
 
     mutating func run() throws {
         let environment = Environment(ProcessInfo.processInfo.environment)
@@ -65,6 +67,12 @@ struct Reactord: ParsableCommand {
         configuration.corsOrigins = origins.map {
             $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         } ?? []
+        let storeText: String = try store ?? environment.value("REACTORD_STORE") ?? "sqlite:reactord.sqlite"
+        do {
+            configuration.store = try StoreLocation(parsing: storeText)
+        } catch {
+            throw ValidationError("--store: \(error)")
+        }
         let level: Logger.Level = try logLevel.map { try Environment.parse($0, name: "--log-level") }
             ?? environment.value("REACTORD_LOG_LEVEL") ?? .info
         try Self.validate(configuration)
