@@ -65,6 +65,8 @@ final class ServiceContext: @unchecked Sendable {
     func session(_ id: String) -> Result<any Session, SessionLookupError> {
         if let loaded = sessions.session(id) { return .success(loaded) }
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
+        // Stopping, the sessions have left memory for good: none comes back now.
+        guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
         return persistence.restore(key, into: self)
     }
 
