@@ -37,7 +37,8 @@ final class EventHub: @unchecked Sendable {
     private let record: SessionRecord?
     private var pending: [PendingEvent] = []
     private var pendingWaiters: [Journal.Completion] = []
-    private var inFlight: (events: [PendingEvent], seq: UInt64, json: [UInt8], waiters: [Journal.Completion])?
+    private var inFlight: (events: [PendingEvent], seq: UInt64, json: [UInt8], lastActive: Double?,
+                           waiters: [Journal.Completion])?
     /// Why a change of this session was lost (it is then unloaded and ends).
     private var lost: StoreError?
     /// Each pulse's last update count, by name: a state has few pulses, so the first is kept
@@ -92,11 +93,14 @@ final class EventHub: @unchecked Sendable {
         subscribers.isEmpty ? WallClock.now - (ProcessClock.now - lastActivity) : WallClock.now
     }
 
-    /// With a durable store, queues a write of the last activity when the stored one is older
-    /// than `age` seconds, so a session that is only watched does not expire after a restart.
-    func refreshStoredActivity(olderThan age: Double) {
+    /// With a durable store, queues a write of the last activity when the stored one is behind
+    /// by more than the record's resolution, so a session that is only watched does not expire
+    /// after a restart.
+    func refreshStoredActivity() {
         locked {
-            guard let record, !isEnded, lastActiveWallTime - record.storedLastActive > age else { return }
+            guard let record, !isEnded, lastActiveWallTime - record.storedLastActive > record.activityResolution else {
+                return
+            }
             markDirty(record)
         }
     }
@@ -305,11 +309,13 @@ extension EventHub: Journaled {
             guard !isEnded else { return nil }
             let events = pending
             pending = []
-            inFlight = (events, seq, stateJSON, pendingWaiters)
+            let lastActive = lastActiveWallTime
+            let stale = record.isNew || lastActive - record.storedLastActive > record.activityResolution
+            inFlight = (events, seq, stateJSON, stale ? lastActive : nil, pendingWaiters)
             pendingWaiters = []
             return SessionWrite(
                 id: record.id, kind: record.kind, isNew: record.isNew, stateJSON: stateJSON, version: seq,
-                createdAt: record.createdAt, lastActive: lastActiveWallTime, events: events.map(\.stored))
+                createdAt: record.createdAt, lastActive: stale ? lastActive : nil, events: events.map(\.stored))
         }
     }
 
@@ -318,7 +324,7 @@ extension EventHub: Journaled {
             guard let written = inFlight, let record else { return [] }
             inFlight = nil
             record.isNew = false
-            record.storedLastActive = lastActiveWallTime
+            if let lastActive = written.lastActive { record.storedLastActive = lastActive }
             if !isEnded {
                 publishedSeq = written.seq
                 publishedJSON = written.json
@@ -355,15 +361,19 @@ final class SessionRecord: @unchecked Sendable {
     var isNew: Bool
     /// Queued in the journal for its next transaction.
     var isQueued = false
-    /// The last activity time as stored, seconds since 1970.
+    /// The last activity time as stored, seconds since 1970, and how far behind it may be
+    /// before a write carries it again (an eighth of the TTL: the expiry after a restart is
+    /// that exact).
     var storedLastActive: Double
+    let activityResolution: Double
     /// What the service does when a change is lost: unload the session.
     var onLost: (@Sendable (_ neverStored: Bool) -> Void)?
 
-    init(id: String, kind: String, journal: Journal, stored: StoredSession?) {
+    init(id: String, kind: String, journal: Journal, stored: StoredSession?, ttl: Double) {
         self.id = id
         self.kind = kind
         self.journal = journal
+        activityResolution = ttl / 8
         createdAt = stored?.createdAt ?? WallClock.now
         storedLastActive = stored?.lastActive ?? createdAt
         isNew = stored == nil

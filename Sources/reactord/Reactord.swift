@@ -40,7 +40,7 @@ struct Reactord: ParsableCommand {
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
     var logLevel: String?
-    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
+    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file; 'sqlite:PATH?sync=full' fsyncs every commit) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
     var store: String?
 
     mutating func run() throws {

@@ -165,6 +165,30 @@ final class DurabilityTests: XCTestCase {
                        "it expired while the server was down")
     }
 
+    func testHistoryIsTrimmedSoTheFileDoesNotGrowWithoutBound() throws {
+        let server = try start(["--history", "10"], store: "sqlite:\(database)?sync=full")
+        let client = HTTPClient(port: server.port)
+        let session = try create(client)
+        for _ in 0..<300 { XCTAssertEqual(try act(client, session).status, 200) }
+        let other = try create(client)
+        XCTAssertEqual(try act(client, other).status, 200)
+        XCTAssertEqual(try client.request("DELETE", "/sessions/\(other)").status, 204)
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        let kept = Int(try sqlite("SELECT count(*) FROM events WHERE session = '\(session)';")) ?? -1
+        XCTAssertGreaterThanOrEqual(kept, 10)
+        XCTAssertLessThanOrEqual(kept, 10 + 64, "trimmed in steps of 64 events")
+        XCTAssertEqual(try sqlite("SELECT min(seq) >= 300 - 10 - 64 FROM events;"), "1")
+        XCTAssertEqual(try sqlite("SELECT count(*) FROM events WHERE session = '\(other)';"), "0", "a deleted session's history goes too")
+
+        // The newest 10 come back: a resume from 289 is exact, one from 280 starts afresh.
+        let restarted = try start(["--history", "10"])
+        let exact = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events?lastEventId=295")
+        XCTAssertEqual(exact.take(5).map(\.id), ["296", "297", "298", "299", "300"])
+        let afresh = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events?lastEventId=280")
+        XCTAssertEqual(afresh.next()?.id, "300", "history no longer covers it: the current state")
+    }
+
     // MARK: - Files that are wrong
 
     /// Runs reactord until it exits; its status and what it wrote to stderr.
@@ -189,6 +213,20 @@ final class DurabilityTests: XCTestCase {
         XCTAssertNotNil(status)
         XCTAssertNotEqual(status, 0)
         XCTAssertTrue(log.contains(folder.appendingPathComponent("no-such-folder").path), log)
+    }
+
+    func testAFolderThatIsNotWritableIsRefusedByName() throws {
+        // Root writes anywhere a permission check guards, so the folder is a read-only mount.
+        let readOnly = folder.appendingPathComponent("read-only")
+        try FileManager.default.createDirectory(at: readOnly, withIntermediateDirectories: true)
+        guard shell("/bin/mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", readOnly.path]) == 0 else {
+            throw XCTSkip("cannot mount a read-only tmpfs here (needs root and mount rights)")
+        }
+        defer { _ = shell("/bin/umount", ["-l", readOnly.path]) }
+        let path = readOnly.appendingPathComponent("reactord.sqlite").path
+        let (status, log) = try runToExit(["--store", "sqlite:\(path)"])
+        XCTAssertNotEqual(status ?? 0, 0)
+        XCTAssertTrue(log.contains(path), log)
     }
 
     func testAFileThatIsNoDatabaseIsRefusedAndLeftUntouched() throws {
