@@ -41,9 +41,15 @@ public final class ReactorServer: @unchecked Sendable {
 
     /// Adds a reactor kind. `make` builds one reactor per session and is handed the global
     /// current user, which the reactor merges in its `transform(mutation:)`.
+    ///
+    /// `make` is `@Sendable` because it runs on libmicrohttpd's threads, one call per
+    /// `POST /sessions`, possibly several at once. Without it, Swift 6 infers a closure written
+    /// in top-level code (`main.swift`) to be `@MainActor`, and its first call from a server
+    /// thread traps on the isolation check; with it, the compiler rejects what is not safe
+    /// instead (a capture of main-actor or non-`Sendable` state).
     public func register<R: Reactor>(
         _ kind: String,
-        _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
