@@ -1,0 +1,82 @@
+import ReactorCore
+import ReactorService
+import XCTest
+
+/// A reactor shaped like users' own (synthesized Codable, optional fields, integer fields),
+/// served by a real server: the bugs users hit with theirs.
+final class FormReactor: Reactor {
+    enum Action: Decodable {
+        case setCount(Int), setNote(String?), setLimits([Int]), setSmall(UInt8)
+
+        init(from decoder: any Decoder) throws {
+            let fields = try ActionFields(from: decoder)
+            switch fields.type {
+            case "setCount": self = .setCount(try fields.decode("count"))
+            case "setNote": self = .setNote(try fields.decodeIfPresent("note"))
+            case "setLimits": self = .setLimits(try fields.decode("limits"))
+            case "setSmall": self = .setSmall(try fields.decode("small"))
+            default: throw fields.unknownType(expected: ["setCount", "setNote", "setLimits", "setSmall"])
+            }
+        }
+    }
+
+    /// Synthesized Encodable: a nil optional is left out of the JSON altogether.
+    struct State: Encodable {
+        var count = 0
+        var note: String?
+        var limits: [Int] = []
+        var small: UInt8 = 0
+    }
+
+    let initialState = State()
+
+    func reduce(state: State, mutation: Action) -> State {
+        var state = state
+        switch mutation {
+        case let .setCount(count): state.count = count
+        case let .setNote(note): state.note = note
+        case let .setLimits(limits): state.limits = limits
+        case let .setSmall(small): state.small = small
+        }
+        return state
+    }
+}
+
+final class UserReactorTests: XCTestCase {
+    private var fixture: ServerFixture!
+    private var session = ""
+
+    override func setUpWithError() throws {
+        fixture = try ServerFixture()
+        fixture.server.register("form") { _ in FormReactor() }
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"form"}"#)
+        XCTAssertEqual(created.status, 201, created.text)
+        session = try XCTUnwrap(created.object["session"] as? String)
+    }
+
+    override func tearDown() {
+        fixture.stop()
+        fixture = nil
+    }
+
+    // MARK: a non-integer number for an integer field: 422 naming it (was 400 "not valid JSON")
+
+    func testNonIntegerNumberForAnIntegerFieldIs422NamingIt() throws {
+        for literal in ["1.5", "-0.5", "1e30", "99999999999999999999", "1.5e-3"] {
+            assertProblem(try fixture.send(session, #"{"type":"setCount","count":\#(literal)}"#), 422,
+                          mentions: ["action.count", "integer", literal])
+        }
+        assertProblem(try fixture.send(session, #"{"type":"setLimits","limits":[1,2.5]}"#), 422,
+                      mentions: ["action.limits[1]", "integer"])
+        assertProblem(try fixture.send(session, #"{"type":"setSmall","small":256}"#), 422,
+                      mentions: ["action.small", "UInt8"])
+        // Not JSON at all is still 400.
+        assertProblem(try fixture.send(session, #"{"type":"setCount","count":1.}"#), 400, mentions: ["JSON"])
+        // What JSONDecoder takes as an integer still works, and nothing above changed the state.
+        let state = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual(state.object["version"] as? Int, 0)
+        let ok = try fixture.send(session, #"{"type":"setCount","count":7}"#)
+        XCTAssertEqual(ok.status, 200, ok.text)
+        XCTAssertEqual((ok.object["state"] as? [String: Any])?["count"] as? Int, 7)
+    }
+}
