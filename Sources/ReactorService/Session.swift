@@ -13,6 +13,8 @@ protocol Session: AnyObject, Sendable {
     func decodeAction(from decoder: any Decoder) throws -> () -> EventHub.Snapshot?
     /// Ends the streams with `event: end` and releases the reactor, cancelling its effects.
     func end(reason: String)
+    /// The state's top-level field names, nil ones included (empty once the session ended).
+    func stateFieldNames() -> Set<String>
 }
 
 /// What every session of one reactor kind shares: its name and what to do when a state does
@@ -69,6 +71,12 @@ where R.Action: Decodable, R.State: Encodable {
         actions.send(action)
         hub.touch()
         return hub.snapshot
+    }
+
+    func stateFieldNames() -> Set<String> {
+        // Asked only by a `?fields=` subscribe that names a field the current JSON lacks: no cost per event.
+        guard let state = lock.withLock({ reactor?.currentState }) else { return [] }
+        return StateEncoding.fieldNames(of: state)
     }
 
     func end(reason: String) {

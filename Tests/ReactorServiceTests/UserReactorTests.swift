@@ -79,4 +79,23 @@ final class UserReactorTests: XCTestCase {
         XCTAssertEqual(ok.status, 200, ok.text)
         XCTAssertEqual((ok.object["state"] as? [String: Any])?["count"] as? Int, 7)
     }
+
+    // MARK: ?fields= naming a field that is nil now (was 400 "unknown state field")
+
+    func testFieldsMayNameAFieldThatIsNilNow() throws {
+        let initial = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertNil((initial.object["state"] as? [String: Any])?["note"], "nil is left out of the JSON")
+        let stream = try fixture.subscribe(session, query: "?fields=note,count")
+        let first = try XCTUnwrap(stream.next(), "a stream opens")
+        XCTAssertEqual(first.event, "state")
+        XCTAssertEqual(first.state as NSDictionary, ["count": 0])
+        XCTAssertEqual(try fixture.send(session, #"{"type":"setNote","note":"hi"}"#).status, 200)
+        XCTAssertEqual(try fixture.send(session, #"{"type":"setLimits","limits":[3]}"#).status, 200)  // not selected
+        XCTAssertEqual(try fixture.send(session, #"{"type":"setNote","note":null}"#).status, 200)
+        let states = stream.drain().filter { $0.event == "state" }.map { $0.state as NSDictionary }
+        XCTAssertEqual(states, [["count": 0, "note": "hi"], ["count": 0]])
+        // A name the State type does not have is still refused, naming what exists (nil ones too).
+        assertProblem(try fixture.client.request("GET", "/sessions/\(session)/events?fields=nope"), 400,
+                      mentions: ["'nope'", "note", "count"])
+    }
 }
