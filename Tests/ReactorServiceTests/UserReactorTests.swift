@@ -98,4 +98,27 @@ final class UserReactorTests: XCTestCase {
         assertProblem(try fixture.client.request("GET", "/sessions/\(session)/events?fields=nope"), 400,
                       mentions: ["'nope'", "note", "count"])
     }
+
+    // MARK: a filtered stream resumed with Last-Event-ID gets every missed change of its fields
+
+    func testFilteredResumeReplaysEveryMissedChange() throws {
+        let stream = try fixture.subscribe(session, query: "?fields=count")
+        XCTAssertEqual(stream.next()?.id, "0")
+        stream.reset()
+        for count in 1...4 {
+            XCTAssertEqual(try fixture.send(session, #"{"type":"setCount","count":\#(count)}"#).status, 200)
+            XCTAssertEqual(try fixture.send(session, #"{"type":"setNote","note":"n\#(count)"}"#).status, 200)
+        }
+        // Events 1...8: the counts are 1, 3, 5, 7; the notes (2, 4, 6, 8) do not change `count`.
+        let resumed = try fixture.subscribe(session, query: "?fields=count", headers: ["Last-Event-ID": "0"])
+        let events = resumed.drain().filter { $0.event == "state" }
+        XCTAssertEqual(events.map { $0.state as NSDictionary }, [["count": 1], ["count": 2], ["count": 3], ["count": 4]])
+        XCTAssertEqual(events.map(\.id), ["1", "3", "5", "7"])
+        // From the middle, too; and live events after the replay are still filtered against it.
+        let fromThree = try fixture.subscribe(session, query: "?fields=count", headers: ["Last-Event-ID": "3"])
+        XCTAssertEqual(fromThree.drain().filter { $0.event == "state" }.map(\.id), ["5", "7"])
+        XCTAssertEqual(try fixture.send(session, #"{"type":"setNote","note":"later"}"#).status, 200)
+        XCTAssertEqual(try fixture.send(session, #"{"type":"setCount","count":9}"#).status, 200)
+        XCTAssertEqual(fromThree.drain().map { $0.state as NSDictionary }, [["count": 9]])
+    }
 }
