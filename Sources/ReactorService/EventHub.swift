@@ -174,10 +174,20 @@ final class EventHub: @unchecked Sendable {
             }
             stream.send(retry)
             var subscriber = Subscriber(stream: stream, filter: filter)
-            var views = FilteredViews()
             if let lastEventID, let missed = history.events(after: lastEventID, latest: publishedSeq) {
-                for event in missed { deliver(event, to: &subscriber, views: &views) }
+                // A filtered stream compares with what the client had at `lastEventID`, when
+                // history still holds that state, so an unchanged field is not sent again.
+                if let filter, let had = history.stateJSON(atOrBefore: lastEventID) {
+                    subscriber.lastFiltered = filter.apply(to: had)
+                }
+                for event in missed {
+                    // A view is one event's: a cache shared across events sent the first
+                    // event's fields for every later one, so only the first change arrived.
+                    var views = FilteredViews()
+                    deliver(event, to: &subscriber, views: &views)
+                }
             } else {
+                var views = FilteredViews()
                 let current = RecordedEvent(
                     seq: publishedSeq, kind: .state(json: publishedJSON),
                     frame: EventFrames.state(seq: publishedSeq, json: publishedJSON))
