@@ -218,12 +218,8 @@ final class DurabilityTests: XCTestCase {
 
     func testAFolderThatIsNotWritableIsRefusedByName() throws {
         // Root writes anywhere a permission check guards, so the folder is a read-only mount.
-        let readOnly = folder.appendingPathComponent("read-only")
-        try FileManager.default.createDirectory(at: readOnly, withIntermediateDirectories: true)
-        guard shell("/bin/mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", readOnly.path]) == 0 else {
-            throw XCTSkip("cannot mount a read-only tmpfs here (needs root and mount rights)")
-        }
-        defer { _ = shell("/bin/umount", ["-l", readOnly.path]) }
+        let readOnly = try mountTmpfs("read-only", options: "ro,size=1m")
+        defer { unmount(readOnly) }
         let path = readOnly.appendingPathComponent("reactord.sqlite").path
         let (status, log) = try runToExit(["--store", "sqlite:\(path)"])
         XCTAssertNotEqual(status ?? 0, 0)
@@ -310,12 +306,8 @@ final class DurabilityTests: XCTestCase {
     // MARK: - A full disk
 
     func testAFullDiskIsA507AndNothingAnsweredIsLost() throws {
-        let mount = folder.appendingPathComponent("small")
-        try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
-        guard shell("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", mount.path]) == 0 else {
-            throw XCTSkip("cannot mount a small tmpfs here (needs root and mount rights); the disk-full case is not tested")
-        }
-        defer { _ = shell("/bin/umount", ["-l", mount.path]) }
+        let mount = try mountTmpfs("small", options: "size=2m")
+        defer { unmount(mount) }
         let path = mount.appendingPathComponent("reactord.sqlite").path
         let server = try start(["--history", "100000"], store: "sqlite:\(path)")
         let client = HTTPClient(port: server.port)
@@ -363,6 +355,18 @@ final class DurabilityTests: XCTestCase {
         return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
     }
+
+    /// A tmpfs of its own under the test's folder; skips the test where none can be mounted.
+    private func mountTmpfs(_ name: String, options: String) throws -> URL {
+        let mount = folder.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
+        guard shell("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", mount.path]) == 0 else {
+            throw XCTSkip("cannot mount a tmpfs (\(options)) here: it needs root and mount rights")
+        }
+        return mount
+    }
+
+    private func unmount(_ mount: URL) { _ = shell("/bin/umount", ["-l", mount.path]) }
 
     private func shell(_ tool: String, _ arguments: [String]) -> Int32 {
         let process = Process()
