@@ -69,6 +69,7 @@ let package = Package(
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
         .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
+        .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore"]),
         // The raw-socket test clients, one piece of code shared by the HTTP test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),

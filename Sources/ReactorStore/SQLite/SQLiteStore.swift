@@ -139,13 +139,15 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 """)
                 .bind(.text(write.id), .text(write.kind), .utf8(write.stateJSON), .integer(Int64(clamping: write.version)),
                       .real(write.createdAt), .real(write.lastActive ?? write.createdAt)).run()
-        } else if let lastActive = write.lastActive {
-            try writer.statement("UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")
-                .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .real(lastActive),
-                      .text(write.id)).run()
         } else {
-            try writer.statement("UPDATE sessions SET state = ?, version = ? WHERE id = ?")
-                .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .text(write.id)).run()
+            if let lastActive = write.lastActive {
+                try writer.statement("UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")
+                    .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .real(lastActive),
+                          .text(write.id)).run()
+            } else {
+                try writer.statement("UPDATE sessions SET state = ?, version = ? WHERE id = ?")
+                    .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .text(write.id)).run()
+            }
             // A session deleted meanwhile stays deleted: its late events are not kept.
             if writer.changes == 0 { return }
         }

@@ -57,31 +57,6 @@ struct Options {
 
 // MARK: - The GRDB engine: SQLiteStore.commit's statements and transaction, through GRDB
 
-/// The same SQL as `SQLiteSchema.migrations[0]` (internal to ReactorStore, so written out here;
-/// `checkSameSchema` compares the two files' `sqlite_master` at start-up).
-let schemaV1 = """
-    CREATE TABLE reactord_schema (version INTEGER NOT NULL);
-    INSERT INTO reactord_schema (version) VALUES (0);
-    CREATE TABLE sessions (
-        id TEXT PRIMARY KEY NOT NULL,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        created_at REAL NOT NULL,
-        last_active REAL NOT NULL
-    ) WITHOUT ROWID;
-    CREATE INDEX sessions_by_last_active ON sessions (last_active);
-    -- pulse: NULL for a state event (data: the state), else the pulse's name (data: its value).
-    CREATE TABLE events (
-        session TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        pulse TEXT,
-        data TEXT NOT NULL,
-        PRIMARY KEY (session, seq)
-    ) WITHOUT ROWID;
-    CREATE TABLE global_user (only INTEGER PRIMARY KEY CHECK (only = 1), data TEXT NOT NULL);
-    """
-
 /// What a GRDB-based `commit` would be: one `DatabaseQueue` (one connection, GRDB's serial
 /// queue), WAL and synchronous (FULL or NORMAL, as the wrapper is told) set by PRAGMA, one `BEGIN IMMEDIATE` transaction per
 /// commit, cached statements. GRDB's typed arguments take JSON as a `String`, so the seam's
@@ -92,15 +67,12 @@ final class GRDBEngine {
     init(path: String, sync: SQLiteSync) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)   // the wrapper's busy_timeout = 5000
+        // reactord's own engine makes the schema (its SQL is internal to ReactorStore), then lets go.
+        try SQLiteStore(path: path, sync: sync).close()
         queue = try DatabaseQueue(path: path, configuration: configuration)
         try queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: sync == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-            try db.inTransaction(.immediate) {
-                try db.execute(sql: schemaV1)
-                try db.execute(sql: "UPDATE reactord_schema SET version = ?", arguments: [1])
-                return .commit
-            }
         }
     }
 
