@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
 #ifdef __linux__
@@ -132,6 +134,41 @@ mhd_shim_get_headers_and_arguments (struct MHD_Connection *connection,
   return MHD_get_connection_values (connection,
                                     (enum MHD_ValueKind) (MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND),
                                     iterator, iterator_cls);
+}
+
+/// What RFC 9112 framing checks need from a request's header fields, in one pass.
+struct mhd_shim_framing
+{
+  unsigned int hosts;            /* Host fields */
+  unsigned int lengths;          /* Content-Length fields */
+  int lengths_differ;            /* two Content-Length values are not the same text */
+  const char *first_length;
+};
+
+static inline enum MHD_Result
+mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+  struct mhd_shim_framing *framing = (struct mhd_shim_framing *) cls;
+  (void) kind;
+  if (NULL == key) return MHD_YES;
+  if (0 == strcasecmp (key, MHD_HTTP_HEADER_HOST))
+    framing->hosts++;
+  else if (0 == strcasecmp (key, MHD_HTTP_HEADER_CONTENT_LENGTH))
+  {
+    if (0 == framing->lengths++)
+      framing->first_length = value;
+    else if (NULL == value || NULL == framing->first_length || 0 != strcmp (value, framing->first_length))
+      framing->lengths_differ = 1;
+  }
+  return MHD_YES;
+}
+
+static inline struct mhd_shim_framing
+mhd_shim_framing_fields (struct MHD_Connection *connection)
+{
+  struct mhd_shim_framing framing = { 0, 0, 0, NULL };
+  MHD_get_connection_values (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
+  return framing;
 }
 
 #ifdef __linux__
