@@ -12,7 +12,7 @@ public struct HTTPServerConfiguration: Sendable {
     /// Largest request body accepted, in bytes; larger ones get 413.
     public var bodyLimit: Int = 1 << 20
     /// Seconds of inactivity before an ordinary connection is closed (slowloris).
-    /// Event streams have none: the heartbeat finds their dead clients.
+    /// Event streams have none: the disconnect watcher and the heartbeat end their dead clients.
     public var connectionTimeout: Int = 30
     /// libmicrohttpd's memory pool per connection; small, because every SSE subscriber has one
     /// (the whole pool is resident for a stream) and libmicrohttpd zeroes all of it after every
