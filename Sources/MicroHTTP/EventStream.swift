@@ -5,7 +5,8 @@ import Darwin
 #endif
 
 public enum StreamCloseReason: Sendable, Equatable {
-    /// The client went away (found by a failed write, usually the heartbeat's).
+    /// The client went away: its FIN or RST (seen by the server's `DisconnectWatcher`), or a
+    /// failed write.
     case clientGone
     /// The client fell behind by more than `streamQueueLimit` bytes.
     case overflow
@@ -31,8 +32,11 @@ public final class EventStream: PendingResume, @unchecked Sendable {
 
     private let lock = Lock()
     private let connection: Connection
-    private let socket: Int32
+    let socket: Int32
     private let queueLimit: Int
+    /// The server's `DisconnectWatcher` token (0: not watched). Set and read only on the
+    /// connection's libmicrohttpd thread (when the stream opens and when it completes).
+    var watchToken: UInt64 = 0
 
     // Guarded by `lock`.
     private var queue: [Frame] = []

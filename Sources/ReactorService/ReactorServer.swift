@@ -171,6 +171,7 @@ public final class ReactorServer: @unchecked Sendable {
         http.bodyLimit = configuration.bodyLimit
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit
+        http.decorate = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
         return http
     }
 
