@@ -150,9 +150,11 @@ echo "# fanout-rounds $STAMP: $ROUNDS rounds x $SUBS subscribers x $MESSAGES mes
 
 if [ "$SKIP_REACTORD" != 1 ]; then
     port=$(free_port)
-    # reactord's defaults but for the port and the log level (REACTORD_FLAGS adds to them).
+    # reactord's defaults but for the port, the log level and where its (default, durable) store
+    # file lives (REACTORD_FLAGS adds to them).
     ( ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-      exec "$REACTORD_BIN" --port "$port" --host 127.0.0.1 --log-level warning $REACTORD_FLAGS ) >"$OUT/reactord.log" 2>&1 &
+      exec "$REACTORD_BIN" --port "$port" --host 127.0.0.1 --log-level warning --store "sqlite:$OUT/reactord.sqlite" \
+          $REACTORD_FLAGS ) >"$OUT/reactord.log" 2>&1 &
     RD_PID=$!
     wait_http "http://127.0.0.1:$port/healthz" || { echo "fanout-rounds.sh: reactord did not start" >&2; tail "$OUT/reactord.log" >&2; exit 1; }
     run_rounds reactord "$port"
