@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import MicroHTTP
 
 /// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up as soon
