@@ -1,5 +1,12 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -12,7 +19,7 @@ import ReactorCore
 /// try server.run()   // until SIGINT or SIGTERM
 /// ```
 public final class ReactorServer: @unchecked Sendable {
-    private let context: ServiceContext
+    let context: ServiceContext
     private let http: HTTPServer
     private var sweeper: SessionSweeper?
 
@@ -60,9 +67,11 @@ public final class ReactorServer: @unchecked Sendable {
     public func start() throws {
         try http.start()
         sweeper = SessionSweeper(context: context)
+        context.readiness.setListening(true)
         context.logger.info("reactord listening", metadata: [
             "host": "\(context.configuration.host)", "port": "\(http.port)",
             "reactors": "\(context.registry.names.joined(separator: ","))",
+            "access_log": "\(context.configuration.accessLog ? "on" : "off")",
         ])
     }
 
@@ -70,11 +79,18 @@ public final class ReactorServer: @unchecked Sendable {
     /// in flight are answered, connections drain for up to `stopDeadline` seconds.
     public func stop() {
         guard context.beginStopping() else { return }
-        context.logger.info("reactord stopping")
+        let started = DispatchTime.now().uptimeNanoseconds
+        context.logger.info("reactord stopping", metadata: [
+            "sessions": "\(context.store.sessionCount)", "streams": "\(http.openStreamCount)",
+        ])
         sweeper?.cancel()
-        for session in context.store.removeAll() { context.end(session, reason: "shutdown") }
+        let ended = context.store.removeAll()
+        for session in ended { context.end(session, reason: "shutdown") }
         http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
-        context.logger.info("reactord stopped")
+        context.logger.info("reactord stopped", metadata: [
+            "sessions_ended": "\(ended.count)", "streams_left": "\(http.openStreamCount)",
+            "seconds": "\(Double((DispatchTime.now().uptimeNanoseconds - started) / 1_000_000) / 1000)",
+        ])
     }
 
     /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.

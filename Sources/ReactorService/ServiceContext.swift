@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -14,6 +18,10 @@ final class ServiceContext: @unchecked Sendable {
     let logger: Logger
     let retryFrame: Frame
     let cors: CORSPolicy
+    /// What /readyz asks; the store adds its own check (ReactorServer.addReadinessCheck).
+    let readiness = Readiness()
+    /// Counts and logs the streams closed for reading too slowly.
+    var slowConsumers: SlowConsumers { SlowConsumers(metrics: metrics, logger: logger) }
     private let stopping = Locked(false)
 
     init(configuration: ServiceConfiguration, adminToken: String, logger: Logger) {

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Examples
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ReactorService
 
@@ -8,7 +12,8 @@ import ReactorService
 struct Reactord: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serves reactors over HTTP: sessions, actions, state and pulses as Server-Sent Events.",
-        discussion: "Every option can also be set by the environment variable named in its help; the flag wins.")
+        discussion: "Every option can also be set by the environment variable named in its help; the flag wins.",
+        subcommands: [Healthcheck.self])
 
     @Option(help: "Address to bind. [env: REACTORD_HOST] (default: 127.0.0.1)")
     var host: String?
@@ -40,6 +45,10 @@ struct Reactord: ParsableCommand {
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
     var logLevel: String?
+    @Option(help: "Log format: text, or json (one object per line). [env: REACTORD_LOG_FORMAT] (default: text)")
+    var logFormat: LogFormat?
+    @Option(help: "One log line per request, at info: on or off. [env: REACTORD_ACCESS_LOG] (default: on)")
+    var accessLog: Switch?
 
     mutating func run() throws {
         let environment = Environment(ProcessInfo.processInfo.environment)
@@ -63,17 +72,15 @@ struct Reactord: ParsableCommand {
             ?? configuration.connectionTimeout
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
         configuration.corsOrigins = origins.map {
-            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            $0.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         } ?? []
         let level: Logger.Level = try logLevel.map { try Environment.parse($0, name: "--log-level") }
             ?? environment.value("REACTORD_LOG_LEVEL") ?? .info
+        let format: LogFormat = try logFormat ?? environment.value("REACTORD_LOG_FORMAT") ?? .text
+        configuration.accessLog = try (accessLog ?? environment.value("REACTORD_ACCESS_LOG") ?? .on) == .on
         try Self.validate(configuration)
 
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
         let server = ReactorServer(configuration: configuration, logger: Logger(label: "reactord"))
         server.registerBundledReactors()
         try server.run()

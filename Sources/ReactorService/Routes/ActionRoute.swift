@@ -42,7 +42,7 @@ extension RouteTable {
                     // The session ended while the action was on its way: deleted or expired, or shut down.
                     return .response(context.isStopping ? Problems.stopping : Problems.unknownSession)
                 }
-                context.metrics.actions.increment()
+                context.metrics.countAction(kind: action.session.kind, outcome: .applied)
                 return .response(.json(SessionJSON.body(of: action.session, snapshot)))
             } catch {
                 return .response(Problems.body(error))
