@@ -4,29 +4,29 @@
 
 FROM swift:6.3-bookworm AS builder
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmicrohttpd-dev pkg-config \
+    && apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the release build needs: without Tests/, Package.swift leaves out the test and
 # benchmark targets.
 COPY Package.swift ./
 COPY Sources ./Sources
+# The demo page and openapi.yaml are embedded in the binary: it is the one file to copy.
 RUN swift build -c release --product reactord --static-swift-stdlib \
     && mkdir -p /out \
-    && bin="$(swift build -c release --show-bin-path)" \
-    && strip -o /out/reactord "$bin/reactord" \
-    && cp -R "$bin/reactord_ReactorService.resources" /out/
+    && strip -o /out/reactord "$(swift build -c release --show-bin-path)/reactord"
 
 FROM debian:bookworm-slim
-# libmicrohttpd12 is the one library the binary needs beyond libc; the HEALTHCHECK is the
-# binary's own (`reactord healthcheck`), so no curl. /data holds the store, owned by the user.
+# libmicrohttpd12 and libsqlite3-0 are the libraries the binary needs beyond libc; the
+# HEALTHCHECK is the binary's own (`reactord healthcheck`), so no curl. /data holds the
+# store, owned by the user.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmicrohttpd12 \
+    && apt-get install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin reactord \
     && mkdir /data \
     && chown 10001:10001 /data
-COPY --from=builder /out/ /usr/local/bin/
+COPY --from=builder /out/reactord /usr/local/bin/reactord
 ARG VERSION=dev
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="reactord" \

@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "ReactorCore", targets: ["ReactorCore"]),
         .library(name: "MicroHTTP", targets: ["MicroHTTP"]),
         .library(name: "ReactorService", targets: ["ReactorService"]),
+        .library(name: "ReactorStore", targets: ["ReactorStore"]),
         .library(name: "ReactorClient", targets: ["ReactorClient"]),
         .executable(name: "reactord", targets: ["reactord"]),
     ],
@@ -35,10 +36,17 @@ let package = Package(
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // The store seam and its engines; SQL lives here and nowhere else.
+        .target(name: "ReactorStore", dependencies: ["CSQLite"]),
         .target(
             name: "ReactorService",
             dependencies: [
-                "ReactorCore", "MicroHTTP",
+                "ReactorCore", "MicroHTTP", "ReactorStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

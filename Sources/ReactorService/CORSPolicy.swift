@@ -50,8 +50,11 @@ struct CORSPolicy: Sendable {
         case .eventStream(var streamHeaders, let open):
             for (name, value) in headers { streamHeaders.add(name, value) }
             return .eventStream(headers: streamHeaders, open: open)
-        case .deferred:
-            return reply
+        case let .deferred(work):
+            return .deferred { responder in
+                for (name, value) in headers { responder.extraHeaders.add(name, value) }
+                work(responder)
+            }
         }
     }
 }

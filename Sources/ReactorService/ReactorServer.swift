@@ -10,6 +10,7 @@ import Glibc
 import Logging
 import MicroHTTP
 import ReactorCore
+import ReactorStore
 
 /// Serves reactors over HTTP: sessions, actions, and their state and pulses as SSE.
 ///
@@ -29,7 +30,8 @@ public final class ReactorServer: @unchecked Sendable {
     public var adminToken: String { context.adminToken }
     /// The bound port, after `start()`.
     public var port: UInt16 { http.port }
-    public var sessionCount: Int { context.store.sessionCount }
+    /// Sessions in memory and, with a durable store, stored ones not loaded yet.
+    public var sessionCount: Int { context.sessions.sessionCount }
     /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
     /// reports its connection completed): for operators' and the fault tests' leak checks.
     public var openStreamCount: Int { http.openStreamCount }
@@ -48,9 +50,32 @@ public final class ReactorServer: @unchecked Sendable {
 
     /// Adds a reactor kind. `make` builds one reactor per session and is handed the global
     /// current user, which the reactor merges in its `transform(mutation:)`.
+    ///
+    /// Its sessions survive a restart with a durable store when `State` is also `Decodable`
+    /// (the overload below); with an `Encodable`-only state a stored session cannot come back,
+    /// and its requests after a restart answer 409.
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
+    ) where R.Action: Decodable, R.State: Encodable {
+        add(kind, make) { _ in
+            throw RestoreError(description: "\(R.self).State is not Decodable, so it cannot be restored")
+        }
+    }
+
+    /// Adds a reactor kind whose sessions a durable store can bring back: the reactor starts
+    /// from the stored state (`Reactor.restore`), decoded from the JSON its state encodes to.
+    public func register<R: Reactor>(
+        _ kind: String,
+        _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
+    ) where R.Action: Decodable, R.State: Codable {
+        add(kind, make) { json in try JSONDecoder().decode(R.State.self, from: Data(json)) }
+    }
+
+    private func add<R: Reactor>(
+        _ kind: String,
+        _ make: @escaping (CurrentValueSubject<User?, Never>) -> R,
+        decode: @escaping ([UInt8]) throws -> R.State
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
@@ -59,38 +84,74 @@ public final class ReactorServer: @unchecked Sendable {
         let sessionKind = SessionKind(name: kind) { error in
             logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
-        context.registry.register(kind) { key, hub in
-            ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub)
+        context.registry.register(kind) { key, hub, storedState in
+            let state = try storedState.map(decode)
+            return ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub, restoring: state)
         }
     }
 
+    /// Opens the store (throws `StoreError.cannotOpen`, naming what is wrong, when it cannot),
+    /// then listens.
     public func start() throws {
-        try http.start()
+        try context.openStore()
+        if let engine = context.persistence?.engine {
+            // Reachable: a one-row read on the store's reader connection answers.
+            addReadinessCheck(ReadinessCheck("store") {
+                do { _ = try engine.loadUser(); return nil } catch { return "the store does not answer: \(error)" }
+            })
+        }
+        do {
+            try http.start()
+        } catch {
+            context.persistence?.journal.stop()
+            context.persistence?.engine.close()
+            throw error
+        }
         sweeper = SessionSweeper(context: context)
         context.readiness.setListening(true)
         context.logger.info("reactord listening", metadata: [
             "host": "\(context.configuration.host)", "port": "\(http.port)",
             "reactors": "\(context.registry.names.joined(separator: ","))",
             "access_log": "\(context.configuration.accessLog ? "on" : "off")",
+            "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
         ])
     }
 
-    /// Stops gracefully: new work is refused (503), every stream gets `event: end`, requests
-    /// in flight are answered, connections drain for up to `stopDeadline` seconds.
+    /// Stops gracefully: new work is refused (503), requests in flight are answered,
+    /// connections drain for up to `stopDeadline` seconds. With the memory store every stream
+    /// gets `event: end` (its session is over); with a durable store what is pending is
+    /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
         let started = DispatchTime.now().uptimeNanoseconds
         context.logger.info("reactord stopping", metadata: [
-            "sessions": "\(context.store.sessionCount)", "streams": "\(http.openStreamCount)",
+            "sessions": "\(context.sessions.sessionCount)", "streams": "\(http.openStreamCount)",
         ])
         sweeper?.cancel()
-        let ended = context.store.removeAll()
-        for session in ended { context.end(session, reason: "shutdown") }
-        http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
+        guard let persistence = context.persistence else {
+            let ended = context.sessions.removeAll()
+            for session in ended { context.end(session, reason: "shutdown") }
+            http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
+            context.logger.info("reactord stopped", metadata: [
+                "sessions_ended": "\(ended.count)", "streams_left": "\(http.openStreamCount)",
+                "seconds": "\(Self.seconds(since: started))",
+            ])
+            return
+        }
+        let sessions = context.sessions.removeAll()
+        for session in sessions { session.release() }   // no change after this one...
+        persistence.journal.stop()                      // ...so this commits the last of them
+        for session in sessions { context.end(session, reason: nil) }
+        http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline)
+        persistence.engine.close()
         context.logger.info("reactord stopped", metadata: [
-            "sessions_ended": "\(ended.count)", "streams_left": "\(http.openStreamCount)",
-            "seconds": "\(Double((DispatchTime.now().uptimeNanoseconds - started) / 1_000_000) / 1000)",
+            "sessions_in_memory": "\(sessions.count)", "streams_left": "\(http.openStreamCount)",
+            "seconds": "\(Self.seconds(since: started))",
         ])
+    }
+
+    private static func seconds(since start: UInt64) -> Double {
+        Double((DispatchTime.now().uptimeNanoseconds - start) / 1_000_000) / 1000
     }
 
     /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.
@@ -134,6 +195,10 @@ public final class ReactorServer: @unchecked Sendable {
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit
         return http
+    }
+
+    private struct RestoreError: Error, CustomStringConvertible {
+        let description: String
     }
 
     private static func randomToken() -> String {

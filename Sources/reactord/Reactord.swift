@@ -49,6 +49,8 @@ struct Reactord: ParsableCommand {
     var logFormat: LogFormat?
     @Option(help: "One log line per request, at info: on or off. [env: REACTORD_ACCESS_LOG] (default: on)")
     var accessLog: Switch?
+    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
+    var store: String?
 
     mutating func run() throws {
         let environment = Environment(ProcessInfo.processInfo.environment)
@@ -74,6 +76,12 @@ struct Reactord: ParsableCommand {
         configuration.corsOrigins = origins.map {
             $0.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         } ?? []
+        let storeText: String = try store ?? environment.value("REACTORD_STORE") ?? "sqlite:reactord.sqlite"
+        do {
+            configuration.store = try StoreLocation(parsing: storeText)
+        } catch {
+            throw ValidationError("--store: \(error)")
+        }
         let level: Logger.Level = try logLevel.map { try Environment.parse($0, name: "--log-level") }
             ?? environment.value("REACTORD_LOG_LEVEL") ?? .info
         let format: LogFormat = try logFormat ?? environment.value("REACTORD_LOG_FORMAT") ?? .text

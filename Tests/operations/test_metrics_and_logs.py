@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +22,10 @@ BINARY = os.environ.get("REACTORD_BINARY", ".build/debug/reactord")
 
 class Server:
     def __init__(self, *args):
+        # The durable store (answers wait for its commit: the deferred path) in a file of its own.
+        self.directory = tempfile.TemporaryDirectory(prefix="reactord-ops-")
+        if not any(arg == "--store" for arg in args):
+            args = ("--store", f"sqlite:{self.directory.name}/ops.sqlite", *args)
         self.process = subprocess.Popen(
             [BINARY, "--port", "0", "--admin-token", "ops-test", "--log-format", "json", *args],
             stderr=subprocess.PIPE, text=True)
@@ -90,6 +95,8 @@ def test_metrics_parse_with_help_type_and_labels(server):
         assert server.request("POST", "/sessions", "{}")[0] == 201
     assert server.request("POST", "/sessions", "{}")[0] == 503
 
+    status, ready = server.request("GET", "/readyz")
+    assert status == 200 and json.loads(ready)["checks"] == {"listening": "ok", "store": "ok"}, ready
     status, text = server.request("GET", "/metrics")
     assert status == 200
     stream.close()
@@ -169,15 +176,16 @@ def test_json_log_has_access_and_lifecycle_lines(server):
     assert not any("hunter2" in line for line in server.lines), "the token is redacted everywhere"
     assert not any(r["fields"]["path"] == "/healthz" for r in access), "probes are not logged at info"
     messages = [r["message"] for r in records]
-    assert "reactord listening" in messages
+    listening = next(r for r in records if r["message"] == "reactord listening")
+    assert listening["fields"]["store"].startswith("sqlite:")
     stopping = next(r for r in records if r["message"] == "reactord stopping")
     assert stopping["fields"]["sessions"] == "1"
     stopped = next(r for r in records if r["message"] == "reactord stopped")
-    assert stopped["fields"]["sessions_ended"] == "1"
+    assert stopped["fields"]["sessions_in_memory"] == "1"  # kept in the store, not ended
 
 
 def test_access_log_off():
-    server = Server("--access-log", "off")
+    server = Server("--access-log", "off", "--store", "memory")
     try:
         server.request("POST", "/sessions", "{}")
         assert server.stop() == 0

@@ -13,11 +13,11 @@ extension RouteTable {
             guard !context.isStopping else { return .response(Problems.stopping) }
             return .response(.json(JSONText.object([
                 ("status", JSONText.string("ok")),
-                ("sessions", Array(String(context.store.sessionCount).utf8)),
+                ("sessions", Array(String(context.sessions.sessionCount).utf8)),
             ])))
         }
         add(.GET, "/metrics") { _ in
-            context.metrics.setCensus(context.store.census(), kinds: context.registry.names)
+            context.metrics.setCensus(context.sessions.census(), kinds: context.registry.names)
             return .response(Response(
                 status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
                 body: context.metrics.exposition()))

@@ -29,6 +29,16 @@ struct RouteTable {
         router.add(method, pattern) { request in
             let start = DispatchTime.now().uptimeNanoseconds
             let reply = cors.apply(to: handler(request), for: request)
+            if case let .deferred(work) = reply {
+                // Answered later (after the store's commit): observed when the answer is given.
+                return .deferred { responder in
+                    responder.onRespond = { response in
+                        observer.observe(request, .response(response),
+                                         nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
+                    }
+                    work(responder)
+                }
+            }
             observer.observe(request, reply, nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
             return reply
         }
