@@ -38,17 +38,20 @@ final class ServiceMetrics: Sendable {
         case applied, malformed, invalid, unknownSession = "unknown_session", tooLarge = "too_large", unavailable
     }
 
-    private let actionCounters = Locked<[String: Counter]>([:])
+    /// By kind, then by outcome (its index in `ActionOutcome.allCases`); made on first use.
+    private let actionCounters = Locked<[String: [Counter?]]>([:])
+    private static let outcomes = ActionOutcome.allCases
 
     /// Counts one action of `kind` (a session's reactor kind; "unknown" when no session was found).
+    /// On the action path: one uncontended lock and a dictionary lookup, no allocation.
     func countAction(kind: String, outcome: ActionOutcome) {
-        let key = kind + "\u{0}" + outcome.rawValue
+        let index = Self.outcomes.firstIndex(of: outcome)!
         let counter = actionCounters.withLock { counters -> Counter in
-            if let counter = counters[key] { return counter }
+            if let counter = counters[kind]?[index] { return counter }
             let counter = registry.makeCounter(
                 name: "reactord_actions_total", labels: [("reactor", kind), ("outcome", outcome.rawValue)],
                 help: "Actions received, by reactor kind and outcome (applied, or why not).")
-            counters[key] = counter
+            counters[kind, default: Array(repeating: nil, count: Self.outcomes.count)][index] = counter
             return counter
         }
         counter.increment()

@@ -7,18 +7,20 @@ import MicroHTTP
 /// status and headers are sent then; it may stay open for hours).
 struct AccessLog: Sendable {
     let logger: Logger
+    /// info, or debug for probes and scrapes (the route is fixed per observer: decided once).
+    let level: Logger.Level
 
-    init(logger: Logger) {
+    init(logger: Logger, route: String) {
         var logger = logger
         logger[metadataKey: "log"] = "access"
         self.logger = logger
+        level = Self.quietRoutes.contains(route) ? .debug : .info
     }
 
     /// Routes probes and scrapers call every few seconds: logged at debug, not info.
     static let quietRoutes: Set<String> = ["/healthz", "/readyz", "/metrics"]
 
     func record(_ request: Request, route: String, reply: Reply, nanoseconds: UInt64) {
-        let level: Logger.Level = Self.quietRoutes.contains(route) ? .debug : .info
         guard logger.logLevel <= level else { return }
         var fields: Logger.Metadata = [
             "method": .string(request.method.rawValue),

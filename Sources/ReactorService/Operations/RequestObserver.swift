@@ -15,7 +15,7 @@ struct RequestObserver: Sendable {
     init(context: ServiceContext, method: HTTPMethod, route: String) {
         metrics = context.metrics.routeMetrics(method: method.rawValue, route: route)
         serviceMetrics = context.metrics
-        accessLog = context.configuration.accessLog ? AccessLog(logger: context.logger) : nil
+        accessLog = context.configuration.accessLog ? AccessLog(logger: context.logger, route: route) : nil
         self.route = route
         isAction = method == .POST && route == "/action"
         limits = LimitNotices(logger: context.logger)
