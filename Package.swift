@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "MicroHTTP", targets: ["MicroHTTP"]),
         .library(name: "ReactorService", targets: ["ReactorService"]),
         .library(name: "ReactorStore", targets: ["ReactorStore"]),
+        .library(name: "ReactorServiceCLI", targets: ["ReactorServiceCLI"]),
         .library(name: "ReactorClient", targets: ["ReactorClient"]),
         .executable(name: "reactord", targets: ["reactord"]),
     ],
@@ -58,17 +59,20 @@ let package = Package(
         .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"]),
         // Foundation only (FoundationNetworking on Linux): no server code in an app.
         .target(name: "ReactorClient"),
-        .executableTarget(
-            name: "reactord",
+        // reactord's command line (flags, REACTORD_* variables, logging), for any server binary.
+        .target(
+            name: "ReactorServiceCLI",
             dependencies: [
-                "ReactorService", "Examples",
+                "ReactorService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .executableTarget(name: "reactord", dependencies: ["ReactorServiceCLI", "Examples"]),
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
         .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
+        .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore"]),
         // The raw-socket test clients, one piece of code shared by the HTTP test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),

@@ -49,6 +49,15 @@ struct EventHistory {
         return ordered.filter { $0.seq > seq }
     }
 
+    /// The JSON of the latest state event at or before `seq`, or nil when history no longer
+    /// holds it (history is contiguous, so one found is the latest).
+    func stateJSON(atOrBefore seq: UInt64) -> [UInt8]? {
+        for event in ordered.reversed() where event.seq <= seq {
+            if case let .state(json) = event.kind { return json }
+        }
+        return nil
+    }
+
     private var oldestSeq: UInt64? { events.isEmpty ? nil : events[start].seq }
 
     private var ordered: ArraySlice<RecordedEvent> {

@@ -37,16 +37,9 @@ final class EventHub: @unchecked Sendable {
     /// The reactor's latest event and state.
     private var seq: UInt64 = 0
     private var stateJSON: [UInt8] = Array("{}".utf8)
-    /// What clients may see: the latest committed event and state (the latest, in memory).
-    private var publishedSeq: UInt64 = 0
-    private var publishedJSON: [UInt8] = Array("{}".utf8)
-    /// With a durable store: the session as the journal writes it, and its unwritten events.
+    /// With a durable store: the session as the journal writes it, with its unwritten events
+    /// (all of it guarded by `lock`). One reference here, so the memory store pays 8 bytes.
     private let record: SessionRecord?
-    private var pending: [PendingEvent] = []
-    private var pendingWaiters: [Journal.Completion] = []
-    private var inFlight: (events: [PendingEvent], seq: UInt64, json: [UInt8], waiters: [Journal.Completion])?
-    /// Why a change of this session was lost (it is then unloaded and ends).
-    private var lost: StoreError?
     /// Each pulse's last update count, by name: a state has few pulses, so the first is kept
     /// inline and any others in an array (a dictionary cost every session ~120 bytes more).
     private var firstPulse: (name: String, count: UInt)?
@@ -68,9 +61,7 @@ final class EventHub: @unchecked Sendable {
         self.record = record
         if let stored {
             seq = stored.version
-            publishedSeq = stored.version
             stateJSON = stored.stateJSON
-            publishedJSON = stored.stateJSON
             for event in stored.events { history.append(RecordedEvent(stored: event)) }
             lastActivity = ProcessClock.now - max(0, WallClock.now - stored.lastActive)
         }
@@ -82,6 +73,10 @@ final class EventHub: @unchecked Sendable {
 
     /// The state clients may see: the latest committed one.
     var snapshot: Snapshot { locked { Snapshot(version: publishedSeq, stateJSON: publishedJSON) } }
+
+    /// What clients may see: the latest committed event and state (the latest, in memory).
+    private var publishedSeq: UInt64 { record?.published.seq ?? seq }
+    private var publishedJSON: [UInt8] { record?.published.json ?? stateJSON }
 
     var subscriberCount: Int { locked { subscribers.count } }
 
@@ -99,11 +94,14 @@ final class EventHub: @unchecked Sendable {
         subscribers.isEmpty ? WallClock.now - (ProcessClock.now - lastActivity) : WallClock.now
     }
 
-    /// With a durable store, queues a write of the last activity when the stored one is older
-    /// than `age` seconds, so a session that is only watched does not expire after a restart.
-    func refreshStoredActivity(olderThan age: Double) {
+    /// With a durable store, queues a write of the last activity when the stored one is behind
+    /// by more than the record's resolution, so a session that is only watched does not expire
+    /// after a restart.
+    func refreshStoredActivity() {
         locked {
-            guard let record, !isEnded, lastActiveWallTime - record.storedLastActive > age else { return }
+            guard let record, !isEnded, lastActiveWallTime - record.storedLastActive > record.activityResolution else {
+                return
+            }
             markDirty(record)
         }
     }
@@ -114,7 +112,6 @@ final class EventHub: @unchecked Sendable {
             guard !isEnded else { return }
             defer {
                 stateJSON = state.json
-                if record == nil { publishedJSON = state.json }
                 for pulse in state.pulses { setPulseCount(pulse.updatedCount, for: pulse.name) }
             }
             guard isLive else {
@@ -140,11 +137,10 @@ final class EventHub: @unchecked Sendable {
             }
             if let record {
                 guard !events.isEmpty else { return }
-                pending += zip(events, stored).map { PendingEvent(event: $0, stored: $1) }
+                record.pending += zip(events, stored).map { PendingEvent(event: $0, stored: $1) }
                 markDirty(record)
                 return
             }
-            publishedSeq = seq
             publish(events)
         }
     }
@@ -177,10 +173,20 @@ final class EventHub: @unchecked Sendable {
             }
             stream.send(retry)
             var subscriber = Subscriber(stream: stream, filter: filter)
-            var views = FilteredViews()
             if let lastEventID, let missed = history.events(after: lastEventID, latest: publishedSeq) {
-                for event in missed { deliver(event, to: &subscriber, views: &views) }
+                // A filtered stream compares with what the client had at `lastEventID`, when
+                // history still holds that state, so an unchanged field is not sent again.
+                if let filter, let had = history.stateJSON(atOrBefore: lastEventID) {
+                    subscriber.lastFiltered = filter.apply(to: had)
+                }
+                for event in missed {
+                    // A view is one event's: a cache shared across events sent the first
+                    // event's fields for every later one, so only the first change arrived.
+                    var views = FilteredViews()
+                    deliver(event, to: &subscriber, views: &views)
+                }
             } else {
+                var views = FilteredViews()
                 let current = RecordedEvent(
                     seq: publishedSeq, kind: .state(json: publishedJSON),
                     frame: EventFrames.state(seq: publishedSeq, json: publishedJSON))
@@ -201,12 +207,8 @@ final class EventHub: @unchecked Sendable {
     func end(reason: String?) {
         let (ended, waiters): ([Subscriber], [Journal.Completion]) = locked {
             isEnded = true
-            pending = []
-            defer {
-                subscribers.removeAll()
-                pendingWaiters = []
-            }
-            return (Array(subscribers.values), pendingWaiters)
+            defer { subscribers.removeAll() }
+            return (Array(subscribers.values), record?.dropPending() ?? [])
         }
         for waiter in waiters { waiter(.unavailable("the session ended before its last change was stored")) }
         let frame = reason.map(EventFrames.end(reason:))
@@ -230,12 +232,12 @@ final class EventHub: @unchecked Sendable {
     /// the journal's thread; at once, on this thread, when there is nothing to wait for.
     func whenCommitted(_ completion: @escaping Journal.Completion) {
         let now: StoreError?? = locked {
-            if let lost { return .some(lost) }
             guard let record else { return .some(nil) }
+            if let lost = record.lost { return .some(lost) }
             if record.isQueued {
-                pendingWaiters.append(completion)
-            } else if inFlight != nil {
-                inFlight?.waiters.append(completion)
+                record.pendingWaiters.append(completion)
+            } else if record.inFlight != nil {
+                record.inFlight?.waiters.append(completion)
             } else {
                 return .some(nil)
             }
@@ -310,85 +312,23 @@ extension EventHub: Journaled {
             // An ended session writes nothing more: a deleted one is gone, and an unloaded one
             // (a lost commit) must not store the state whose change was lost.
             guard !isEnded else { return nil }
-            let events = pending
-            pending = []
-            inFlight = (events, seq, stateJSON, pendingWaiters)
-            pendingWaiters = []
-            return SessionWrite(
-                id: record.id, kind: record.kind, isNew: record.isNew, stateJSON: stateJSON, version: seq,
-                createdAt: record.createdAt, lastActive: lastActiveWallTime, events: events.map(\.stored))
+            return record.take(state: stateJSON, version: seq, lastActive: lastActiveWallTime)
         }
     }
 
     func didCommit() {
         let waiters: [Journal.Completion] = locked {
-            guard let written = inFlight, let record else { return [] }
-            inFlight = nil
-            record.isNew = false
-            record.storedLastActive = lastActiveWallTime
-            if !isEnded {
-                publishedSeq = written.seq
-                publishedJSON = written.json
-                publish(written.events.map(\.event))
-            }
+            guard let record, let written = record.committed() else { return [] }
+            if !isEnded { publish(written.events.map(\.event)) }
             return written.waiters
         }
         for waiter in waiters { waiter(nil) }
     }
 
     func commitFailed(_ reason: StoreError) {
-        let (waiters, lostHandler, neverStored): ([Journal.Completion], (@Sendable (Bool) -> Void)?, Bool) = locked {
-            lost = reason
-            defer {
-                inFlight = nil
-                pendingWaiters = []
-                record?.onLost = nil
-            }
-            return ((inFlight?.waiters ?? []) + pendingWaiters, record?.onLost, record?.isNew ?? false)
-        }
-        lostHandler?(neverStored)
-        for waiter in waiters { waiter(reason) }
-    }
-}
-
-/// What a durable session's hub needs to write itself: its identity and its journal.
-/// Guarded by the hub's lock.
-final class SessionRecord: @unchecked Sendable {
-    let id: String
-    let kind: String
-    let createdAt: Double
-    let journal: Journal
-    /// Not written yet: the first write inserts it.
-    var isNew: Bool
-    /// Queued in the journal for its next transaction.
-    var isQueued = false
-    /// The last activity time as stored, seconds since 1970.
-    var storedLastActive: Double
-    /// What the service does when a change is lost: unload the session.
-    var onLost: (@Sendable (_ neverStored: Bool) -> Void)?
-
-    init(id: String, kind: String, journal: Journal, stored: StoredSession?) {
-        self.id = id
-        self.kind = kind
-        self.journal = journal
-        createdAt = stored?.createdAt ?? WallClock.now
-        storedLastActive = stored?.lastActive ?? createdAt
-        isNew = stored == nil
-    }
-}
-
-/// An event numbered but not yet committed, with the form the store keeps it in.
-private struct PendingEvent {
-    let event: RecordedEvent
-    let stored: StoredEvent
-}
-
-/// Seconds since 1970, for times the store keeps across restarts.
-enum WallClock {
-    static var now: Double {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        let lost = locked { record?.lose(reason) }
+        lost?.handler?(lost?.neverStored ?? false)
+        for waiter in lost?.waiters ?? [] { waiter(reason) }
     }
 }
 

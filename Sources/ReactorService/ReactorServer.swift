@@ -51,12 +51,18 @@ public final class ReactorServer: @unchecked Sendable {
     /// Adds a reactor kind. `make` builds one reactor per session and is handed the global
     /// current user, which the reactor merges in its `transform(mutation:)`.
     ///
+    /// `make` is `@Sendable` because it runs on libmicrohttpd's threads, one call per
+    /// `POST /sessions`, possibly several at once. Without it, Swift 6 infers a closure written
+    /// in top-level code (`main.swift`) to be `@MainActor`, and its first call from a server
+    /// thread traps on the isolation check; with it, the compiler rejects what is not safe
+    /// instead (a capture of main-actor or non-`Sendable` state).
+    ///
     /// Its sessions survive a restart with a durable store when `State` is also `Decodable`
     /// (the overload below); with an `Encodable`-only state a stored session cannot come back,
     /// and its requests after a restart answer 409.
     public func register<R: Reactor>(
         _ kind: String,
-        _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Encodable {
         add(kind, make) { _ in
             throw RestoreError(description: "\(R.self).State is not Decodable, so it cannot be restored")
@@ -67,14 +73,14 @@ public final class ReactorServer: @unchecked Sendable {
     /// from the stored state (`Reactor.restore`), decoded from the JSON its state encodes to.
     public func register<R: Reactor>(
         _ kind: String,
-        _ make: @escaping (CurrentValueSubject<User?, Never>) -> R
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Codable {
         add(kind, make) { json in try JSONDecoder().decode(R.State.self, from: Data(json)) }
     }
 
     private func add<R: Reactor>(
         _ kind: String,
-        _ make: @escaping (CurrentValueSubject<User?, Never>) -> R,
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R,
         decode: @escaping ([UInt8]) throws -> R.State
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,

@@ -23,8 +23,25 @@ enum RequestDecoding {
     static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
                                      with decoder: JSONDecoder = JSONDecoder(),
                                      userInfo: [CodingUserInfoKey: Any] = [:]) throws(RequestError) -> T {
-        if let value = RequestJSONDecoder.decode(T.self, from: body, userInfo: userInfo) { return value }
-        return try decodeWithFoundation(T.self, from: body, with: decoder)
+        var mismatch: RequestJSONDecoder.IntegerMismatch?
+        if let value = RequestJSONDecoder.decode(T.self, from: body, userInfo: userInfo, integerMismatch: &mismatch) {
+            return value
+        }
+        do throws(RequestError) {
+            return try decodeWithFoundation(T.self, from: body, with: decoder)
+        } catch .malformed(let detail) {
+            // The body parsed (a mismatch is only met while decoding parsed JSON), so Foundation's
+            // pathless "not valid JSON" is about that number: 422 naming its field, not 400.
+            guard let mismatch else { throw .malformed(detail) }
+            throw .invalid(describe(mismatch))
+        }
+    }
+
+    private static func describe(_ mismatch: RequestJSONDecoder.IntegerMismatch) -> String {
+        let field = mismatch.path.isEmpty ? "the request body" : "field '\(path(mismatch.path))'"
+        let integral = Double(mismatch.literal).map { $0.isFinite && $0 == $0.rounded() } ?? false
+        let what = integral ? "an integer within the range of \(mismatch.type)" : "an integer"
+        return "\(field) must be \(what), not \(mismatch.literal.prefix(40))"
     }
 
     /// Foundation's `JSONDecoder` alone: the reference for values and for every error's wording.

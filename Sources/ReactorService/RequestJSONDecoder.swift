@@ -13,8 +13,24 @@ import Foundation
 /// (with its wording and coding path) is then the answer. Errors are rare; the common request
 /// costs one parse instead of Foundation's.
 enum RequestJSONDecoder {
+    /// A number where an integer type was decoded that is no plain integer of that type (1.5,
+    /// 1e30, 2^64): JSONDecoder on Linux reports these as "not valid JSON" with no coding path,
+    /// so the first one met here is kept to name the field instead.
+    struct IntegerMismatch {
+        let path: [any CodingKey]
+        let literal: String
+        let type: Any.Type
+    }
+
     static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
                                      userInfo: [CodingUserInfoKey: Any]) -> T? {
+        var mismatch: IntegerMismatch?
+        return decode(type, from: body, userInfo: userInfo, integerMismatch: &mismatch)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
+                                     userInfo: [CodingUserInfoKey: Any],
+                                     integerMismatch: inout IntegerMismatch?) -> T? {
         let parsed: JSONValue? = body.withUnsafeBufferPointer { bytes in
             var parser = JSONParser(bytes: bytes)
             return parser.parseDocument()
@@ -22,7 +38,10 @@ enum RequestJSONDecoder {
         guard let parsed else { return nil }
         let context = DecodingContext(userInfo: userInfo)
         let decoder = ValueDecoder(value: parsed, parent: nil, key: nil, context: context)
-        guard let value = try? T(from: decoder), !context.declined else { return nil }
+        guard let value = try? T(from: decoder), !context.declined else {
+            integerMismatch = context.integerMismatch
+            return nil
+        }
         return value
     }
 }
@@ -266,6 +285,7 @@ private final class DecodingContext {
     let userInfo: [CodingUserInfoKey: Any]
     /// Set where an answer might differ from JSONDecoder's (`allKeys`): the result is not used.
     var declined = false
+    var integerMismatch: RequestJSONDecoder.IntegerMismatch?
     init(userInfo: [CodingUserInfoKey: Any]) { self.userInfo = userInfo }
 }
 
@@ -347,6 +367,16 @@ extension ValueDecoder {
         return Declined()
     }
 
+    /// An integer of type `T`, or a refusal that remembers where a number did not fit.
+    func integer<T: FixedWidthInteger>(_ value: JSONValue, as _: T.Type,
+                                       path: @autoclosure () -> [any CodingKey]) throws -> T {
+        if let integer = Convert.integer(value, as: T.self) { return integer }
+        if case let .number(literal) = value, context.integerMismatch == nil {
+            context.integerMismatch = .init(path: path(), literal: literal, type: T.self)
+        }
+        throw decline()
+    }
+
     func must<T>(_ value: T?) throws -> T {
         guard let value else { throw decline() }
         return value
@@ -355,7 +385,7 @@ extension ValueDecoder {
     func decodeValue<T: Decodable>(_ type: T.Type, _ value: JSONValue, child: () -> ValueDecoder) throws -> T {
         if T.self == String.self { return unsafeBitCast(try must(Convert.string(value)), to: T.self) }
         if T.self == Bool.self { return unsafeBitCast(try must(Convert.bool(value)), to: T.self) }
-        if T.self == Int.self { return unsafeBitCast(try must(Convert.integer(value, as: Int.self)), to: T.self) }
+        if T.self == Int.self { return unsafeBitCast(try integer(value, as: Int.self, path: child().codingPath), to: T.self) }
         // JSONDecoder has rules of its own for these (and for floating point text).
         if T.self == Double.self || T.self == Float.self || T.self == Date.self || T.self == Data.self
             || T.self == URL.self || T.self == Decimal.self { throw decline() }
@@ -392,16 +422,16 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: String.Type, forKey key: Key) throws -> String { try decoder.must(Convert.string(require(key))) }
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double { throw decoder.decline() }
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float { throw decoder.decline() }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.must(Convert.integer(require(key), as: Int.self)) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.must(Convert.integer(require(key), as: Int8.self)) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.must(Convert.integer(require(key), as: Int16.self)) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.must(Convert.integer(require(key), as: Int32.self)) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.must(Convert.integer(require(key), as: Int64.self)) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.must(Convert.integer(require(key), as: UInt.self)) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.must(Convert.integer(require(key), as: UInt8.self)) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.must(Convert.integer(require(key), as: UInt16.self)) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.must(Convert.integer(require(key), as: UInt32.self)) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.must(Convert.integer(require(key), as: UInt64.self)) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.integer(require(key), as: Int.self, path: codingPath + [key]) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.integer(require(key), as: Int8.self, path: codingPath + [key]) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.integer(require(key), as: Int16.self, path: codingPath + [key]) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.integer(require(key), as: Int32.self, path: codingPath + [key]) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.integer(require(key), as: Int64.self, path: codingPath + [key]) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.integer(require(key), as: UInt.self, path: codingPath + [key]) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.integer(require(key), as: UInt8.self, path: codingPath + [key]) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.integer(require(key), as: UInt16.self, path: codingPath + [key]) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.integer(require(key), as: UInt32.self, path: codingPath + [key]) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.integer(require(key), as: UInt64.self, path: codingPath + [key]) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         let value = try require(key)
         return try decoder.decodeValue(T.self, value) { decoder.child(value, key: key) }
@@ -454,16 +484,16 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
     mutating func decode(_ type: String.Type) throws -> String { try decoder.must(Convert.string(next())) }
     mutating func decode(_ type: Double.Type) throws -> Double { throw decoder.decline() }
     mutating func decode(_ type: Float.Type) throws -> Float { throw decoder.decline() }
-    mutating func decode(_ type: Int.Type) throws -> Int { try decoder.must(Convert.integer(next(), as: Int.self)) }
-    mutating func decode(_ type: Int8.Type) throws -> Int8 { try decoder.must(Convert.integer(next(), as: Int8.self)) }
-    mutating func decode(_ type: Int16.Type) throws -> Int16 { try decoder.must(Convert.integer(next(), as: Int16.self)) }
-    mutating func decode(_ type: Int32.Type) throws -> Int32 { try decoder.must(Convert.integer(next(), as: Int32.self)) }
-    mutating func decode(_ type: Int64.Type) throws -> Int64 { try decoder.must(Convert.integer(next(), as: Int64.self)) }
-    mutating func decode(_ type: UInt.Type) throws -> UInt { try decoder.must(Convert.integer(next(), as: UInt.self)) }
-    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.must(Convert.integer(next(), as: UInt8.self)) }
-    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.must(Convert.integer(next(), as: UInt16.self)) }
-    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.must(Convert.integer(next(), as: UInt32.self)) }
-    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.must(Convert.integer(next(), as: UInt64.self)) }
+    mutating func decode(_ type: Int.Type) throws -> Int { try decoder.integer(next(), as: Int.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try decoder.integer(next(), as: Int8.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try decoder.integer(next(), as: Int16.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try decoder.integer(next(), as: Int32.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try decoder.integer(next(), as: Int64.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try decoder.integer(next(), as: UInt.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.integer(next(), as: UInt8.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.integer(next(), as: UInt16.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.integer(next(), as: UInt32.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.integer(next(), as: UInt64.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let key = IndexKey(currentIndex)
         let value = try next()
@@ -498,16 +528,16 @@ private struct SingleContainer: SingleValueDecodingContainer {
     func decode(_ type: String.Type) throws -> String { try decoder.must(Convert.string(value)) }
     func decode(_ type: Double.Type) throws -> Double { throw decoder.decline() }
     func decode(_ type: Float.Type) throws -> Float { throw decoder.decline() }
-    func decode(_ type: Int.Type) throws -> Int { try decoder.must(Convert.integer(value, as: Int.self)) }
-    func decode(_ type: Int8.Type) throws -> Int8 { try decoder.must(Convert.integer(value, as: Int8.self)) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try decoder.must(Convert.integer(value, as: Int16.self)) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try decoder.must(Convert.integer(value, as: Int32.self)) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try decoder.must(Convert.integer(value, as: Int64.self)) }
-    func decode(_ type: UInt.Type) throws -> UInt { try decoder.must(Convert.integer(value, as: UInt.self)) }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.must(Convert.integer(value, as: UInt8.self)) }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.must(Convert.integer(value, as: UInt16.self)) }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.must(Convert.integer(value, as: UInt32.self)) }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.must(Convert.integer(value, as: UInt64.self)) }
+    func decode(_ type: Int.Type) throws -> Int { try decoder.integer(value, as: Int.self, path: codingPath) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try decoder.integer(value, as: Int8.self, path: codingPath) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try decoder.integer(value, as: Int16.self, path: codingPath) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try decoder.integer(value, as: Int32.self, path: codingPath) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try decoder.integer(value, as: Int64.self, path: codingPath) }
+    func decode(_ type: UInt.Type) throws -> UInt { try decoder.integer(value, as: UInt.self, path: codingPath) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.integer(value, as: UInt8.self, path: codingPath) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.integer(value, as: UInt16.self, path: codingPath) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.integer(value, as: UInt32.self, path: codingPath) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.integer(value, as: UInt64.self, path: codingPath) }
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
         // The value decodes from this same decoder (no new level in the path), as in JSONDecoder.
         try decoder.decodeValue(T.self, value) { decoder }

@@ -80,7 +80,9 @@ final class ServiceContext: @unchecked Sendable {
 
     /// A hub for a new session (no `restoring`) or a restored one, journaled when the store is durable.
     func makeHub(id: String, kind: String, restoring stored: StoredSession? = nil) -> EventHub {
-        let record = persistence.map { SessionRecord(id: id, kind: kind, journal: $0.journal, stored: stored) }
+        let record = persistence.map {
+            SessionRecord(id: id, kind: kind, journal: $0.journal, stored: stored, ttl: configuration.sessionTTL)
+        }
         return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored)
     }
 

@@ -20,6 +20,8 @@ protocol Session: AnyObject, Sendable {
     func end(reason: String?)
     /// Releases the reactor, cancelling its effects; the streams stay open until the hub ends.
     func release()
+    /// The state's top-level field names, nil ones included (empty once the session ended).
+    func stateFieldNames() -> Set<String>
 }
 
 /// What every session of one reactor kind shares: its name and what to do when a state does
@@ -79,6 +81,12 @@ where R.Action: Decodable, R.State: Encodable {
         actions.send(action)
         hub.touch()
         return hub.latest
+    }
+
+    func stateFieldNames() -> Set<String> {
+        // Asked only by a `?fields=` subscribe that names a field the current JSON lacks: no cost per event.
+        guard let state = lock.withLock({ reactor?.currentState }) else { return [] }
+        return StateEncoding.fieldNames(of: state)
     }
 
     func end(reason: String?) {

@@ -21,7 +21,7 @@ final class SessionSweeper: @unchecked Sendable {
                 context.remove(session, reason: "expired")
             }
             guard let persistence = context.persistence else { return }
-            for session in context.sessions.loaded { session.hub.refreshStoredActivity(olderThan: ttl / 4) }
+            for session in context.sessions.loaded { session.hub.refreshStoredActivity() }
             persistence.deleteExpiredStored(from: context)
         }
         timer.resume()

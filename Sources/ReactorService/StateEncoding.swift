@@ -36,6 +36,17 @@ enum StateEncoding {
         }
     }
 
+    /// The state's top-level field names, those whose value is nil now included, so that
+    /// `?fields=` knows them from the State type rather than from the current value.
+    static func fieldNames(of state: some Encodable) -> Set<String> {
+        let absent = AbsentKeys()
+        if let json = try? StateJSONEncoder().encode(state, absentKeys: absent) {
+            return FieldFilter.fieldNames(of: json).union(absent.names)
+        }
+        // Foundation's encoder (where ours declines) tells nothing of nil fields.
+        return (try? JSONText.makeEncoder().encode(state)).map { FieldFilter.fieldNames(of: Array($0)) } ?? []
+    }
+
     static func encodeValue(_ value: any Encodable) -> [UInt8] {
         if let json = try? StateJSONEncoder().encode(value) { return json }
         return (try? Array(JSONText.makeEncoder().encode(value))) ?? Array("null".utf8)

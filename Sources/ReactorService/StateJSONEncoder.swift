@@ -21,7 +21,15 @@ struct StateJSONEncoder {
     struct Unsupported: Error {}
 
     func encode(_ value: some Encodable) throws -> [UInt8] {
+        try encode(value, absentKeys: nil)
+    }
+
+    /// Also collects the top-level keys that `encodeIfPresent` left out because their value was
+    /// nil: synthesized `Encodable` drops a nil optional from the JSON, but it is still a field
+    /// of the state's type (`?fields=` may name it).
+    func encode(_ value: some Encodable, absentKeys: AbsentKeys?) throws -> [UInt8] {
         let root = NodeEncoder(parent: nil, key: nil, userInfo: userInfo)
+        root.absentKeys = absentKeys
         try value.encode(to: root)
         guard let node = root.node else { throw Unsupported() }
         var out: [UInt8] = []
@@ -189,6 +197,11 @@ private final class ArrayBox {
     var elements: [Node] = []
 }
 
+/// Top-level keys of nil optionals, met while encoding (see `StateJSONEncoder.encode(_:absentKeys:)`).
+final class AbsentKeys {
+    var names: [String] = []
+}
+
 /// One level of the encoding: the value it was asked for, and the path to it (made only when
 /// asked for, by following the parents: `Pulse` reads it, little else does).
 private final class NodeEncoder: Encoder {
@@ -196,6 +209,8 @@ private final class NodeEncoder: Encoder {
     let key: (any CodingKey)?
     let userInfo: [CodingUserInfoKey: Any]
     var node: Node?
+    /// Set on the root encoder only, and only when the caller asks for absent keys.
+    var absentKeys: AbsentKeys?
 
     init(parent: NodeEncoder?, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any]) {
         self.parent = parent
@@ -302,6 +317,56 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt64, forKey key: Key) throws { box.set(key.stringValue, .uint(value)) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         box.set(key.stringValue, try encoder.box(value, key: key, extraPath: extraPath))
+    }
+
+    // encodeIfPresent: as the defaults, but a nil at the top level is noted (absentKeys).
+    private func noteAbsent(_ key: Key) {
+        if extraPath.isEmpty, let absent = encoder.absentKeys { absent.names.append(key.stringValue) }
+    }
+    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+    }
+    mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(

@@ -86,12 +86,14 @@ public struct SessionWrite: Sendable {
     public var stateJSON: [UInt8]
     public var version: UInt64
     public var createdAt: Double
-    public var lastActive: Double
+    /// Seconds since 1970; nil leaves the stored time as it is (it is written coarsely, so
+    /// that most writes leave the index on it alone).
+    public var lastActive: Double?
     /// The events since the last write, oldest first.
     public var events: [StoredEvent]
 
     public init(id: String, kind: String, isNew: Bool, stateJSON: [UInt8], version: UInt64,
-                createdAt: Double, lastActive: Double, events: [StoredEvent]) {
+                createdAt: Double, lastActive: Double?, events: [StoredEvent]) {
         self.id = id
         self.kind = kind
         self.isNew = isNew

@@ -21,7 +21,12 @@ extension RouteTable {
             if let fields = request.query["fields"] {
                 let known = FieldFilter.fieldNames(of: session.hub.snapshot.stateJSON)
                 do throws(FieldFilterError) {
-                    filter = try FieldFilter(query: fields, knownFields: known)
+                    do throws(FieldFilterError) {
+                        filter = try FieldFilter(query: fields, knownFields: known)
+                    } catch .unknown {
+                        // Perhaps a field that is nil now, which the JSON leaves out: ask the State type.
+                        filter = try FieldFilter(query: fields, knownFields: known.union(session.stateFieldNames()))
+                    }
                 } catch {
                     return .response(.problem(status: 400, detail: error.description))
                 }

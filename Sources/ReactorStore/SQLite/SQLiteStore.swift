@@ -12,7 +12,7 @@ import Glibc
 /// `flock` on the file, held while the store is open). Writes go through one connection,
 /// in one transaction per `commit` (the service batches every change that arrived while the
 /// previous commit ran); reads through a second one, so a restore never waits for a commit.
-/// `synchronous = FULL`: a commit is on disk before it returns, power loss included.
+/// `sync` says whether a commit is fsynced before it returns (see `SQLiteSync`).
 public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     public let name: String
     private let path: String
@@ -26,9 +26,9 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     /// Opens (or creates) the file at `path`. Refuses, naming the file and leaving it as it
     /// was: a missing or unwritable folder, a file that is not a SQLite database or belongs to
     /// another program, one written by a newer reactord, one another process has open.
-    public init(path: String) throws(StoreError) {
+    public init(path: String, sync: SQLiteSync = .normal) throws(StoreError) {
         self.path = path
-        name = "sqlite:\(path)"
+        name = StoreLocation.sqlite(path: path, sync: sync).description
         lockFile = try Self.lockExclusively(path)
         do {
             let writer = try SQLiteConnection(path: path, create: true)
@@ -40,7 +40,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 throw StoreError.cannotOpen("\(path) was written by a newer reactord (schema version \(version); "
                     + "this one knows \(SQLiteSchema.currentVersion)); left untouched")
             }
-            try writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL")
+            try writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
             try SQLiteSchema.migrate(writer, from: version)
             let reader = try SQLiteConnection(path: path, readOnly: true)
             try reader.execute("PRAGMA busy_timeout = 5000")
@@ -137,17 +137,24 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     // MARK: - Private
 
+    private static let trimStep: Int64 = 64
+
     private func apply(_ write: SessionWrite, historyLength: Int, on writer: SQLiteConnection) throws {
         if write.isNew {
             try writer.statement("""
                 INSERT INTO sessions (id, kind, state, version, created_at, last_active) VALUES (?, ?, ?, ?, ?, ?)
                 """)
                 .bind(.text(write.id), .text(write.kind), .utf8(write.stateJSON), .integer(Int64(clamping: write.version)),
-                      .real(write.createdAt), .real(write.lastActive)).run()
+                      .real(write.createdAt), .real(write.lastActive ?? write.createdAt)).run()
         } else {
-            try writer.statement("UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")
-                .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .real(write.lastActive),
-                      .text(write.id)).run()
+            if let lastActive = write.lastActive {
+                try writer.statement("UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")
+                    .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .real(lastActive),
+                          .text(write.id)).run()
+            } else {
+                try writer.statement("UPDATE sessions SET state = ?, version = ? WHERE id = ?")
+                    .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .text(write.id)).run()
+            }
             // A session deleted meanwhile stays deleted: its late events are not kept.
             if writer.changes == 0 { return }
         }
@@ -158,8 +165,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 .bind(.text(write.id), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
                       .utf8(event.json)).run()
         }
+        // Trimmed in steps of `trimStep` events, not on every write: a session keeps between
+        // `historyLength` and `historyLength + trimStep` of them, and reads take the newest.
         let oldestKept = Int64(clamping: write.version) - Int64(historyLength)
-        if oldestKept > 0 {
+        let previous = Int64(clamping: write.events[0].seq) - 1 - Int64(historyLength)
+        if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
             try writer.statement("DELETE FROM events WHERE session = ? AND seq <= ?")
                 .bind(.text(write.id), .integer(oldestKept)).run()
         }

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Examples
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -8,13 +7,14 @@ import Foundation
 import Logging
 import ReactorService
 
-@main
-struct Reactord: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Serves reactors over HTTP: sessions, actions, state and pulses as Server-Sent Events.",
-        discussion: "Every option can also be set by the environment variable named in its help; the flag wins.",
-        subcommands: [Healthcheck.self])
-
+/// reactord's command line: one `@Option` per `ServiceConfiguration` field, each with its
+/// `REACTORD_*` environment twin; the flag wins over the variable, the variable over the default.
+///
+/// `ReactorServer.main(registering:)` parses these for a server binary of your own; a command of
+/// your own can take them whole with `@OptionGroup var server: ServerOptions`. A bad value, from a
+/// flag or the environment, is a `ValidationError` naming the flag or the variable (exit 64 and
+/// the usage, argument-parser's convention), never a default taken silently.
+public struct ServerOptions: ParsableArguments {
     @Option(help: "Address to bind. [env: REACTORD_HOST] (default: 127.0.0.1)")
     var host: String?
     @Option(help: "Port to listen on, 0 for any free one. [env: REACTORD_PORT] (default: 8080)")
@@ -45,15 +45,28 @@ struct Reactord: ParsableCommand {
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
     var logLevel: String?
+    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file; 'sqlite:PATH?sync=full' fsyncs every commit) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
+    var store: String?
     @Option(help: "Log format: text, or json (one object per line). [env: REACTORD_LOG_FORMAT] (default: text)")
     var logFormat: LogFormat?
     @Option(help: "One log line per request, at info: on or off. [env: REACTORD_ACCESS_LOG] (default: on)")
     var accessLog: Switch?
-    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
-    var store: String?
 
-    mutating func run() throws {
-        let environment = Environment(ProcessInfo.processInfo.environment)
+    public init() {}
+
+    /// Called by argument-parser after parsing: every value, flags and environment alike, is
+    /// checked before anything starts.
+    public mutating func validate() throws {
+        let environment = ProcessInfo.processInfo.environment
+        _ = try configuration(environment: environment)
+        _ = try logLevel(environment: environment)
+        _ = try logFormat(environment: environment)
+    }
+
+    /// The configuration these flags and `environment`'s `REACTORD_*` variables describe.
+    public func configuration(environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws -> ServiceConfiguration {
+        let environment = Environment(environment)
         var configuration = ServiceConfiguration()
         configuration.host = try host ?? environment.value("REACTORD_HOST") ?? configuration.host
         configuration.port = try port ?? environment.value("REACTORD_PORT") ?? configuration.port
@@ -80,33 +93,10 @@ struct Reactord: ParsableCommand {
         do {
             configuration.store = try StoreLocation(parsing: storeText)
         } catch {
-            throw ValidationError("--store: \(error)")
+            throw ValidationError("\(store != nil ? "--store" : "REACTORD_STORE"): \(error)")
         }
-        let level: Logger.Level = try logLevel.map { try Environment.parse($0, name: "--log-level") }
-            ?? environment.value("REACTORD_LOG_LEVEL") ?? .info
-        let format: LogFormat = try logFormat ?? environment.value("REACTORD_LOG_FORMAT") ?? .text
         configuration.accessLog = try (accessLog ?? environment.value("REACTORD_ACCESS_LOG") ?? .on) == .on
-        try Self.validate(configuration)
-
-        LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
-        let server = ReactorServer(configuration: configuration, logger: Logger(label: "reactord"))
-        server.registerBundledReactors()
-        try server.run()
-    }
-
-    private static func validate(_ configuration: ServiceConfiguration) throws {
-        func require(_ condition: Bool, _ message: String) throws {
-            if !condition { throw ValidationError(message) }
-        }
-        try require(configuration.threads >= 1, "threads must be at least 1")
-        try require(configuration.sessionTTL > 0, "session TTL must be positive")
-        try require(configuration.maxSessions >= 1, "max sessions must be at least 1")
-        try require(configuration.bodyLimit >= 64, "body limit must be at least 64 bytes")
-        try require(configuration.heartbeat > 0, "heartbeat must be positive")
-        try require(configuration.historyLength >= 0, "history must not be negative")
-        try require(configuration.connectionLimit >= 1, "connection limit must be at least 1")
-        try require(configuration.streamMaxAge >= 0, "stream max age must not be negative")
-        try require(configuration.connectionsPerIP >= 0, "connections per IP must not be negative")
-        try require(configuration.connectionTimeout >= 1, "connection timeout must be at least 1 second")
+        try check(configuration)
+        return configuration
     }
 }

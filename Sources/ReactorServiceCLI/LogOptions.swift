@@ -2,18 +2,18 @@ import ArgumentParser
 import Logging
 
 /// `--log-format`: text (swift-log's stream handler) or json (one object per line).
-enum LogFormat: String, ExpressibleByArgument, CaseIterable {
+public enum LogFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     case text, json
 }
 
 /// An on/off option (`--access-log on|off`).
-enum Switch: String, ExpressibleByArgument, CaseIterable {
+public enum Switch: String, ExpressibleByArgument, CaseIterable, Sendable {
     case on, off
 }
 
 extension LogFormat {
     /// The handler every logger of the process gets, on stderr.
-    func handler(label: String, level: Logger.Level) -> any LogHandler {
+    public func handler(label: String, level: Logger.Level) -> any LogHandler {
         var handler: any LogHandler
         switch self {
         case .text: handler = StreamLogHandler.standardError(label: label)

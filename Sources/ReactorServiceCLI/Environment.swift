@@ -14,9 +14,21 @@ struct Environment {
 
     static func parse<T: ExpressibleByArgument>(_ text: String, name: String) throws -> T {
         guard let value = T(argument: text) else {
-            throw ValidationError("\(name): '\(text)' is not a valid \(T.self)")
+            throw ValidationError("\(name): '\(text)' is not \(expectation(for: T.self))")
         }
         return value
+    }
+
+    /// What a value of `type` looks like, in the words of the option's help.
+    private static func expectation(for type: Any.Type) -> String {
+        switch type {
+        case is UInt16.Type: return "a port number from 0 to 65535"
+        case is Int.Type: return "a whole number"
+        case is Double.Type: return "a number"
+        case is Logger.Level.Type:
+            return "a log level (" + Logger.Level.allCases.map(\.rawValue).joined(separator: ", ") + ")"
+        default: return "a valid \(type)"
+        }
     }
 }
 

@@ -1,0 +1,67 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+import ReactorService
+
+extension ReactorServer {
+    /// A whole server binary in one call, with reactord's command line: parses the flags and
+    /// `REACTORD_*` variables (`--help` lists them), exits 64 with a message naming a bad one,
+    /// sends the log to stderr at `--log-level`, makes the server, lets `register` add the
+    /// reactor kinds, and serves until SIGINT or SIGTERM.
+    ///
+    /// ```swift
+    /// ReactorServer.main { server in
+    ///     server.register("todo") { currentUser in TodoReactor(currentUser: currentUser) }
+    /// }
+    /// ```
+    ///
+    /// `register` runs once, on the calling thread, before the server starts; the factories it
+    /// registers run on the server's threads (hence `register`'s `@Sendable`).
+    public static func main(
+        arguments: [String]? = nil,
+        registering register: (ReactorServer) throws -> Void
+    ) -> Never {
+        // `<binary> healthcheck`: the container's HEALTHCHECK, asking a running server (see Healthcheck).
+        let given = arguments ?? Array(CommandLine.arguments.dropFirst())
+        if given.first == "healthcheck" {
+            Healthcheck.main(Array(given.dropFirst()))
+            Healthcheck.exit()
+        }
+        let options = ServeCommand.parseOrExit(arguments).options
+        do {
+            try options.bootstrapLogging()
+            let server = ReactorServer(configuration: try options.configuration(),
+                                       logger: Logger(label: ServeCommand.commandName))
+            try register(server)
+            try server.run()
+        } catch {
+            // Not a usage error (the port is taken, a kind failed to register): exit 1, as argument-parser does.
+            ServeCommand.exit(withError: error)
+        }
+        ServeCommand.exit()
+    }
+}
+
+/// The command `ReactorServer.main` parses: reactord's options under the binary's own name.
+struct ServeCommand: ParsableCommand {
+    static var commandName: String {
+        CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "reactord"
+    }
+
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: commandName,
+            abstract: "Serves reactors over HTTP: sessions, actions, state and pulses as Server-Sent Events.",
+            discussion: """
+                Every option can also be set by the environment variable named in its help; the flag wins.
+                '\(commandName) healthcheck' asks a server running on this host whether it is ready \
+                (exit status 0) or not (1); '\(commandName) healthcheck --help' tells more.
+                """)
+    }
+
+    @OptionGroup var options: ServerOptions
+}

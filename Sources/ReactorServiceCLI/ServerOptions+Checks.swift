@@ -1,0 +1,59 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+import ReactorService
+
+extension ServerOptions {
+    /// `--log-level`, else `REACTORD_LOG_LEVEL`, else info.
+    public func logLevel(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Logger.Level {
+        try logLevel.map { try Environment.parse($0, name: "--log-level") }
+            ?? Environment(environment).value("REACTORD_LOG_LEVEL") ?? .info
+    }
+
+    /// `--log-format`, else `REACTORD_LOG_FORMAT`, else text.
+    public func logFormat(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> LogFormat {
+        try logFormat ?? Environment(environment).value("REACTORD_LOG_FORMAT") ?? .text
+    }
+
+    /// Sends swift-log's output to stderr at `logLevel(environment:)`, as text or one JSON object
+    /// per line (`logFormat(environment:)`). Once per process.
+    public func bootstrapLogging(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        let level = try logLevel(environment: environment)
+        let format = try logFormat(environment: environment)
+        LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
+    }
+
+    /// Each rule names where the bad value came from: the flag when it was given, else its variable.
+    func check(_ configuration: ServiceConfiguration) throws {
+        func require(_ condition: Bool, _ flag: Any?, _ name: String, _ rule: String, _ value: Any) throws {
+            guard !condition else { return }
+            let source = flag != nil ? "--\(name)" : "REACTORD_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
+            throw ValidationError("\(source) \(rule) (got \(value))")
+        }
+        // Seconds become Dispatch deadlines, which trap past Int64 nanoseconds (inf, 1e300):
+        // finite and at most a billion seconds (about 31 years) keeps every one in range.
+        func seconds(_ value: Double, min: Double, exclusive: Bool) -> Bool {
+            value.isFinite && value <= 1e9 && (exclusive ? value > min : value >= min)
+        }
+        try require(configuration.threads >= 1, threads, "threads", "must be at least 1", configuration.threads)
+        try require(seconds(configuration.sessionTTL, min: 0, exclusive: true), sessionTTL, "session-ttl",
+                    "must be a number of seconds above 0 and at most 1e9", configuration.sessionTTL)
+        try require(configuration.maxSessions >= 1, maxSessions, "max-sessions", "must be at least 1", configuration.maxSessions)
+        try require(configuration.bodyLimit >= 64, bodyLimit, "body-limit", "must be at least 64 bytes", configuration.bodyLimit)
+        try require(seconds(configuration.heartbeat, min: 0.01, exclusive: false), heartbeat, "heartbeat",
+                    "must be a number of seconds from 0.01 to 1e9", configuration.heartbeat)
+        try require(configuration.historyLength >= 0, history, "history", "must not be negative", configuration.historyLength)
+        try require(configuration.connectionLimit >= 1, connectionLimit, "connection-limit", "must be at least 1",
+                    configuration.connectionLimit)
+        try require(seconds(configuration.streamMaxAge, min: 0, exclusive: false), streamMaxAge, "stream-max-age",
+                    "must be a number of seconds from 0 to 1e9", configuration.streamMaxAge)
+        try require(configuration.connectionsPerIP >= 0, connectionsPerIP, "connections-per-ip", "must not be negative",
+                    configuration.connectionsPerIP)
+        try require(configuration.connectionTimeout >= 1, connectionTimeout, "connection-timeout", "must be at least 1 second",
+                    configuration.connectionTimeout)
+    }
+}

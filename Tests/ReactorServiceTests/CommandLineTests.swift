@@ -1,0 +1,113 @@
+import Foundation
+import XCTest
+
+/// The real `reactord`'s command line (ReactorServiceCLI): a bad flag or variable is exit 64
+/// (argument-parser's EX_USAGE) with a message naming it, never a crash or a silent default.
+final class CommandLineTests: XCTestCase {
+    private struct Outcome {
+        let status: Int32
+        let output: String
+    }
+
+    /// Runs reactord to its end (at most 20 s) and gives its status and stdout+stderr.
+    private func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Outcome {
+        let process = Process()
+        process.executableURL = try ReactordProcess.executableURL()
+        process.arguments = arguments
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+            XCTFail("reactord \(arguments) \(environment) still ran after 20 s")
+        }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        return Outcome(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+    }
+
+    func testBadFlagsExit64NamingTheFlag() throws {
+        let cases: [([String], String)] = [
+            (["--port", "65536"], "--port"),
+            (["--port=-1"], "--port"),
+            (["--threads", "0"], "--threads"),
+            (["--threads=-3"], "--threads"),
+            (["--session-ttl", "0"], "--session-ttl"),
+            (["--session-ttl", "nan"], "--session-ttl"),
+            (["--max-sessions", "0"], "--max-sessions"),
+            (["--body-limit", "10"], "--body-limit"),
+            (["--heartbeat", "0"], "--heartbeat"),
+            (["--heartbeat", "inf"], "--heartbeat"),     // trapped in Dispatch before it was refused
+            (["--history=-1"], "--history"),
+            (["--connection-limit", "0"], "--connection-limit"),
+            (["--connections-per-ip=-1"], "--connections-per-ip"),
+            (["--stream-max-age", "1e300"], "--stream-max-age"),
+            (["--connection-timeout", "0"], "--connection-timeout"),
+            (["--log-level", "loud"], "--log-level"),
+            (["--max-sessions", "many"], "--max-sessions"),
+            (["--bogus"], "--bogus"),
+            (["--port"], "--port"),
+        ]
+        for (arguments, name) in cases {
+            let outcome = try run(arguments)
+            XCTAssertEqual(outcome.status, 64, "\(arguments): \(outcome.output)")
+            XCTAssertTrue(outcome.output.contains("Error:"), "\(arguments): \(outcome.output)")
+            XCTAssertTrue(outcome.output.contains(name), "\(arguments) should name \(name): \(outcome.output)")
+            XCTAssertFalse(outcome.output.contains("listening"), "\(arguments) must not start: \(outcome.output)")
+        }
+    }
+
+    func testBadEnvironmentVariablesExit64NamingTheVariable() throws {
+        let cases: [(String, String)] = [
+            ("REACTORD_PORT", "70000"), ("REACTORD_PORT", "http"), ("REACTORD_THREADS", "0"),
+            ("REACTORD_SESSION_TTL", "-5"), ("REACTORD_MAX_SESSIONS", "1.5"), ("REACTORD_BODY_LIMIT", "1"),
+            ("REACTORD_HEARTBEAT", "inf"), ("REACTORD_HISTORY", "-1"), ("REACTORD_CONNECTION_LIMIT", "0"),
+            ("REACTORD_CONNECTIONS_PER_IP", "-2"), ("REACTORD_STREAM_MAX_AGE", "-1"),
+            ("REACTORD_CONNECTION_TIMEOUT", "0"), ("REACTORD_LOG_LEVEL", "verbose"),
+        ]
+        for (name, value) in cases {
+            let outcome = try run([], environment: [name: value])
+            XCTAssertEqual(outcome.status, 64, "\(name)=\(value): \(outcome.output)")
+            XCTAssertTrue(outcome.output.contains(name), "\(name)=\(value) should be named: \(outcome.output)")
+        }
+        // The flag wins over a bad variable (it is never read), and the message names the flag.
+        let outcome = try run(["--threads", "0"], environment: ["REACTORD_THREADS": "2"])
+        XCTAssertEqual(outcome.status, 64)
+        XCTAssertTrue(outcome.output.contains("--threads must be at least 1"), outcome.output)
+    }
+
+    func testLogLevelMessageListsTheLevels() throws {
+        let outcome = try run(["--log-level", "loud"])
+        XCTAssertTrue(outcome.output.contains("trace, debug, info, notice, warning, error, critical"), outcome.output)
+    }
+
+    func testHelpListsEveryOptionWithItsVariable() throws {
+        let outcome = try run(["--help"])
+        XCTAssertEqual(outcome.status, 0)
+        // Help is wrapped to the terminal's width: compare with the line breaks folded away.
+        let help = outcome.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for variable in ["REACTORD_HOST", "REACTORD_PORT", "REACTORD_THREADS", "REACTORD_ADMIN_TOKEN",
+                         "REACTORD_SESSION_TTL", "REACTORD_LOG_LEVEL", "REACTORD_CORS_ORIGINS"] {
+            XCTAssertTrue(help.contains("[env: \(variable)]"), "\(variable) missing from --help")
+        }
+        XCTAssertTrue(outcome.output.contains("USAGE: reactord"), outcome.output)
+    }
+
+    func testGoodVariablesServe() throws {
+        let server = try ReactordProcess(arguments: [], environment: [
+            "REACTORD_THREADS": "2", "REACTORD_LOG_LEVEL": "debug", "REACTORD_ADMIN_TOKEN": "secret",
+        ])
+        let client = HTTPClient(port: server.port)
+        XCTAssertEqual(try client.request("GET", "/healthz").status, 200)
+        let denied = try client.request("PUT", "/user", body: #"{"id":"u","name":"n"}"#,
+                                        headers: ["Authorization": "Bearer wrong"])
+        XCTAssertEqual(denied.status, 403)
+        let allowed = try client.request("PUT", "/user", body: #"{"id":"u","name":"n"}"#,
+                                         headers: ["Authorization": "Bearer secret"])
+        XCTAssertEqual(allowed.status, 200)
+    }
+}
