@@ -20,13 +20,10 @@ final class ServiceMetrics: Sendable {
     private let process: ProcessMetrics
 
     init() {
-        sessions = registry.makeGauge(name: "reactord_sessions", help: "Sessions open now.")
-        subscribers = registry.makeGauge(name: "reactord_subscribers", help: "Event-stream subscribers connected now.")
-        eventsDelivered = registry.makeCounter(
-            name: "reactord_events_delivered_total", help: "Events queued on subscriber streams.")
-        slowConsumersDropped = registry.makeCounter(
-            name: "reactord_slow_consumers_dropped_total",
-            help: "Event streams closed because their client read too slowly (queue over its limit).")
+        sessions = registry.makeGauge(descriptor: .help("reactord_sessions", "Sessions open now."))
+        subscribers = registry.makeGauge(descriptor: .help("reactord_subscribers", "Event-stream subscribers connected now."))
+        eventsDelivered = registry.makeCounter(descriptor: .help("reactord_events_delivered_total", "Events queued on subscriber streams."))
+        slowConsumersDropped = registry.makeCounter(descriptor: .help("reactord_slow_consumers_dropped_total", "Event streams closed because their client read too slowly (queue over its limit)."))
         process = ProcessMetrics(registry: registry)
         sessions.set(to: 0)
         subscribers.set(to: 0)
@@ -48,9 +45,7 @@ final class ServiceMetrics: Sendable {
         let index = Self.outcomes.firstIndex(of: outcome)!
         let counter = actionCounters.withLock { counters -> Counter in
             if let counter = counters[kind]?[index] { return counter }
-            let counter = registry.makeCounter(
-                name: "reactord_actions_total", labels: [("reactor", kind), ("outcome", outcome.rawValue)],
-                help: "Actions received, by reactor kind and outcome (applied, or why not).")
+            let counter = registry.makeCounter(descriptor: .help("reactord_actions_total", "Actions received, by reactor kind and outcome (applied, or why not)."), labels: [("reactor", kind), ("outcome", outcome.rawValue)])
             counters[kind, default: Array(repeating: nil, count: Self.outcomes.count)][index] = counter
             return counter
         }
@@ -92,13 +87,8 @@ final class ServiceMetrics: Sendable {
                 if let made = byClass[index] { return made }
                 let labels = [("method", method), ("route", route), ("status_class", "\(index + 1)xx")]
                 let made = (
-                    count: registry.makeCounter(
-                        name: "reactord_http_requests_total", labels: labels,
-                        help: "HTTP requests answered, by method, route pattern and status class."),
-                    duration: registry.makeDurationHistogram(
-                        name: "reactord_http_request_duration_seconds", labels: labels,
-                        buckets: ServiceMetrics.durationBuckets,
-                        help: "Time the handler took to answer, by method, route pattern and status class."))
+                    count: registry.makeCounter(descriptor: .help("reactord_http_requests_total", "HTTP requests answered, by method, route pattern and status class."), labels: labels),
+                    duration: registry.makeDurationHistogram(descriptor: .help("reactord_http_request_duration_seconds", "Time the handler took to answer, by method, route pattern and status class."), labels: labels, buckets: ServiceMetrics.durationBuckets))
                 byClass[index] = made
                 return made
             }
@@ -127,10 +117,11 @@ final class ServiceMetrics: Sendable {
         kindGauges.withLock { gauges in
             for kind in Set(kinds).union(census.keys).sorted() {
                 let pair = gauges[kind] ?? (
-                    registry.makeGauge(name: "reactord_reactor_sessions", labels: [("reactor", kind)],
-                                       help: "Sessions open now, by reactor kind."),
-                    registry.makeGauge(name: "reactord_reactor_subscribers", labels: [("reactor", kind)],
-                                       help: "Event-stream subscribers connected now, by reactor kind."))
+                    registry.makeGauge(descriptor: .help("reactord_reactor_sessions", "Sessions open now, by reactor kind."),
+                                       labels: [("reactor", kind)]),
+                    registry.makeGauge(descriptor: .help("reactord_reactor_subscribers",
+                                                         "Event-stream subscribers connected now, by reactor kind."),
+                                       labels: [("reactor", kind)]))
                 gauges[kind] = pair
                 let counts = census[kind] ?? (0, 0)
                 pair.sessions.set(Double(counts.sessions))
@@ -143,5 +134,13 @@ final class ServiceMetrics: Sendable {
     func exposition() -> [UInt8] {
         process.update()
         return registry.emitToBuffer()
+    }
+}
+
+extension MetricNameDescriptor {
+    /// A family's full name and its `# HELP` text (no namespace or unit split: the names are
+    /// written whole, as Prometheus shows them).
+    static func help(_ name: String, _ text: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: text)
     }
 }
