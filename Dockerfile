@@ -1,32 +1,48 @@
 # syntax=docker/dockerfile:1
 # reactord: a Swift 6.3 builder, then a slim Debian runtime with only what the binary links.
+# Built and run for real in CI by scripts/container-test (podman, the same Dockerfile).
 
 FROM swift:6.3-bookworm AS builder
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmicrohttpd-dev pkg-config \
+    && apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# Only what the release build needs: without Tests/, Package.swift leaves out the test and
+# benchmark targets.
 COPY Package.swift ./
 COPY Sources ./Sources
-COPY openapi.yaml ./
+# The demo page and openapi.yaml are embedded in the binary: it is the one file to copy.
 RUN swift build -c release --product reactord --static-swift-stdlib \
     && mkdir -p /out \
-    && cp .build/release/reactord /out/ \
-    && cp -R .build/release/reactord_ReactorService.resources /out/
+    && strip -o /out/reactord "$(swift build -c release --show-bin-path)/reactord"
 
 FROM debian:bookworm-slim
-# libmicrohttpd12 is the one library the binary needs beyond libc (ldd checked in CI);
-# curl serves the HEALTHCHECK.
+# libmicrohttpd12 and libsqlite3-0 are the libraries the binary needs beyond libc; the
+# HEALTHCHECK is the binary's own (`reactord healthcheck`), so no curl. /data holds the
+# store, owned by the user.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmicrohttpd12 curl ca-certificates \
+    && apt-get install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin reactord
-COPY --from=builder /out/ /usr/local/bin/
-USER 10001
+    && useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin reactord \
+    && mkdir /data \
+    && chown 10001:10001 /data
+COPY --from=builder /out/reactord /usr/local/bin/reactord
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="reactord" \
+      org.opencontainers.image.description="Serves ReactorKit-style reactors over HTTP: sessions, actions, state and pulses as Server-Sent Events" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.base.name="docker.io/library/debian:bookworm-slim"
+USER 10001:10001
+WORKDIR /data
 ENV REACTORD_HOST=0.0.0.0 \
-    REACTORD_PORT=8080
+    REACTORD_PORT=8080 \
+    REACTORD_STORE=sqlite:/data/reactord.sqlite
+VOLUME /data
 EXPOSE 8080
+# /readyz: listening, store reachable, not shutting down (/healthz only says the process is alive).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-    CMD ["sh", "-c", "curl -fsS http://127.0.0.1:${REACTORD_PORT}/healthz || exit 1"]
+    CMD ["/usr/local/bin/reactord", "healthcheck"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/reactord"]

@@ -1,4 +1,5 @@
 // swift-tools-version:6.2
+import Foundation
 import PackageDescription
 
 // Swift 5 language mode: OpenCombine and the libmicrohttpd callbacks are not annotated
@@ -51,7 +52,9 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            resources: [.copy("Resources")]
+            // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
+            // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).
+            resources: [.embedInCode("Resources/index.html"), .embedInCode("Resources/openapi.yaml")]
         ),
         .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"]),
         // Foundation only (FoundationNetworking on Linux): no server code in an app.
@@ -82,3 +85,12 @@ let package = Package(
     ],
     swiftLanguageModes: [.v5]
 )
+
+// The container image's build copies only Package.swift and Sources/: without Tests/, the test
+// and benchmark targets (and the support targets under Tests/) are left out, so building
+// `reactord` needs nothing else.
+if !FileManager.default.fileExists(atPath: Context.packageDirectory + "/Tests") {
+    package.targets.removeAll { target in
+        target.type == .test || ["Tests/", "Benchmarks/"].contains { target.path?.hasPrefix($0) == true }
+    }
+}

@@ -4,12 +4,16 @@ public final class Responder: @unchecked Sendable {
     let exchange: DeferredExchange
     /// Fields added to the answer, e.g. CORS headers; set before the responder is handed on.
     public var extraHeaders = HTTPHeaders()
+    /// Sees the answer as it is given (on the answering thread), e.g. for an access log or
+    /// request metrics; set before the responder is handed on.
+    public var onRespond: (@Sendable (Response) -> Void)?
 
     init(exchange: DeferredExchange) { self.exchange = exchange }
 
     public func respond(_ response: Response) {
         var response = response
         for (name, value) in extraHeaders { response.headers.add(name, value) }
+        onRespond?(response)
         exchange.answer(response)
     }
 

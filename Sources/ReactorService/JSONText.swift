@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Small JSON writers for the hot paths, where a whole `JSONEncoder` run per response
 /// would only wrap bytes that are already encoded.

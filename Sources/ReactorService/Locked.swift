@@ -1,8 +1,8 @@
-import Foundation
+@_spi(Lock) import ReactorCore
 
 /// A value behind a lock: the one place the service's small shared states are guarded.
 final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock.make()
     private var value: Value
 
     init(_ value: Value) { self.value = value }

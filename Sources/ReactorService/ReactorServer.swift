@@ -1,5 +1,12 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -13,7 +20,7 @@ import ReactorStore
 /// try server.run()   // until SIGINT or SIGTERM
 /// ```
 public final class ReactorServer: @unchecked Sendable {
-    private let context: ServiceContext
+    let context: ServiceContext
     private let http: HTTPServer
     private var sweeper: SessionSweeper?
 
@@ -93,6 +100,12 @@ public final class ReactorServer: @unchecked Sendable {
     /// then listens.
     public func start() throws {
         try context.openStore()
+        if let engine = context.persistence?.engine {
+            // Reachable: a one-row read on the store's reader connection answers.
+            addReadinessCheck(ReadinessCheck("store") {
+                do { _ = try engine.loadUser(); return nil } catch { return "the store does not answer: \(error)" }
+            })
+        }
         do {
             try http.start()
         } catch {
@@ -101,9 +114,11 @@ public final class ReactorServer: @unchecked Sendable {
             throw error
         }
         sweeper = SessionSweeper(context: context)
+        context.readiness.setListening(true)
         context.logger.info("reactord listening", metadata: [
             "host": "\(context.configuration.host)", "port": "\(http.port)",
             "reactors": "\(context.registry.names.joined(separator: ","))",
+            "access_log": "\(context.configuration.accessLog ? "on" : "off")",
             "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
         ])
     }
@@ -114,12 +129,19 @@ public final class ReactorServer: @unchecked Sendable {
     /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
-        context.logger.info("reactord stopping")
+        let started = DispatchTime.now().uptimeNanoseconds
+        context.logger.info("reactord stopping", metadata: [
+            "sessions": "\(context.sessions.sessionCount)", "streams": "\(http.openStreamCount)",
+        ])
         sweeper?.cancel()
         guard let persistence = context.persistence else {
-            for session in context.sessions.removeAll() { context.end(session, reason: "shutdown") }
+            let ended = context.sessions.removeAll()
+            for session in ended { context.end(session, reason: "shutdown") }
             http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
-            context.logger.info("reactord stopped")
+            context.logger.info("reactord stopped", metadata: [
+                "sessions_ended": "\(ended.count)", "streams_left": "\(http.openStreamCount)",
+                "seconds": "\(Self.seconds(since: started))",
+            ])
             return
         }
         let sessions = context.sessions.removeAll()
@@ -128,7 +150,14 @@ public final class ReactorServer: @unchecked Sendable {
         for session in sessions { context.end(session, reason: nil) }
         http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline)
         persistence.engine.close()
-        context.logger.info("reactord stopped", metadata: ["sessions_in_memory": "\(sessions.count)"])
+        context.logger.info("reactord stopped", metadata: [
+            "sessions_in_memory": "\(sessions.count)", "streams_left": "\(http.openStreamCount)",
+            "seconds": "\(Self.seconds(since: started))",
+        ])
+    }
+
+    private static func seconds(since start: UInt64) -> Double {
+        Double((DispatchTime.now().uptimeNanoseconds - start) / 1_000_000) / 1000
     }
 
     /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.

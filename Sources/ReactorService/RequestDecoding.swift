@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What went wrong with a request body, already worded for the problem document.
 enum RequestError: Error {
@@ -66,7 +70,12 @@ enum RequestDecoding {
             return .invalid("\(what) must be \(describe(type)), not null")
         case let .dataCorrupted(context):
             if context.codingPath.isEmpty {
+                #if canImport(FoundationEssentials)
+                // FoundationEssentials' JSONDecoder names no position.
+                let reason: String? = nil
+                #else
                 let reason = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
+                #endif
                 return .malformed("request body is not valid JSON" + (reason.map { ": \($0)" } ?? ""))
             }
             return .invalid("field '\(path(context.codingPath))': \(context.debugDescription)")
@@ -77,7 +86,7 @@ enum RequestDecoding {
 
     private static func path(_ keys: [any CodingKey]) -> String {
         keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-            .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+            .joined(separator: ".").split(separator: ".[", omittingEmptySubsequences: false).joined(separator: "[")
     }
 
     private static func describe(_ type: Any.Type) -> String {

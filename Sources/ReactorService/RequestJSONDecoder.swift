@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A fast path for request bodies: a small strict JSON parser and a `Decoder` over its values.
 ///

@@ -42,6 +42,8 @@ public struct ServiceConfiguration: Sendable {
     public var corsOrigins: [String] = []
     /// Seconds `stop()` waits for connections to drain.
     public var stopDeadline: Double = 5
+    /// One log line per request at info (method, path, status, bytes, duration, session).
+    public var accessLog = true
 
     public init() {}
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -16,6 +20,10 @@ final class ServiceContext: @unchecked Sendable {
     let logger: Logger
     let retryFrame: Frame
     let cors: CORSPolicy
+    /// What /readyz asks; the store adds its own check (ReactorServer.addReadinessCheck).
+    let readiness = Readiness()
+    /// Counts and logs the streams closed for reading too slowly.
+    var slowConsumers: SlowConsumers { SlowConsumers(metrics: metrics, logger: logger) }
     /// The durable store's side, once `openStore()` opened one; nil with the memory store.
     /// Set before the server listens, never changed after.
     private(set) var persistence: Persistence?

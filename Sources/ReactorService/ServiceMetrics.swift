@@ -1,34 +1,146 @@
-import CoreMetrics
 import Prometheus
 
-/// The service's metrics, made through swift-metrics against this server's own Prometheus
-/// registry (not the process-wide bootstrap), so two servers in one process don't mix.
-/// No label carries a session id.
+/// The service's metrics, in this server's own swift-prometheus registry (not a process-wide
+/// bootstrap, so two servers in one process don't mix), every family with `# HELP` and
+/// `# TYPE`. No label carries a session id.
+///
+/// - `reactord_sessions`, `reactord_subscribers`: totals, kept as they change.
+/// - `reactord_reactor_sessions{reactor}`, `reactord_reactor_subscribers{reactor}`: by kind,
+///   counted from the session table when /metrics is read (nothing on the hot paths).
+/// - `reactord_actions_total{reactor,outcome}`: applied, or why not (then `reactor="unknown"`).
+/// - `reactord_http_requests_total` and `reactord_http_request_duration_seconds`
+///   `{method,route,status_class}`: every routed request, by route pattern.
+/// - `process_*`: resident and virtual memory, open and max fds, CPU seconds, start time.
 final class ServiceMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
-    let sessions: Meter
-    let subscribers: Meter
-    let actions: CoreMetrics.Counter
-    let eventsDelivered: CoreMetrics.Counter
-    private let factory: PrometheusMetricsFactory
+    let sessions: Gauge
+    let subscribers: Gauge
+    let eventsDelivered: Counter
+    let slowConsumersDropped: Counter
+    private let process: ProcessMetrics
 
     init() {
-        factory = PrometheusMetricsFactory(registry: registry)
-        sessions = Meter(label: "reactord_sessions", factory: factory)
-        subscribers = Meter(label: "reactord_subscribers", factory: factory)
-        actions = CoreMetrics.Counter(label: "reactord_actions_total", factory: factory)
-        eventsDelivered = CoreMetrics.Counter(label: "reactord_events_delivered_total", factory: factory)
-        sessions.set(0)
-        subscribers.set(0)
+        sessions = registry.makeGauge(descriptor: .help("reactord_sessions", "Sessions open now."))
+        subscribers = registry.makeGauge(descriptor: .help("reactord_subscribers", "Event-stream subscribers connected now."))
+        eventsDelivered = registry.makeCounter(descriptor: .help("reactord_events_delivered_total", "Events queued on subscriber streams."))
+        slowConsumersDropped = registry.makeCounter(descriptor: .help("reactord_slow_consumers_dropped_total", "Event streams closed because their client read too slowly (queue over its limit)."))
+        process = ProcessMetrics(registry: registry)
+        sessions.set(to: 0)
+        subscribers.set(to: 0)
     }
 
-    /// Request latency of one route, in a histogram labelled by method and route pattern.
-    func requestTimer(method: String, route: String) -> CoreMetrics.Timer {
-        CoreMetrics.Timer(
-            label: "reactord_request_duration_seconds",
-            dimensions: [("method", method), ("route", route)], factory: factory)
+    // MARK: actions
+
+    enum ActionOutcome: String, CaseIterable {
+        case applied, malformed, invalid, unknownSession = "unknown_session", tooLarge = "too_large", unavailable
     }
 
-    /// Prometheus text exposition format.
-    func exposition() -> [UInt8] { registry.emitToBuffer() }
+    /// By kind, then by outcome (its index in `ActionOutcome.allCases`); made on first use.
+    private let actionCounters = Locked<[String: [Counter?]]>([:])
+    private static let outcomes = ActionOutcome.allCases
+
+    /// Counts one action of `kind` (a session's reactor kind; "unknown" when no session was found).
+    /// On the action path: one uncontended lock and a dictionary lookup, no allocation.
+    func countAction(kind: String, outcome: ActionOutcome) {
+        let index = Self.outcomes.firstIndex(of: outcome)!
+        let counter = actionCounters.withLock { counters -> Counter in
+            if let counter = counters[kind]?[index] { return counter }
+            let counter = registry.makeCounter(descriptor: .help("reactord_actions_total", "Actions received, by reactor kind and outcome (applied, or why not)."), labels: [("reactor", kind), ("outcome", outcome.rawValue)])
+            counters[kind, default: Array(repeating: nil, count: Self.outcomes.count)][index] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    /// The outcome of a POST /action that did not apply, from its status.
+    static func actionOutcome(status: Int) -> ActionOutcome? {
+        switch status {
+        case 200..<300: return nil
+        case 400: return .malformed
+        case 404: return .unknownSession
+        case 413: return .tooLarge
+        case 422: return .invalid
+        default: return .unavailable
+        }
+    }
+
+    // MARK: requests
+
+    /// The request metrics of one route and method: a counter and a histogram per status
+    /// class, made when that class is first answered (a route that never failed shows no 5xx
+    /// series, and /metrics stays small).
+    final class RouteMetrics: Sendable {
+        private let registry: PrometheusCollectorRegistry
+        private let method: String
+        private let route: String
+        private let byClass = Locked<[(count: Counter, duration: DurationHistogram)?]>(Array(repeating: nil, count: 5))
+
+        fileprivate init(registry: PrometheusCollectorRegistry, method: String, route: String) {
+            self.registry = registry
+            self.method = method
+            self.route = route
+        }
+
+        func record(status: Int, nanoseconds: UInt64) {
+            let index = min(max(status / 100, 1), 5) - 1
+            let metrics = byClass.withLock { byClass in
+                if let made = byClass[index] { return made }
+                let labels = [("method", method), ("route", route), ("status_class", "\(index + 1)xx")]
+                let made = (
+                    count: registry.makeCounter(descriptor: .help("reactord_http_requests_total", "HTTP requests answered, by method, route pattern and status class."), labels: labels),
+                    duration: registry.makeDurationHistogram(descriptor: .help("reactord_http_request_duration_seconds", "Time the handler took to answer, by method, route pattern and status class."), labels: labels, buckets: ServiceMetrics.durationBuckets))
+                byClass[index] = made
+                return made
+            }
+            metrics.count.increment()
+            metrics.duration.recordNanoseconds(Int64(clamping: nanoseconds))
+        }
+    }
+
+    static let durationBuckets: [Duration] = [
+        .microseconds(50), .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
+        .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+        .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
+    ]
+
+    func routeMetrics(method: String, route: String) -> RouteMetrics {
+        RouteMetrics(registry: registry, method: method, route: route)
+    }
+
+    // MARK: by reactor kind
+
+    private let kindGauges = Locked<[String: (sessions: Gauge, subscribers: Gauge)]>([:])
+
+    /// Sets the per-kind gauges from a count of the session table; kinds with no session left
+    /// read 0 (every registered kind appears, so a dashboard sees zeros, not gaps).
+    func setCensus(_ census: [String: (sessions: Int, subscribers: Int)], kinds: [String]) {
+        kindGauges.withLock { gauges in
+            for kind in Set(kinds).union(census.keys).sorted() {
+                let pair = gauges[kind] ?? (
+                    registry.makeGauge(descriptor: .help("reactord_reactor_sessions", "Sessions open now, by reactor kind."),
+                                       labels: [("reactor", kind)]),
+                    registry.makeGauge(descriptor: .help("reactord_reactor_subscribers",
+                                                         "Event-stream subscribers connected now, by reactor kind."),
+                                       labels: [("reactor", kind)]))
+                gauges[kind] = pair
+                let counts = census[kind] ?? (0, 0)
+                pair.sessions.set(Double(counts.sessions))
+                pair.subscribers.set(Double(counts.subscribers))
+            }
+        }
+    }
+
+    /// Prometheus text exposition format, the process metrics read now.
+    func exposition() -> [UInt8] {
+        process.update()
+        return registry.emitToBuffer()
+    }
+}
+
+extension MetricNameDescriptor {
+    /// A family's full name and its `# HELP` text (no namespace or unit split: the names are
+    /// written whole, as Prometheus shows them).
+    static func help(_ name: String, _ text: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: text)
+    }
 }

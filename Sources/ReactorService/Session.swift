@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 @_spi(Lock) import ReactorCore
 
 /// One reactor instance behind a server-issued id, as the routes see it whatever its type.

@@ -87,6 +87,20 @@ final class SessionTable: @unchecked Sendable {
         return removed
     }
 
+    /// Sessions and subscribers by reactor kind, for /metrics: one pass, one shard locked at a time.
+    func census() -> [String: (sessions: Int, subscribers: Int)] {
+        var counts: [String: (sessions: Int, subscribers: Int)] = [:]
+        for shard in shards {
+            let sessions = shard.withLock { Array($0.values) }
+            for session in sessions {
+                let subscribers = session.hub.subscriberCount
+                counts[session.kind, default: (0, 0)].sessions += 1
+                counts[session.kind, default: (0, 0)].subscribers += subscribers
+            }
+        }
+        return counts
+    }
+
     /// The key's bits are random: its low bits pick the shard, no hashing needed.
     private func shard(_ key: SessionKey) -> Locked<[SessionKey: any Session]> {
         shards[Int(key.low % UInt64(Self.shardCount))]

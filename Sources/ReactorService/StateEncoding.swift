@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import ReactorCore
 
 /// A state as the wire sees it: its JSON (sorted keys, so equal states are equal bytes)

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A JSON `Encoder` for states that gives the same bytes as `JSONText.makeEncoder()`
 /// (Foundation's `JSONEncoder` with `.sortedKeys` and `.withoutEscapingSlashes`) at a

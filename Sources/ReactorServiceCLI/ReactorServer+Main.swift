@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ReactorService
 
@@ -21,6 +25,12 @@ extension ReactorServer {
         arguments: [String]? = nil,
         registering register: (ReactorServer) throws -> Void
     ) -> Never {
+        // `<binary> healthcheck`: the container's HEALTHCHECK, asking a running server (see Healthcheck).
+        let given = arguments ?? Array(CommandLine.arguments.dropFirst())
+        if given.first == "healthcheck" {
+            Healthcheck.main(Array(given.dropFirst()))
+            Healthcheck.exit()
+        }
         let options = ServeCommand.parseOrExit(arguments).options
         do {
             try options.bootstrapLogging()
@@ -46,7 +56,11 @@ struct ServeCommand: ParsableCommand {
         CommandConfiguration(
             commandName: commandName,
             abstract: "Serves reactors over HTTP: sessions, actions, state and pulses as Server-Sent Events.",
-            discussion: "Every option can also be set by the environment variable named in its help; the flag wins.")
+            discussion: """
+                Every option can also be set by the environment variable named in its help; the flag wins.
+                '\(commandName) healthcheck' asks a server running on this host whether it is ready \
+                (exit status 0) or not (1); '\(commandName) healthcheck --help' tells more.
+                """)
     }
 
     @OptionGroup var options: ServerOptions

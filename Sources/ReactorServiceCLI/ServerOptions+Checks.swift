@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ReactorService
 
@@ -10,21 +14,24 @@ extension ServerOptions {
             ?? Environment(environment).value("REACTORD_LOG_LEVEL") ?? .info
     }
 
-    /// Sends swift-log's output to stderr at `logLevel(environment:)`. Once per process.
+    /// `--log-format`, else `REACTORD_LOG_FORMAT`, else text.
+    public func logFormat(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> LogFormat {
+        try logFormat ?? Environment(environment).value("REACTORD_LOG_FORMAT") ?? .text
+    }
+
+    /// Sends swift-log's output to stderr at `logLevel(environment:)`, as text or one JSON object
+    /// per line (`logFormat(environment:)`). Once per process.
     public func bootstrapLogging(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         let level = try logLevel(environment: environment)
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let format = try logFormat(environment: environment)
+        LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
     }
 
     /// Each rule names where the bad value came from: the flag when it was given, else its variable.
     func check(_ configuration: ServiceConfiguration) throws {
         func require(_ condition: Bool, _ flag: Any?, _ name: String, _ rule: String, _ value: Any) throws {
             guard !condition else { return }
-            let source = flag != nil ? "--\(name)" : "REACTORD_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
+            let source = flag != nil ? "--\(name)" : "REACTORD_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
             throw ValidationError("\(source) \(rule) (got \(value))")
         }
         // Seconds become Dispatch deadlines, which trap past Int64 nanoseconds (inf, 1e300):

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ReactorService
 
@@ -43,6 +47,10 @@ public struct ServerOptions: ParsableArguments {
     var logLevel: String?
     @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file; 'sqlite:PATH?sync=full' fsyncs every commit) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
     var store: String?
+    @Option(help: "Log format: text, or json (one object per line). [env: REACTORD_LOG_FORMAT] (default: text)")
+    var logFormat: LogFormat?
+    @Option(help: "One log line per request, at info: on or off. [env: REACTORD_ACCESS_LOG] (default: on)")
+    var accessLog: Switch?
 
     public init() {}
 
@@ -52,6 +60,7 @@ public struct ServerOptions: ParsableArguments {
         let environment = ProcessInfo.processInfo.environment
         _ = try configuration(environment: environment)
         _ = try logLevel(environment: environment)
+        _ = try logFormat(environment: environment)
     }
 
     /// The configuration these flags and `environment`'s `REACTORD_*` variables describe.
@@ -78,7 +87,7 @@ public struct ServerOptions: ParsableArguments {
             ?? configuration.connectionTimeout
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
         configuration.corsOrigins = origins.map {
-            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            $0.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         } ?? []
         let storeText: String = try store ?? environment.value("REACTORD_STORE") ?? "sqlite:reactord.sqlite"
         do {
@@ -86,6 +95,7 @@ public struct ServerOptions: ParsableArguments {
         } catch {
             throw ValidationError("\(store != nil ? "--store" : "REACTORD_STORE"): \(error)")
         }
+        configuration.accessLog = try (accessLog ?? environment.value("REACTORD_ACCESS_LOG") ?? .on) == .on
         try check(configuration)
         return configuration
     }

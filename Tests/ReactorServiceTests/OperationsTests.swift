@@ -21,9 +21,10 @@ final class OperationsTests: XCTestCase {
         let text = metrics.text
         XCTAssertTrue(text.contains("reactord_sessions 1"), text)
         XCTAssertTrue(text.contains("reactord_subscribers 1"), text)
-        XCTAssertTrue(text.contains("reactord_actions_total 1"), text)
+        XCTAssertTrue(text.contains(#"reactord_actions_total{reactor="counter",outcome="applied"} 1"#), text)
         XCTAssertTrue(text.contains("reactord_events_delivered_total"), text)
-        XCTAssertTrue(text.contains("reactord_request_duration_seconds_bucket"), text)
+        XCTAssertTrue(text.contains("reactord_http_request_duration_seconds_bucket"), text)
+        XCTAssertTrue(text.contains(#"reactord_reactor_subscribers{reactor="counter"} 1"#), text)
         XCTAssertFalse(text.contains(session), "metrics leak no session id")
         XCTAssertFalse(text.contains(ServerFixture.token), "metrics leak no token")
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import MicroHTTP
 import ReactorStore
 
@@ -22,7 +26,7 @@ final class Journal: @unchecked Sendable {
 
     let engine: any StoreEngine
     private let historyLength: Int
-    private let condition = NSCondition()
+    private let condition = ConditionLock()
     // Guarded by `condition`.
     private var dirty: [any Journaled] = []
     private var changes: [StoreChange] = []
@@ -34,9 +38,7 @@ final class Journal: @unchecked Sendable {
     init(engine: any StoreEngine, historyLength: Int) {
         self.engine = engine
         self.historyLength = historyLength
-        let thread = Thread { [self] in run() }
-        thread.name = "reactord.journal"
-        thread.start()
+        startThread(name: "reactord.journal") { [self] in run() }
     }
 
     /// `entry` has a change to write in the next transaction. Call once per change burst
@@ -130,7 +132,7 @@ final class Journal: @unchecked Sendable {
     }
 }
 
-extension NSCondition {
+extension ConditionLock {
     fileprivate func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock()
         defer { unlock() }

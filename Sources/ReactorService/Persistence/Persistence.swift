@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+@_spi(Lock) import ReactorCore
 import Logging
 import ReactorStore
 
@@ -23,7 +28,7 @@ final class Persistence: @unchecked Sendable {
     let engine: any StoreEngine
     let journal: Journal
     private let historyLength: Int
-    private let restoreLock = NSLock()
+    private let restoreLock = Lock.make()
     // Guarded by restoreLock.
     private var tombstones: Set<SessionKey> = []
     private var reported: Set<SessionKey> = []

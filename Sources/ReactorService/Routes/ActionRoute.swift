@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import MicroHTTP
 
 /// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up (or
@@ -46,7 +50,7 @@ extension RouteTable {
                 let session = action.session
                 return Self.answer(afterCommitOf: session.hub, context) { failure in
                     if let failure { return Problems.store(failure) }
-                    context.metrics.actions.increment()
+                    context.metrics.countAction(kind: session.kind, outcome: .applied)
                     return .json(SessionJSON.body(of: session, snapshot))
                 }
             } catch {

@@ -1,4 +1,9 @@
+import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import MicroHTTP
 
 extension RouteTable {
@@ -28,12 +33,14 @@ extension RouteTable {
             }
             // An id that is not a number we issued is treated as no id: the stream starts afresh.
             let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])
-                .flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
+                .flatMap { UInt64($0.trimmingWhitespace()) }
             let retry = context.retryFrame
             let streamFilter = filter
             let maxAge = context.configuration.streamMaxAge
+            let slowConsumers = context.slowConsumers
             return .eventStream(headers: HTTPHeaders()) { stream in
                 session.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
+                slowConsumers.watch(stream, kind: session.kind)
                 // A plain close, no `event: end`: an EventSource reconnects and resumes.
                 if maxAge > 0 {
                     DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in

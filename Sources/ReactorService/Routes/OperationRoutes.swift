@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import MicroHTTP
 
 extension RouteTable {
@@ -13,28 +17,22 @@ extension RouteTable {
             ])))
         }
         add(.GET, "/metrics") { _ in
-            .response(Response(
+            context.metrics.setCensus(context.sessions.census(), kinds: context.registry.names)
+            return .response(Response(
                 status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
                 body: context.metrics.exposition()))
         }
-        let page = BundledResource.bytes(named: "index", extension: "html")
+        addReadinessRoute()
+        let page: [UInt8]? = PackageResources.index_html
         add(.GET, "/") { _ in
             guard let page else { return .response(.problem(status: 500, detail: "the bundled demo page is missing")) }
             return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
                                       body: page))
         }
-        let spec = BundledResource.bytes(named: "openapi", extension: "yaml")
+        let spec: [UInt8]? = PackageResources.openapi_yaml
         add(.GET, "/openapi.yaml") { _ in
             guard let spec else { return .response(.problem(status: 500, detail: "the bundled openapi.yaml is missing")) }
             return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]), body: spec))
         }
-    }
-}
-
-enum BundledResource {
-    static func bytes(named name: String, extension ext: String) -> [UInt8]? {
-        guard let url = Bundle.module.url(forResource: name, withExtension: ext, subdirectory: "Resources"),
-              let data = try? Data(contentsOf: url) else { return nil }
-        return Array(data)
     }
 }

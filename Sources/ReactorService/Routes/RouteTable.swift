@@ -1,4 +1,9 @@
+import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import MicroHTTP
 
 /// Builds the router. Every route is timed into the request-latency histogram under its
@@ -19,12 +24,23 @@ struct RouteTable {
     }
 
     mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping Handler) {
-        let timer = context.metrics.requestTimer(method: method.rawValue, route: pattern)
+        let observer = RequestObserver(context: context, method: method, route: pattern)
         let cors = context.cors
         router.add(method, pattern) { request in
             let start = DispatchTime.now().uptimeNanoseconds
-            defer { timer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start)) }
-            return cors.apply(to: handler(request), for: request)
+            let reply = cors.apply(to: handler(request), for: request)
+            if case let .deferred(work) = reply {
+                // Answered later (after the store's commit): observed when the answer is given.
+                return .deferred { responder in
+                    responder.onRespond = { response in
+                        observer.observe(request, .response(response),
+                                         nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
+                    }
+                    work(responder)
+                }
+            }
+            observer.observe(request, reply, nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
+            return reply
         }
         if let index = methodsByPattern.firstIndex(where: { $0.pattern == pattern }) {
             methodsByPattern[index].methods.append(method)

@@ -1,5 +1,12 @@
 import CSQLite
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The embedded engine: one SQLite file in WAL mode, owned by one process (an exclusive
 /// `flock` on the file, held while the store is open). Writes go through one connection,
@@ -10,8 +17,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     public let name: String
     private let path: String
     private let lockFile: Int32
-    private let writeLock = NSLock()
-    private let readLock = NSLock()
+    private let writeLock = StoreLock()
+    private let readLock = StoreLock()
     // Guarded by writeLock and readLock; nil once closed.
     private var writer: SQLiteConnection?
     private var reader: SQLiteConnection?

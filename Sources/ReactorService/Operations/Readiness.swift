@@ -1,0 +1,67 @@
+import MicroHTTP
+
+/// One condition `/readyz` asks about: `nil` when it holds, else why not (the 503's detail).
+/// Runs on libmicrohttpd's thread for each `/readyz`: keep it quick (a cached flag, a ping
+/// with a short timeout), never blocking for long.
+public struct ReadinessCheck: Sendable {
+    public let name: String
+    public let check: @Sendable () -> String?
+
+    public init(_ name: String, _ check: @escaping @Sendable () -> String?) {
+        self.name = name
+        self.check = check
+    }
+}
+
+/// What `/readyz` answers from: listening, not shutting down, and every added check (the
+/// store adds "store reachable"). `/healthz` says only that the process is alive.
+final class Readiness: @unchecked Sendable {
+    private let checks = Locked<[ReadinessCheck]>([])
+    private let listening = Locked(false)
+
+    func add(_ check: ReadinessCheck) {
+        checks.withLock { checks in
+            checks.removeAll { $0.name == check.name }
+            checks.append(check)
+        }
+    }
+
+    func setListening(_ value: Bool) { listening.withLock { $0 = value } }
+
+    /// `nil` when ready, else the first reason it is not.
+    func notReadyReason(stopping: Bool) -> String? {
+        if stopping { return "the server is shutting down" }
+        if !listening.current { return "the server is not listening yet" }
+        for check in checks.current {
+            if let reason = check.check() { return "\(check.name): \(reason)" }
+        }
+        return nil
+    }
+
+    var names: [String] { ["listening"] + checks.current.map(\.name) }
+}
+
+extension RouteTable {
+    mutating func addReadinessRoute() {
+        let context = context
+        add(.GET, "/readyz") { _ in
+            if let reason = context.readiness.notReadyReason(stopping: context.isStopping) {
+                return .response(.problem(status: 503, detail: "not ready: \(reason)",
+                                          headers: HTTPHeaders([("Retry-After", "1")])))
+            }
+            let checks = context.readiness.names.map { ($0, JSONText.string("ok")) }
+            return .response(.json(JSONText.object([
+                ("status", JSONText.string("ready")),
+                ("checks", JSONText.object(checks)),
+            ])))
+        }
+    }
+}
+
+extension ReactorServer {
+    /// Adds a condition `/readyz` (and the container's HEALTHCHECK) waits for, e.g. that the
+    /// store is reachable. A check of the same name replaces the earlier one.
+    public func addReadinessCheck(_ check: ReadinessCheck) {
+        context.readiness.add(check)
+    }
+}

@@ -1,0 +1,130 @@
+import Logging
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `--log-format json`: one JSON object per line on stderr, what container log collectors
+/// parse: `{"timestamp":"2026-11-23T13:19:05.123Z","level":"info","label":"reactord",
+/// "source":"ReactorService","message":"request","fields":{"status":"200",...}}`.
+struct JSONLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    init(label: String, metadataProvider: Logger.MetadataProvider? = nil) {
+        self.label = label
+        self.metadataProvider = metadataProvider
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var fields = metadata
+        if let provided = metadataProvider?.get() { fields.merge(provided) { _, new in new } }
+        if let own = event.metadata { fields.merge(own) { _, new in new } }
+        var line = "{\"timestamp\":\""
+        line += Self.timestamp()
+        line += "\",\"level\":"
+        Self.append(string: event.level.rawValue, to: &line)
+        line += ",\"label\":"
+        Self.append(string: label, to: &line)
+        line += ",\"source\":"
+        Self.append(string: event.source, to: &line)
+        line += ",\"message\":"
+        Self.append(string: event.message.description, to: &line)
+        if !fields.isEmpty {
+            line += ",\"fields\":"
+            Self.append(value: .dictionary(fields), to: &line)
+        }
+        line += "}\n"
+        Self.write(line)
+    }
+
+    /// One write per line, under a lock: lines of several threads never interleave.
+    private static let lock: UnsafeMutablePointer<pthread_mutex_t> = {
+        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        pthread_mutex_init(lock, nil)
+        return lock
+    }()
+
+    private static func write(_ line: String) {
+        var line = line
+        pthread_mutex_lock(lock)
+        line.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = systemWrite(2, bytes.baseAddress! + offset, bytes.count - offset)
+                if written <= 0 { break }
+                offset += written
+            }
+        }
+        pthread_mutex_unlock(lock)
+    }
+
+    /// RFC 3339 in UTC with milliseconds.
+    static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S", &parts)
+        let millis = Int(now.tv_nsec) / 1_000_000
+        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) + ".\(fraction)Z"
+    }
+
+    static func append(value: Logger.Metadata.Value, to out: inout String) {
+        switch value {
+        case let .string(text): append(string: text, to: &out)
+        case let .stringConvertible(convertible): append(string: convertible.description, to: &out)
+        case let .array(values):
+            out += "["
+            for (index, element) in values.enumerated() {
+                if index > 0 { out += "," }
+                append(value: element, to: &out)
+            }
+            out += "]"
+        case let .dictionary(members):
+            out += "{"
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { out += "," }
+                append(string: key, to: &out)
+                out += ":"
+                append(value: members[key]!, to: &out)
+            }
+            out += "}"
+        }
+    }
+
+    static func append(string: String, to out: inout String) {
+        out += "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+}
+
+#if canImport(Glibc)
+private let systemWrite = Glibc.write
+#elseif canImport(Darwin)
+private let systemWrite = Darwin.write
+#endif

@@ -1,0 +1,25 @@
+import ArgumentParser
+import Logging
+
+/// `--log-format`: text (swift-log's stream handler) or json (one object per line).
+public enum LogFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case text, json
+}
+
+/// An on/off option (`--access-log on|off`).
+public enum Switch: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case on, off
+}
+
+extension LogFormat {
+    /// The handler every logger of the process gets, on stderr.
+    public func handler(label: String, level: Logger.Level) -> any LogHandler {
+        var handler: any LogHandler
+        switch self {
+        case .text: handler = StreamLogHandler.standardError(label: label)
+        case .json: handler = JSONLogHandler(label: label)
+        }
+        handler.logLevel = level
+        return handler
+    }
+}

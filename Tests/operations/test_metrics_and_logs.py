@@ -1,0 +1,195 @@
+"""/metrics as Prometheus parses it, and the JSON log, against the real reactord binary.
+
+Starts `reactord --port 0 --log-format json` on 127.0.0.1, drives sessions, actions (applied,
+malformed, unknown session, invalid), an event stream and a limit, then parses /metrics with
+prometheus_client's own parser and every stderr line as JSON.
+Run by scripts/check-operations (scripts/test): REACTORD_BINARY names the binary.
+"""
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+BINARY = os.environ.get("REACTORD_BINARY", ".build/debug/reactord")
+
+
+class Server:
+    def __init__(self, *args):
+        # The durable store (answers wait for its commit: the deferred path) in a file of its own.
+        self.directory = tempfile.TemporaryDirectory(prefix="reactord-ops-")
+        if not any(arg == "--store" for arg in args):
+            args = ("--store", f"sqlite:{self.directory.name}/ops.sqlite", *args)
+        self.process = subprocess.Popen(
+            [BINARY, "--port", "0", "--admin-token", "ops-test", "--log-format", "json", *args],
+            stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            record = json.loads(line)
+            if record["message"] == "reactord listening":
+                self.port = int(record["fields"]["port"])
+                return
+        self.process.kill()
+        raise AssertionError("reactord did not log its port: " + "".join(self.lines))
+
+    def request(self, method, path, body=None, headers=None):
+        data = body.encode() if isinstance(body, str) else body
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
+                                         headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def stop(self):
+        self.process.terminate()
+        _, rest = self.process.communicate(timeout=15)
+        self.lines += rest.splitlines(keepends=True)
+        return self.process.returncode
+
+
+@pytest.fixture()
+def server():
+    started = Server("--max-sessions", "3")
+    yield started
+    if started.process.poll() is None:
+        started.process.kill()
+        started.process.wait()
+
+
+def families(text):
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def test_metrics_parse_with_help_type_and_labels(server):
+    status, body = server.request("POST", "/sessions", '{"reactor":"counter"}')
+    assert status == 201, body
+    session = json.loads(body)["session"]
+    assert server.request("POST", "/action", json.dumps({"session": session, "action": {"type": "increase"}}))[0] == 200
+    assert server.request("POST", "/action", "not json")[0] == 400
+    assert server.request("POST", "/action", '{"session":"AAAAAAAAAAAAAAAAAAAAAA","action":{"type":"increase"}}')[0] == 404
+    assert server.request("POST", "/action", json.dumps({"session": session, "action": {"type": "fly"}}))[0] == 422
+    # A subscriber, held open while /metrics is read.
+    stream = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    stream.sendall(f"GET /sessions/{session}/events HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    received = b""
+    for _ in range(50):
+        received += stream.recv(4096)
+        if b"event: state" in received:
+            break
+    assert b"event: state" in received, received
+    # The session table is full past --max-sessions 3: a limit hit (503).
+    for _ in range(2):
+        assert server.request("POST", "/sessions", "{}")[0] == 201
+    assert server.request("POST", "/sessions", "{}")[0] == 503
+
+    status, ready = server.request("GET", "/readyz")
+    assert status == 200 and json.loads(ready)["checks"] == {"listening": "ok", "store": "ok"}, ready
+    status, text = server.request("GET", "/metrics")
+    assert status == 200
+    stream.close()
+    parsed = families(text)
+
+    # Every family has # HELP and # TYPE (the parser says "unknown" without a TYPE line).
+    for name, family in parsed.items():
+        assert family.documentation, f"{name} has no # HELP"
+        assert family.type != "unknown", f"{name} has no # TYPE"
+        assert family.samples, f"{name} has no sample"
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            assert any(line.startswith(name) for name in parsed), line
+
+    def samples(name, suffix=""):
+        return [s for s in parsed[name].samples if s.name == name + suffix]
+
+    requests = samples("reactord_http_requests", "_total")
+    assert {"method", "route", "status_class"} <= set(requests[0].labels)
+    by_route = {(s.labels["method"], s.labels["route"], s.labels["status_class"]): s.value for s in requests}
+    assert by_route[("POST", "/action", "2xx")] == 1
+    assert by_route[("POST", "/action", "4xx")] == 3
+    assert by_route[("POST", "/sessions", "5xx")] == 1
+    assert parsed["reactord_http_request_duration_seconds"].type == "histogram"
+    buckets = samples("reactord_http_request_duration_seconds", "_bucket")
+    assert {"method", "route", "status_class", "le"} <= set(buckets[0].labels)
+    counts = {(s.labels["route"], s.labels["status_class"]): s.value
+              for s in samples("reactord_http_request_duration_seconds", "_count")}
+    assert counts[("/action", "4xx")] == 3
+
+    actions = {(s.labels["reactor"], s.labels["outcome"]): s.value for s in samples("reactord_actions", "_total")}
+    assert actions[("counter", "applied")] == 1
+    assert actions[("unknown", "malformed")] == 1
+    assert actions[("unknown", "unknown_session")] == 1
+    assert actions[("unknown", "invalid")] == 1
+
+    sessions = {s.labels["reactor"]: s.value for s in samples("reactord_reactor_sessions")}
+    assert sessions == {"counter": 3}
+    subscribers = {s.labels["reactor"]: s.value for s in samples("reactord_reactor_subscribers")}
+    assert subscribers == {"counter": 1}
+    assert samples("reactord_sessions")[0].value == 3
+
+    for name in ("process_resident_memory_bytes", "process_open_fds", "process_start_time_seconds",
+                 "process_max_fds", "process_virtual_memory_bytes"):
+        assert parsed[name].type == "gauge", name
+        assert samples(name)[0].value > 0, name
+    assert parsed["process_cpu_seconds"].type == "counter"
+    assert samples("process_cpu_seconds", "_total")[0].value > 0
+    assert abs(samples("process_start_time_seconds")[0].value - time.time()) < 120
+    assert session not in text and "ops-test" not in text, "no session id or token in /metrics"
+
+    assert server.stop() == 0
+    limits = [json.loads(line) for line in server.lines if '"limit hit"' in line]
+    assert len(limits) == 1 and limits[0]["level"] == "warning", limits
+    assert "POST /sessions" in limits[0]["fields"]["what"]
+
+
+def test_json_log_has_access_and_lifecycle_lines(server):
+    status, body = server.request("POST", "/sessions", "{}")
+    session = json.loads(body)["session"]
+    server.request("POST", "/action", json.dumps({"session": session, "action": {"type": "increase"}}))
+    server.request("GET", f"/sessions/{session}?access_token=hunter2&fields=count")
+    server.request("GET", "/healthz")
+    assert server.stop() == 0
+    records = [json.loads(line) for line in server.lines if line.strip()]
+    for record in records:
+        assert set(record) >= {"timestamp", "level", "message"}, record
+        assert record["timestamp"].endswith("Z") and "T" in record["timestamp"]
+    access = [r for r in records if r.get("fields", {}).get("log") == "access"]
+    action = next(r for r in access if r["fields"]["path"] == "/action")
+    assert action["level"] == "info"
+    fields = action["fields"]
+    assert fields["method"] == "POST" and fields["status"] == "200" and fields["session"] == session
+    assert int(fields["bytes"]) > 0 and float(fields["duration_ms"]) >= 0
+    get = next(r for r in access if r["fields"]["route"] == "/sessions/{id}")
+    assert get["fields"]["query"] == "access_token=REDACTED&fields=count"
+    assert not any("hunter2" in line for line in server.lines), "the token is redacted everywhere"
+    assert not any(r["fields"]["path"] == "/healthz" for r in access), "probes are not logged at info"
+    messages = [r["message"] for r in records]
+    listening = next(r for r in records if r["message"] == "reactord listening")
+    assert listening["fields"]["store"].startswith("sqlite:")
+    stopping = next(r for r in records if r["message"] == "reactord stopping")
+    assert stopping["fields"]["sessions"] == "1"
+    stopped = next(r for r in records if r["message"] == "reactord stopped")
+    assert stopped["fields"]["sessions_in_memory"] == "1"  # kept in the store, not ended
+
+
+def test_access_log_off():
+    server = Server("--access-log", "off", "--store", "memory")
+    try:
+        server.request("POST", "/sessions", "{}")
+        assert server.stop() == 0
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert not [line for line in server.lines if '"log":"access"' in line]
