@@ -58,9 +58,12 @@ public final class ReactorServer: @unchecked Sendable {
         let sessionKind = SessionKind(name: kind) { error in
             logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
-        context.registry.register(kind) { key, hub in
+        context.registry.register(kind, factory: { key, hub in
             ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub)
-        }
+        }, describe: {
+            // A reactor made only to read its initial state (its pipeline is never started).
+            KindDescription.of(kind: kind, initialState: make(currentUser).initialState, action: R.Action.self)
+        })
     }
 
     public func start() throws {

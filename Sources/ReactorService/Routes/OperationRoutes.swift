@@ -23,10 +23,13 @@ extension RouteTable {
             return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
                                       body: page))
         }
-        let spec = BundledResource.bytes(named: "openapi", extension: "yaml")
+        let template = BundledResource.bytes(named: "openapi", extension: "yaml").map { String(decoding: $0, as: UTF8.self) }
         add(.GET, "/openapi.yaml") { _ in
-            guard let spec else { return .response(.problem(status: 500, detail: "the bundled openapi.yaml is missing")) }
-            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]), body: spec))
+            guard let template else {
+                return .response(.problem(status: 500, detail: "the bundled openapi.yaml is missing"))
+            }
+            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]),
+                                      body: context.openAPISpec(template: template)))
         }
     }
 }
