@@ -47,6 +47,10 @@ public final class ReactorServer: @unchecked Sendable {
     /// in top-level code (`main.swift`) to be `@MainActor`, and its first call from a server
     /// thread traps on the isolation check; with it, the compiler rejects what is not safe
     /// instead (a capture of main-actor or non-`Sendable` state).
+    ///
+    /// `/openapi.yaml` describes the kind from `R`'s own types: the first request for it (after
+    /// kinds change) calls `make` once more for a reactor whose `initialState` it encodes, and
+    /// runs `R.Action`'s `init(from:)` against a probe to find the action types and fields.
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
