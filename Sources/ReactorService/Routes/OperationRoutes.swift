@@ -23,6 +23,13 @@ extension RouteTable {
             return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
                                       body: page))
         }
+        // Generic: any registered kind, its actions and fields read from /openapi.yaml.
+        let console = BundledResource.bytes(named: "console", extension: "html")
+        add(.GET, "/console") { _ in
+            guard let console else { return .response(.problem(status: 500, detail: "the bundled console is missing")) }
+            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
+                                      body: console))
+        }
         let template = BundledResource.bytes(named: "openapi", extension: "yaml").map { String(decoding: $0, as: UTF8.self) }
         add(.GET, "/openapi.yaml") { _ in
             guard let template else {
