@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "ReactorCore", targets: ["ReactorCore"]),
         .library(name: "MicroHTTP", targets: ["MicroHTTP"]),
         .library(name: "ReactorService", targets: ["ReactorService"]),
+        .library(name: "ReactorStore", targets: ["ReactorStore"]),
         .library(name: "ReactorServiceCLI", targets: ["ReactorServiceCLI"]),
         .library(name: "ReactorClient", targets: ["ReactorClient"]),
         .executable(name: "reactord", targets: ["reactord"]),
@@ -35,10 +36,17 @@ let package = Package(
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // The store seam and its engines; SQL lives here and nowhere else.
+        .target(name: "ReactorStore", dependencies: ["CSQLite"]),
         .target(
             name: "ReactorService",
             dependencies: [
-                "ReactorCore", "MicroHTTP",
+                "ReactorCore", "MicroHTTP", "ReactorStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -61,6 +69,7 @@ let package = Package(
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
         .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
+        .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore"]),
         // The raw-socket test clients, one piece of code shared by the HTTP test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),

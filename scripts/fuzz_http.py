@@ -458,8 +458,10 @@ def main():
     log_path = os.path.join(args.artifacts, "reactord.log")
     os.makedirs(args.artifacts, exist_ok=True)
     log = open(log_path, "wb")
+    # The default (durable) store, in a file of this run's own.
+    store = os.path.join(args.artifacts, "fuzz-%d.sqlite" % os.getpid())
     proc = subprocess.Popen([args.binary, "--port", "0", "--admin-token", TOKEN, "--log-level", "info",
-                             "--body-limit", "65536", "--heartbeat", "1"], stderr=log)
+                             "--body-limit", "65536", "--heartbeat", "1", "--store", "sqlite:" + store], stderr=log)
     port = None
     for _ in range(200):
         time.sleep(0.05)

@@ -21,10 +21,12 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -227,14 +229,22 @@ def metric(port, name):
     return float(m.group(1)) if m else None
 
 
+def store_size(path):
+    """The database file and its WAL, in bytes."""
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     binary, seconds = sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 60
     warmup = min(60.0, max(20.0, seconds / 5))
     log = open(os.environ.get("SOAK_LOG", "/tmp/reactord-soak.log"), "wb")
+    # The default durable store, in a fresh file: its size is sampled too.
+    data = tempfile.mkdtemp(prefix="reactord-soak-")
+    store = os.path.join(data, "soak.sqlite")
     proc = subprocess.Popen([binary, "--port", "0", "--admin-token", TOKEN, "--heartbeat", "1",
-                             "--log-level", "info"], stderr=log)
+                             "--log-level", "info", "--store", "sqlite:" + store], stderr=log)
     port = None
     for _ in range(200):
         time.sleep(0.05)
@@ -264,7 +274,8 @@ def main():
         w.start()
 
     samples = []
-    print("%8s %10s %6s %8s %10s %8s" % ("t (s)", "RSS (MiB)", "fds", "threads", "actions", "subs"), flush=True)
+    print("%8s %10s %6s %8s %10s %8s %12s" % ("t (s)", "RSS (MiB)", "fds", "threads", "actions", "subs", "store (MiB)"),
+          flush=True)
     next_sample = start + SAMPLE_EVERY
     while time.monotonic() < start + seconds:
         time.sleep(max(0, min(next_sample, start + seconds) - time.monotonic()))
@@ -273,10 +284,11 @@ def main():
         if time.monotonic() >= next_sample - 0.01:
             rss, fds, threads = proc_sample(pid)
             t = time.monotonic() - start
-            samples.append((t, rss, fds, threads))
+            stored = store_size(store)
+            samples.append((t, rss, fds, threads, stored))
             with load.lock:
-                print("%8.0f %10.1f %6d %8d %10d %8d" % (t, rss / 2**20, fds, threads, load.counts["actions"],
-                                                       load.counts["subscriptions"]), flush=True)
+                print("%8.0f %10.1f %6d %8d %10d %8d %12.1f" % (t, rss / 2**20, fds, threads, load.counts["actions"],
+                                                              load.counts["subscriptions"], stored / 2**20), flush=True)
             next_sample += SAMPLE_EVERY
     for w in workers:
         w.join(timeout=30)
@@ -297,6 +309,14 @@ def main():
                 failures.append("fds grew from %d to %d after warm-up" % (base[2], last[2]))
             if last[3] > base[3] + 4:
                 failures.append("threads grew from %d to %d after warm-up" % (base[3], last[3]))
+            # History is trimmed to --history per session and deleted sessions go: once every
+            # session's history is full (minutes, not the CI's one), the file stops growing.
+            half = [x for x in after if x[0] >= seconds / 2]
+            print("store file (with its WAL): %.1f MiB at the warm-up's end, %.1f MiB at the end"
+                  % (base[4] / 2**20, last[4] / 2**20))
+            if seconds >= 300 and half and last[4] > half[0][4] * 1.25 + 4 * 2**20:
+                failures.append("the store grew from %.1f to %.1f MiB in the run's second half"
+                                % (half[0][4] / 2**20, last[4] / 2**20))
         else:
             failures.append("too few samples after the warm-up (run longer than %.0f s)" % (warmup + 2 * SAMPLE_EVERY))
         # Quiet: every load connection is closed; the heartbeat (1 s) finds the reset subscribers.
@@ -327,6 +347,7 @@ def main():
              c["user_changes"], c["errors"]))
     if c["errors"]:
         failures.append("%d request errors, e.g. %s" % (c["errors"], load.error_samples[:3]))
+    shutil.rmtree(data, ignore_errors=True)
     if failures:
         print("SOAK FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)

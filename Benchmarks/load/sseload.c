@@ -148,6 +148,7 @@ static struct {
     int connect_parallel;
     int quiet;
     int batch_us;              /* pause after each epoll round while publishing/holding */
+    int rst_at_exit;           /* end every connection with RST instead of FIN */
 } opt = {
     .port = 0, .subs = 0, .rate = 0, .pub_conns = 1, .duration = 5, .count = 0,
     .drain = 10, .settle = 0.2, .connect_timeout = 60, .connect_parallel = 256,
@@ -740,6 +741,7 @@ static void usage(void) {
 "      --out F             sessions: where the ids go (default stdout)\n"
 "      --batch-us U        pause U us after each epoll round (fewer, larger reads: less client\n"
 "                          CPU per event, up to U us more latency; for throughput runs only)\n"
+"      --rst-at-exit       close every connection with RST (SO_LINGER 0) at exit, not FIN\n"
 "  -q, --quiet\n", stderr);
     exit(2);
 }
@@ -776,7 +778,7 @@ int main(int argc, char **argv) {
         {"pub-conns", 1, 0, 'k'}, {"duration", 1, 0, 'd'}, {"count", 1, 0, 'c'}, {"drain", 1, 0, 'D'},
         {"settle", 1, 0, 'S'}, {"connect-timeout", 1, 0, 'T'}, {"connect-parallel", 1, 0, 'C'},
         {"admin-token", 1, 0, 'a'}, {"ts-event", 1, 0, 'e'}, {"ts-key", 1, 0, 'K'}, {"ready-file", 1, 0, 'R'},
-        {"out", 1, 0, 'o'}, {"batch-us", 1, 0, 'B'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"out", 1, 0, 'o'}, {"batch-us", 1, 0, 'B'}, {"rst-at-exit", 0, 0, 'X'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch;
     optind = 2;
     while ((ch = getopt_long(argc, argv, "p:n:f:s:r:k:d:c:qh", lo, NULL)) != -1) {
@@ -801,6 +803,7 @@ int main(int argc, char **argv) {
         case 'K': opt.ts_key = optarg; break;
         case 'R': opt.ready_file = optarg; break;
         case 'o': opt.out = optarg; break;
+        case 'X': opt.rst_at_exit = 1; break;
         case 'B': opt.batch_us = atoi(optarg); if (opt.batch_us < 0 || opt.batch_us > 100000) die("--batch-us 0..100000"); break;
         case 'q': opt.quiet = 1; break;
         default: usage();
@@ -1010,6 +1013,11 @@ int main(int argc, char **argv) {
            g.connect_errors, g.bytes_rx / 1e6, wall, cu1 - cu0, cs1 - cs0, wall > 0 ? 100.0 * cpu / wall : 0);
     fflush(stdout);
     if (out_fp && out_fp != stdout) fclose(out_fp);
-    /* sockets close at exit */
+    if (opt.rst_at_exit) {
+        struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+        for (long i = 0; i < total; i++)
+            if (conns[i].fd >= 0) setsockopt(conns[i].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    /* sockets close at exit (all at once: FIN, or RST with --rst-at-exit) */
     return 0;
 }

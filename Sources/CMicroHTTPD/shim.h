@@ -1,11 +1,22 @@
 #ifndef CMICROHTTPD_SHIM_H
 #define CMICROHTTPD_SHIM_H
 // Swift cannot call C variadic functions. These static inline wrappers give every variadic
-// libmicrohttpd entry point that MicroHTTP needs a fixed signature; nothing else lives here.
+// libmicrohttpd entry point that MicroHTTP needs a fixed signature; besides them, the few
+// epoll calls of MicroHTTP's DisconnectWatcher (Glibc's Swift module has no sys/epoll.h, and
+// struct epoll_event is packed).
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+#ifdef __linux__
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#endif
 
 /// Where libmicrohttpd's error log goes instead of stderr: `handler(cls, line)`, the line
 /// formatted here (Swift cannot take a va_list apart). Owned by the server, alive until
@@ -124,5 +135,92 @@ mhd_shim_get_headers_and_arguments (struct MHD_Connection *connection,
                                     (enum MHD_ValueKind) (MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND),
                                     iterator, iterator_cls);
 }
+
+/// What RFC 9112 framing checks need from a request's header fields, in one pass.
+struct mhd_shim_framing
+{
+  unsigned int hosts;            /* Host fields */
+  unsigned int lengths;          /* Content-Length fields */
+  int lengths_differ;            /* two Content-Length values are not the same text */
+  const char *first_length;
+};
+
+static inline enum MHD_Result
+mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+  struct mhd_shim_framing *framing = (struct mhd_shim_framing *) cls;
+  (void) kind;
+  if (NULL == key) return MHD_YES;
+  if (0 == strcasecmp (key, MHD_HTTP_HEADER_HOST))
+    framing->hosts++;
+  else if (0 == strcasecmp (key, MHD_HTTP_HEADER_CONTENT_LENGTH))
+  {
+    if (0 == framing->lengths++)
+      framing->first_length = value;
+    else if (NULL == value || NULL == framing->first_length || 0 != strcmp (value, framing->first_length))
+      framing->lengths_differ = 1;
+  }
+  return MHD_YES;
+}
+
+static inline struct mhd_shim_framing
+mhd_shim_framing_fields (struct MHD_Connection *connection)
+{
+  struct mhd_shim_framing framing = { 0, 0, 0, NULL };
+  MHD_get_connection_values (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
+  return framing;
+}
+
+#ifdef __linux__
+/// An epoll set with an eventfd in it under token 0, to wake its waiter. Returns the epoll
+/// descriptor and stores the eventfd in *wakeup, or returns -1.
+static inline int
+mhd_shim_watch_create (int *wakeup)
+{
+  int ep = epoll_create1 (EPOLL_CLOEXEC);
+  if (ep < 0) return -1;
+  int efd = eventfd (0, EFD_CLOEXEC);
+  struct epoll_event event = { .events = EPOLLIN, .data.u64 = 0 };
+  if (efd < 0 || 0 != epoll_ctl (ep, EPOLL_CTL_ADD, efd, &event))
+  {
+    if (efd >= 0) close (efd);
+    close (ep);
+    return -1;
+  }
+  *wakeup = efd;
+  return ep;
+}
+
+/// Watches `fd` for the peer's FIN (EPOLLRDHUP), a hang-up or an error (RST), once; never for
+/// readable data.
+static inline int
+mhd_shim_watch_add (int ep, int fd, uint64_t token)
+{
+  struct epoll_event event = { .events = EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT,
+                               .data.u64 = token };
+  return epoll_ctl (ep, EPOLL_CTL_ADD, fd, &event);
+}
+
+static inline int
+mhd_shim_watch_remove (int ep, int fd)
+{
+  struct epoll_event event = { 0 };
+  return epoll_ctl (ep, EPOLL_CTL_DEL, fd, &event);
+}
+
+/// Waits (no timeout) and stores the tokens of up to `max` events; -1 with errno on error,
+/// EINTR retried here.
+static inline int
+mhd_shim_watch_wait (int ep, uint64_t *tokens, int max)
+{
+  struct epoll_event events[256];
+  if (max > 256) max = 256;
+  int count;
+  do count = epoll_wait (ep, events, max, -1);
+  while (count < 0 && EINTR == errno);
+  for (int i = 0; i < count; i++) tokens[i] = events[i].data.u64;
+  return count;
+}
+#endif
 
 #endif

@@ -17,7 +17,8 @@ public final class CounterReactor: Reactor {
         case setUser(User?)
     }
 
-    public struct State: Encodable {
+    /// Codable: a durable store keeps it as the JSON it encodes to and decodes it on restore.
+    public struct State: Codable {
         public var count = 0
         @Pulse public var alertMessage: String?
         public var user: User?
@@ -34,6 +35,15 @@ public final class CounterReactor: Reactor {
             try container.encode(count, forKey: .count)
             try container.encode(_alertMessage, forKey: .alertMessage)
             try container.encode(user, forKey: .user)
+        }
+
+        /// The stored state back: the pulse keeps its last value, its count starts afresh
+        /// (pulses that happened are events in the history, not state).
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            count = try container.decode(Int.self, forKey: .count)
+            _alertMessage = try container.decode(Pulse<String?>.self, forKey: .alertMessage)
+            user = try container.decodeIfPresent(User.self, forKey: .user)
         }
     }
 

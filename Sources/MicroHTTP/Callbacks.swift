@@ -12,10 +12,10 @@ func mhdAccessHandler(
     uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>?,
     context: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
-    guard let cls, let connection, let url, let method, let uploadDataSize, let context else { return .NO }
+    guard let cls, let connection, let url, let method, let version, let uploadDataSize, let context else { return .NO }
     // The server is kept alive by start()'s retain: no retain/release per call.
     let handled = Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
-        $0.handle(Connection(raw: connection), url: url, method: method,
+        $0.handle(Connection(raw: connection), url: url, method: method, version: version,
                   upload: uploadData, uploadSize: uploadDataSize, context: context)
     }
     return handled ? .YES : .NO

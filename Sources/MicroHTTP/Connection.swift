@@ -15,8 +15,9 @@ struct Connection: @unchecked Sendable {
     func suspend() { MHD_suspend_connection(raw) }
     func resume() { MHD_resume_connection(raw) }
 
-    /// Streams have no idle timeout: a suspended connection never times out anyway, and
-    /// the heartbeat (with the queue bound) is what ends dead or stalled subscribers.
+    /// Streams have no idle timeout: a suspended connection never times out anyway; the
+    /// disconnect watcher ends subscribers that closed, the heartbeat (with the queue bound)
+    /// those that vanished without a FIN or RST or stopped reading.
     func disableTimeout() { _ = mhd_shim_set_connection_timeout(raw, 0) }
 
     var socket: Int32 { mhd_shim_connection_fd(raw) }

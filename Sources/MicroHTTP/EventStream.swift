@@ -5,7 +5,8 @@ import Darwin
 #endif
 
 public enum StreamCloseReason: Sendable, Equatable {
-    /// The client went away (found by a failed write, usually the heartbeat's).
+    /// The client went away: its FIN or RST (seen by the server's `DisconnectWatcher`), or a
+    /// failed write.
     case clientGone
     /// The client fell behind by more than `streamQueueLimit` bytes.
     case overflow
@@ -23,7 +24,7 @@ public enum StreamCloseReason: Sendable, Equatable {
 ///   (returning 0 without suspending is a busy loop at 100 % CPU);
 /// - a sender resumes only a connection the reader suspended (`suspended`), and never after
 ///   libmicrohttpd reported the request completed (`completed`).
-public final class EventStream: @unchecked Sendable {
+public final class EventStream: PendingResume, @unchecked Sendable {
     /// The buffer size given to MHD_create_response_from_callback. libmicrohttpd mallocs it for
     /// every stream, but a chunked response is read straight into the connection's write buffer
     /// (from the pool), so this buffer is never used: 4096 cost 3.75 KiB RSS per subscriber.
@@ -31,8 +32,11 @@ public final class EventStream: @unchecked Sendable {
 
     private let lock = Lock()
     private let connection: Connection
-    private let socket: Int32
+    let socket: Int32
     private let queueLimit: Int
+    /// The server's `DisconnectWatcher` token (0: not watched). Set and read only on the
+    /// connection's libmicrohttpd thread (when the stream opens and when it completes).
+    var watchToken: UInt64 = 0
 
     // Guarded by `lock`.
     private var queue: [Frame] = []
@@ -176,7 +180,7 @@ public final class EventStream: @unchecked Sendable {
             suspended = false
             if let batch = ResumeBatch.current {
                 resumePending = true
-                batch.streams.append(self)
+                batch.add(self)
             } else {
                 connection.resume()
             }
@@ -184,7 +188,7 @@ public final class EventStream: @unchecked Sendable {
     }
 
     /// The end of a resume batch: the deferred resume, if it is still due.
-    fileprivate func resumeIfPending() {
+    func resumeIfPending() {
         lock.lock()
         defer { lock.unlock() }
         guard resumePending else { return }
@@ -205,7 +209,7 @@ public final class EventStream: @unchecked Sendable {
         ResumeBatch.current = batch
         defer {
             ResumeBatch.current = nil
-            for stream in batch.streams { stream.resumeIfPending() }
+            for waiting in batch.waiting { waiting.resumeIfPending() }
         }
         return try body()
     }
@@ -237,9 +241,16 @@ public final class EventStream: @unchecked Sendable {
     }
 }
 
-/// The streams woken inside `EventStream.batchingResumes` on one thread.
-private final class ResumeBatch {
-    var streams: [EventStream] = []
+/// A suspended connection whose resume a batch may defer to its end.
+protocol PendingResume: AnyObject {
+    func resumeIfPending()
+}
+
+/// The streams and deferred answers woken inside `EventStream.batchingResumes` on one thread.
+final class ResumeBatch {
+    private(set) var waiting: [any PendingResume] = []
+
+    func add(_ connection: any PendingResume) { waiting.append(connection) }
 
     private static let key: pthread_key_t = {
         var key = pthread_key_t()

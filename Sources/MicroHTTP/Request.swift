@@ -25,3 +25,18 @@ public struct Request: Sendable {
         self.pathParameters = pathParameters
     }
 }
+
+/// What is known of a request when MicroHTTP answers it itself, before or instead of a handler:
+/// for `HTTPServerConfiguration.decorate`.
+public struct RequestHead: Sendable {
+    public let method: HTTPMethod
+    /// The path as received (undecoded where it was not valid UTF-8).
+    public let path: String
+    public let headers: HTTPHeaders
+
+    public init(method: HTTPMethod, path: String, headers: HTTPHeaders) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+    }
+}

@@ -1,4 +1,9 @@
 import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Marks, in `con_cls`, a request without a body between its first and final call: the common
 /// case needs no per-request allocation here.
@@ -8,12 +13,14 @@ let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignme
 ///
 /// libmicrohttpd calls once when the headers are in, once per piece of body, and once more
 /// when the request is complete. It closes the connection after a response queued on the
-/// first call ("early"), so only refusals (503, 413 by Content-Length, 404/405 for a request
-/// with a body) are answered then; everything else on the final call, keeping it alive.
+/// first call ("early"), so only refusals (400 for bad framing, 503, 413 by Content-Length,
+/// 404/405 for a request with a body) are answered then; everything else on the final call,
+/// keeping it alive. Every response made here rather than by a handler goes through
+/// `configuration.decorate`.
 extension HTTPServer {
     /// Returns false to make libmicrohttpd close the connection.
     func handle(_ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
-                upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+                version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         if let raw = context.pointee {
             if raw == bodylessRequestMark {
@@ -25,12 +32,19 @@ extension HTTPServer {
         }
         // First call: the headers are in, the body (if any) is not.
         if beginRequest() {
-            return connection.queue(.problem(status: 503, detail: "the server is stopping"), closing: true)
+            return refuse(.problem(status: 503, detail: "the server is stopping"), connection,
+                          HTTPMethod(cString: method), url, closing: true)
         }
-        let declaredLength = connection.header("Content-Length").map { Int($0) ?? Int.max } ?? 0
+        let framing = mhd_shim_framing_fields(connection.raw)
+        if let problem = Self.framingProblem(framing, version: version) {
+            // RFC 9112 §3.2 and §6.3: 400, then close (the framing of what follows is unknowable).
+            return refuse(.problem(status: 400, detail: problem), connection, HTTPMethod(cString: method), url,
+                          closing: true)
+        }
+        let declaredLength = framing.first_length.map { Int(String(cString: $0)) ?? Int.max } ?? 0
         if declaredLength > configuration.bodyLimit {
             // By Content-Length, before reading a byte of the body.
-            return connection.queue(bodyTooLarge(), closing: true)
+            return refuse(bodyTooLarge(), connection, HTTPMethod(cString: method), url, closing: true)
         }
         if declaredLength == 0 && connection.header("Transfer-Encoding") == nil {
             context.pointee = bodylessRequestMark
@@ -39,7 +53,8 @@ extension HTTPServer {
         let httpMethod = HTTPMethod(cString: method)
         switch resolve(httpMethod, url) {
         case let .failure(refusal):
-            return connection.queue(refusal.response, closing: true)  // not worth reading the body for
+            // Not worth reading the body for.
+            return refuse(refusal.response, connection, httpMethod, url, closing: true)
         case let .success((handler, path, parameters)):
             let exchange = Exchange(handler: handler, method: httpMethod, path: path, parameters: parameters)
             if declaredLength != Int.max { exchange.body.reserveCapacity(declaredLength) }
@@ -54,10 +69,10 @@ extension HTTPServer {
         let httpMethod = HTTPMethod(cString: method)
         switch resolve(httpMethod, url) {
         case let .failure(refusal):
-            return connection.queue(refusal.response, closing: isStopping)
+            return refuse(refusal.response, connection, httpMethod, url, closing: isStopping)
         case let .success((handler, path, parameters)):
             let request = makeRequest(connection, httpMethod, path, parameters, body: [])
-            return dispatch(handler(request), connection, exchange: nil, context: context)
+            return dispatch(handler(request), request, connection, exchange: nil, context: context)
         }
     }
 
@@ -92,15 +107,19 @@ extension HTTPServer {
             return connection.queue(response, closing: isStopping)
         }
         if exchange.stream != nil { return true }
-        if exchange.bodyTooLarge { return connection.queue(bodyTooLarge(), closing: true) }
+        if exchange.bodyTooLarge {
+            return refuse(bodyTooLarge(), connection, RequestHead(method: exchange.method, path: exchange.path,
+                                                                  headers: connection.headersAndQuery().0),
+                          closing: true)
+        }
         guard let handler = exchange.handler else { return false }
         let body = exchange.body
         exchange.body = []
         let request = makeRequest(connection, exchange.method, exchange.path, exchange.parameters, body: body)
-        return dispatch(handler(request), connection, exchange: exchange, context: context)
+        return dispatch(handler(request), request, connection, exchange: exchange, context: context)
     }
 
-    private func dispatch(_ reply: Reply, _ connection: Connection, exchange: Exchange?,
+    private func dispatch(_ reply: Reply, _ request: Request, _ connection: Connection, exchange: Exchange?,
                           context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         switch reply {
         case let .response(response):
@@ -119,7 +138,9 @@ extension HTTPServer {
         case let .deferred(work):
             let deferred = DeferredExchange(connection: connection)
             guard register(deferred) else {
-                return connection.queue(.problem(status: 503, detail: "the server is stopping"), closing: true)
+                return refuse(.problem(status: 503, detail: "the server is stopping"), connection,
+                              RequestHead(method: request.method, path: request.path, headers: request.headers),
+                              closing: true)
             }
             let exchange = exchange ?? attachExchange(context)
             exchange.deferred = deferred
@@ -161,6 +182,35 @@ extension HTTPServer {
                 status: 405, detail: "\(method) is not allowed on this resource; allowed: \(allowed)",
                 headers: HTTPHeaders([("Allow", allowed)]))))
         }
+    }
+
+    /// RFC 9112's framing rules that libmicrohttpd 0.9.75 does not enforce: an HTTP/1.1 request
+    /// has exactly one Host (§3.2); Content-Length fields that disagree make the body's end
+    /// unknowable (§6.3). Repeated identical Content-Length values are accepted, as §6.3 allows.
+    static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>) -> String? {
+        if framing.lengths > 1 && framing.lengths_differ != 0 {
+            return "the request has conflicting Content-Length header fields"
+        }
+        if framing.hosts > 1 { return "the request has more than one Host header field" }
+        if framing.hosts == 0 && strcmp(version, "HTTP/1.0") != 0 {
+            return "an HTTP/1.1 request must have a Host header field"
+        }
+        return nil
+    }
+
+    /// Queues a response this layer makes itself, through `configuration.decorate`.
+    private func refuse(_ response: Response, _ connection: Connection, _ method: HTTPMethod,
+                        _ url: UnsafePointer<CChar>, closing: Bool) -> Bool {
+        guard configuration.decorate != nil else { return connection.queue(response, closing: closing) }
+        let head = RequestHead(method: method, path: String(decoding: UnsafeRawBufferPointer(
+            start: url, count: strlen(url)), as: UTF8.self), headers: connection.headersAndQuery().0)
+        return refuse(response, connection, head, closing: closing)
+    }
+
+    private func refuse(_ response: Response, _ connection: Connection, _ head: RequestHead, closing: Bool) -> Bool {
+        var response = response
+        configuration.decorate?(head, &response)
+        return connection.queue(response, closing: closing)
     }
 
     private func makeRequest(_ connection: Connection, _ method: HTTPMethod, _ path: String,

@@ -2,10 +2,14 @@
 /// answer answers 500, so a forgotten request never holds its connection forever.
 public final class Responder: @unchecked Sendable {
     let exchange: DeferredExchange
+    /// Fields added to the answer, e.g. CORS headers; set before the responder is handed on.
+    public var extraHeaders = HTTPHeaders()
 
     init(exchange: DeferredExchange) { self.exchange = exchange }
 
     public func respond(_ response: Response) {
+        var response = response
+        for (name, value) in extraHeaders { response.headers.add(name, value) }
         exchange.answer(response)
     }
 
@@ -16,7 +20,7 @@ public final class Responder: @unchecked Sendable {
 
 /// The state of one suspended request, shared by the MHD thread and the answering thread.
 /// Resume only after the suspend, only once, never after completion, all under `lock`.
-final class DeferredExchange: @unchecked Sendable {
+final class DeferredExchange: PendingResume, @unchecked Sendable {
     private let lock = Lock()
     private let connection: Connection
 
@@ -24,6 +28,7 @@ final class DeferredExchange: @unchecked Sendable {
     private var response: Response?
     private var answered = false
     private var suspended = false
+    private var resumePending = false  // answered inside a resume batch: resumed at its end
     private var completed = false
 
     init(connection: Connection) {
@@ -50,10 +55,24 @@ final class DeferredExchange: @unchecked Sendable {
         response = answer
         if suspended {
             suspended = false
-            connection.resume()
+            if let batch = ResumeBatch.current {
+                resumePending = true
+                batch.add(self)
+            } else {
+                connection.resume()
+            }
         }
         lock.unlock()
         return true
+    }
+
+    /// The end of a resume batch: the deferred resume, unless the request completed meanwhile.
+    func resumeIfPending() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard resumePending else { return }
+        resumePending = false
+        if !completed { connection.resume() }
     }
 
     /// On the MHD thread, when it calls the handler again after the resume.
@@ -70,6 +89,7 @@ final class DeferredExchange: @unchecked Sendable {
         lock.withLock {
             completed = true
             suspended = false
+            resumePending = false
         }
     }
 }

@@ -92,6 +92,7 @@ enum ReasonPhrase {
         case 502: return "Bad Gateway"
         case 503: return "Service Unavailable"
         case 504: return "Gateway Timeout"
+        case 507: return "Insufficient Storage"
         default: return "Status \(status)"
         }
     }

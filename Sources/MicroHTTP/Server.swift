@@ -23,6 +23,7 @@ public final class HTTPServer: @unchecked Sendable {
     private var deferreds: [ObjectIdentifier: DeferredExchange] = [:]
     private var stopFinalFrame: Frame?
     private var heartbeat: Heartbeat?
+    private var disconnectWatcher: DisconnectWatcher?
     private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
     /// Handed to libmicrohttpd as its external logger's context; freed after MHD_stop_daemon.
@@ -61,12 +62,16 @@ public final class HTTPServer: @unchecked Sendable {
         // epoll, never select (capped at 1,024 sockets); suspend/resume for streams and deferred replies.
         let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue
+        // Before the daemon: its first stream may open at once.
+        disconnectWatcher = DisconnectWatcher()
         let me = Unmanaged.passRetained(self)  // released after MHD_stop_daemon
         let log = UnsafeMutablePointer<mhd_shim_logger>.allocate(capacity: 1)
         log.initialize(to: mhd_shim_logger(handler: mhdLogLine, cls: me.toOpaque()))
         let started = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
                                             mhdRequestCompleted, me.toOpaque(), log, &options)
         guard let started else {
+            disconnectWatcher?.stop()
+            disconnectWatcher = nil
             me.release()
             log.deallocate()
             close(listener.socket)
@@ -129,6 +134,12 @@ public final class HTTPServer: @unchecked Sendable {
             self.lock.withLock { self.streams.values.allSatisfy { !$0.isSuspended } }
         }
 
+        // Stopped before MHD_stop_daemon: after it, no watcher may resume a connection.
+        let watcher = lock.withLock { () -> DisconnectWatcher? in
+            defer { disconnectWatcher = nil }
+            return disconnectWatcher
+        }
+        watcher?.stop()
         MHD_stop_daemon(daemon)
         lock.withLock { self.daemon = nil }
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
@@ -147,21 +158,29 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     func completed(_ exchange: Exchange?, ok: Bool, daemonShutdown: Bool) {
-        lock.withLock {
+        let watcher: DisconnectWatcher? = lock.withLock {
             inFlight -= 1
             if let stream = exchange?.stream { streams[ObjectIdentifier(stream)] = nil }
             if let deferred = exchange?.deferred { deferreds[ObjectIdentifier(deferred)] = nil }
+            return disconnectWatcher
+        }
+        if let stream = exchange?.stream, stream.watchToken != 0 {
+            watcher?.unwatch(stream.watchToken, socket: stream.socket)
         }
         exchange?.deferred?.complete()
         exchange?.stream?.complete(clientGone: !ok, daemonShutdown: daemonShutdown)
     }
 
     func register(_ stream: EventStream) {
-        let closeNow: (Bool, Frame?) = lock.withLock {
+        let (stoppingNow, finalFrame, watcher): (Bool, Frame?, DisconnectWatcher?) = lock.withLock {
             streams[ObjectIdentifier(stream)] = stream
-            return (stopping, stopFinalFrame)
+            return (stopping, stopFinalFrame, disconnectWatcher)
         }
-        if closeNow.0 { stream.close(finalFrame: closeNow.1, reason: .serverStopping) }
+        if stoppingNow {
+            stream.close(finalFrame: finalFrame, reason: .serverStopping)
+        } else if let watcher {
+            stream.watchToken = watcher.watch(stream, socket: stream.socket)
+        }
     }
 
     /// False while stopping: no new suspension may start then.

@@ -12,7 +12,7 @@ public struct HTTPServerConfiguration: Sendable {
     /// Largest request body accepted, in bytes; larger ones get 413.
     public var bodyLimit: Int = 1 << 20
     /// Seconds of inactivity before an ordinary connection is closed (slowloris).
-    /// Event streams have none: the heartbeat finds their dead clients.
+    /// Event streams have none: the disconnect watcher and the heartbeat end their dead clients.
     public var connectionTimeout: Int = 30
     /// libmicrohttpd's memory pool per connection; small, because every SSE subscriber has one
     /// (the whole pool is resident for a stream) and libmicrohttpd zeroes all of it after every
@@ -35,6 +35,12 @@ public struct HTTPServerConfiguration: Sendable {
     /// disconnecting event-stream client), so the default drops them: stderr is no place for
     /// what any client can cause. The last line is kept for `HTTPServerError.cannotStart`.
     public var errorLog: (@Sendable (String) -> Void)?
+    /// Applied to every response MicroHTTP makes itself, before or instead of a handler: 400
+    /// for bad framing or a missing Host, 404, 405, 413, 503 while stopping. Handlers' own
+    /// responses are not passed here. E.g. CORS headers, so that a browser shows the problem
+    /// instead of an opaque CORS failure. Runs on libmicrohttpd's thread; must not block.
+    /// (Answers libmicrohttpd writes itself — 414, 431, some 400/413 — never reach Swift.)
+    public var decorate: (@Sendable (RequestHead, inout Response) -> Void)?
 
     public init() {}
 }

@@ -110,6 +110,15 @@ extension Reactor {
         return storage.currentState
     }
 
+    /// Starts this reactor from `state` instead of `initialState`: how a store brings a
+    /// reactor back after a restart, without replaying its actions (so no effect runs twice).
+    /// Only before the reactor's first use (`action`, `state`, `currentState`, `pulse`, `stub`);
+    /// returns false, changing nothing, after it.
+    @discardableResult
+    public func restore(_ state: State) -> Bool {
+        ReactorRegistry.shared.storage(for: self, startingFrom: state).made
+    }
+
     /// The stub for testing views and services without the reactor's logic.
     public var stub: Stub<Self> {
         Stub(core: storage.stub)

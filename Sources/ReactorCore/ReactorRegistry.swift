@@ -27,11 +27,18 @@ final class ReactorRegistry {
 
     /// The storage of `reactor`, made on first use.
     func storage<R: Reactor>(for reactor: R) -> ReactorStorage<R.Action, R.Mutation, R.State> {
+        storage(for: reactor, startingFrom: nil).storage
+    }
+
+    /// The storage of `reactor`; when this call makes it, its pipeline starts from `state`
+    /// (`initialState` when nil). `made` tells whether it did.
+    func storage<R: Reactor>(for reactor: R, startingFrom state: R.State?)
+        -> (storage: ReactorStorage<R.Action, R.Mutation, R.State>, made: Bool) {
         let key = ObjectIdentifier(reactor)
         while true {
             if let existing = lock.withLock({ storages[key] }) {
                 if existing.isOwned(by: reactor) {
-                    return unsafeDowncast(existing, to: ReactorStorage<R.Action, R.Mutation, R.State>.self)
+                    return (unsafeDowncast(existing, to: ReactorStorage<R.Action, R.Mutation, R.State>.self), false)
                 }
                 // A released reactor's storage under a reused address.
                 existing.teardown()
@@ -39,7 +46,7 @@ final class ReactorRegistry {
                 continue
             }
             // Made outside the lock: it reads `initialState`, user code.
-            let made = ReactorStorage(reactor)
+            let made = ReactorStorage(reactor, startingFrom: state)
             let winner = lock.withLock { () -> AnyReactorStorage in
                 if let raced = storages[key] { return raced }
                 storages[key] = made
@@ -48,7 +55,7 @@ final class ReactorRegistry {
                 startWatchingIfNeeded()
                 return made
             }
-            if winner === made { return made }
+            if winner === made { return (made, true) }
         }
     }
 

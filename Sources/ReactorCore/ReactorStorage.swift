@@ -38,10 +38,12 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
     /// The `scan` accumulator: the last reduced state, before transform(state:).
     @exclusivity(unchecked) private var scanState: State
 
-    init<R: Reactor>(_ reactor: R) where R.Action == Action, R.Mutation == Mutation, R.State == State {
+    /// `initial`: the state to start from, `reactor.initialState` when nil.
+    init<R: Reactor>(_ reactor: R, startingFrom initial: State?)
+    where R.Action == Action, R.Mutation == Mutation, R.State == State {
         handle = TypedReactorHandle(reactor)
         action = ActionSubject(gate: gate)
-        let initial = reactor.initialState
+        let initial = initial ?? reactor.initialState
         initialState = initial
         current = initial
         scanState = initial

@@ -16,8 +16,12 @@ struct CORSPolicy: Sendable {
     /// The headers that let `origin` read a response. With any origin configured, every
     /// reply says `Vary: Origin`, so a shared cache never hands one origin's answer to another.
     func responseHeaders(for request: Request) -> [(String, String)] {
+        responseHeaders(origin: request.headers["Origin"])
+    }
+
+    func responseHeaders(origin: String?) -> [(String, String)] {
         guard !allowedOrigins.isEmpty else { return [] }
-        guard let origin = request.headers["Origin"], allows(origin) else { return [("Vary", "Origin")] }
+        guard let origin, allows(origin) else { return [("Vary", "Origin")] }
         return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
                 ("Access-Control-Expose-Headers", Self.exposedHeaders)]
     }
@@ -39,6 +43,16 @@ struct CORSPolicy: Sendable {
         return response
     }
 
+    /// For `HTTPServerConfiguration.decorate`: the answers MicroHTTP gives itself (400 for bad
+    /// framing, 404, 405, 413, 503 while stopping) carry the same headers as the routes' answers.
+    /// Nil when no origin is configured (nothing to add).
+    var decorator: (@Sendable (RequestHead, inout Response) -> Void)? {
+        guard !allowedOrigins.isEmpty else { return nil }
+        return { [self] head, response in
+            for (name, value) in responseHeaders(origin: head.headers["Origin"]) { response.headers.add(name, value) }
+        }
+    }
+
     /// The reply with this origin's headers added.
     func apply(to reply: Reply, for request: Request) -> Reply {
         let headers = responseHeaders(for: request)
@@ -50,8 +64,11 @@ struct CORSPolicy: Sendable {
         case .eventStream(var streamHeaders, let open):
             for (name, value) in headers { streamHeaders.add(name, value) }
             return .eventStream(headers: streamHeaders, open: open)
-        case .deferred:
-            return reply
+        case let .deferred(work):
+            return .deferred { responder in
+                for (name, value) in headers { responder.extraHeaders.add(name, value) }
+                work(responder)
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import MicroHTTP
+import ReactorStore
 
 /// One event as a session keeps it for resumes. State events keep their JSON too,
 /// so a stream filtered by `?fields=` can be replayed from them.
@@ -7,6 +8,20 @@ struct RecordedEvent {
     let seq: UInt64
     let kind: Kind
     let frame: Frame
+}
+
+extension RecordedEvent {
+    /// An event as a durable store gave it back, framed as it was first sent.
+    init(stored: StoredEvent) {
+        seq = stored.seq
+        if let name = stored.pulse {
+            kind = .pulse
+            frame = EventFrames.pulse(seq: stored.seq, name: name, valueJSON: stored.json)
+        } else {
+            kind = .state(json: stored.json)
+            frame = EventFrames.state(seq: stored.seq, json: stored.json)
+        }
+    }
 }
 
 /// A bounded ring of a session's latest events, oldest first.

@@ -1,11 +1,17 @@
 import Foundation
 import MicroHTTP
 @_spi(Lock) import ReactorCore
+import ReactorStore
 
 /// One session's events: its sequence, its last encoded state, its pulse counts, its
 /// history for resumes and its subscribers. Each change is framed once here and the same
 /// bytes are queued on every stream; only a `?fields=` stream gets its own framing, made
 /// once per distinct field set.
+///
+/// With a durable store (`record` set) events are published in two steps: `publish` numbers
+/// them and holds them as pending; once the journal has committed them (`didCommit`) they
+/// join the history and reach the streams. Subscribers and readers see only what is
+/// committed, so no client ever sees an event a crash could take back.
 final class EventHub: @unchecked Sendable {
     struct Snapshot {
         let version: UInt64
@@ -21,8 +27,12 @@ final class EventHub: @unchecked Sendable {
 
     // Recursive: a stream may report its end synchronously from inside `send` or `close`.
     private let lock = Lock.make(recursive: true)
+    /// The reactor's latest event and state.
     private var seq: UInt64 = 0
     private var stateJSON: [UInt8] = Array("{}".utf8)
+    /// With a durable store: the session as the journal writes it, with its unwritten events
+    /// (all of it guarded by `lock`). One reference here, so the memory store pays 8 bytes.
+    private let record: SessionRecord?
     /// Each pulse's last update count, by name: a state has few pulses, so the first is kept
     /// inline and any others in an array (a dictionary cost every session ~120 bytes more).
     private var firstPulse: (name: String, count: UInt)?
@@ -35,12 +45,31 @@ final class EventHub: @unchecked Sendable {
     private var lastActivity = ProcessClock.now
     private let metrics: ServiceMetrics
 
-    init(historyLength: Int, metrics: ServiceMetrics) {
+    /// `record`: the session's place in a durable store (nil: memory only). `restoring`: the
+    /// session as the store kept it, whose version and history continue here.
+    init(historyLength: Int, metrics: ServiceMetrics, record: SessionRecord? = nil,
+         restoring stored: StoredSession? = nil) {
         history = EventHistory(capacity: historyLength)
         self.metrics = metrics
+        self.record = record
+        if let stored {
+            seq = stored.version
+            stateJSON = stored.stateJSON
+            for event in stored.events { history.append(RecordedEvent(stored: event)) }
+            lastActivity = ProcessClock.now - max(0, WallClock.now - stored.lastActive)
+        }
     }
 
-    var snapshot: Snapshot { locked { Snapshot(version: seq, stateJSON: stateJSON) } }
+    /// The latest state, which may not be committed yet: for the answer to the action that
+    /// made it, sent only once it is.
+    var latest: Snapshot { locked { Snapshot(version: seq, stateJSON: stateJSON) } }
+
+    /// The state clients may see: the latest committed one.
+    var snapshot: Snapshot { locked { Snapshot(version: publishedSeq, stateJSON: publishedJSON) } }
+
+    /// What clients may see: the latest committed event and state (the latest, in memory).
+    private var publishedSeq: UInt64 { record?.published.seq ?? seq }
+    private var publishedJSON: [UInt8] { record?.published.json ?? stateJSON }
 
     var subscriberCount: Int { locked { subscribers.count } }
 
@@ -53,6 +82,23 @@ final class EventHub: @unchecked Sendable {
         locked { subscribers.isEmpty && lastActivity < cutoff }
     }
 
+    /// Seconds since 1970 of the last activity; now while anyone listens.
+    private var lastActiveWallTime: Double {
+        subscribers.isEmpty ? WallClock.now - (ProcessClock.now - lastActivity) : WallClock.now
+    }
+
+    /// With a durable store, queues a write of the last activity when the stored one is behind
+    /// by more than the record's resolution, so a session that is only watched does not expire
+    /// after a restart.
+    func refreshStoredActivity() {
+        locked {
+            guard let record, !isEnded, lastActiveWallTime - record.storedLastActive > record.activityResolution else {
+                return
+            }
+            markDirty(record)
+        }
+    }
+
     /// A new state of the reactor, already encoded. Called serially, from the reactor's pipeline.
     func publish(_ state: EncodedState) {
         locked {
@@ -61,13 +107,18 @@ final class EventHub: @unchecked Sendable {
                 stateJSON = state.json
                 for pulse in state.pulses { setPulseCount(pulse.updatedCount, for: pulse.name) }
             }
-            guard isLive else { return }
+            guard isLive else {
+                if let record, record.isNew { markDirty(record) }   // the new session's first write
+                return
+            }
             var events: [RecordedEvent] = []
+            var stored: [StoredEvent] = []   // with a durable store: the same events as it keeps them
             if state.json != stateJSON {
                 seq += 1
                 events.append(RecordedEvent(
                     seq: seq, kind: .state(json: state.json),
                     frame: EventFrames.state(seq: seq, json: state.json)))
+                if record != nil { stored.append(StoredEvent(seq: seq, pulse: nil, json: state.json)) }
             }
             for pulse in state.pulses where pulseCount(for: pulse.name) != pulse.updatedCount {
                 seq += 1
@@ -75,15 +126,33 @@ final class EventHub: @unchecked Sendable {
                 events.append(RecordedEvent(
                     seq: seq, kind: .pulse,
                     frame: EventFrames.pulse(seq: seq, name: pulse.name, valueJSON: value)))
+                if record != nil { stored.append(StoredEvent(seq: seq, pulse: pulse.name, json: value)) }
             }
-            // The streams' resumes go out together once all are queued (see batchingResumes).
-            EventStream.batchingResumes {
-                for event in events {
-                    history.append(event)
-                    broadcast(event)
-                }
+            if let record {
+                guard !events.isEmpty else { return }
+                record.pending += zip(events, stored).map { PendingEvent(event: $0, stored: $1) }
+                markDirty(record)
+                return
+            }
+            publish(events)
+        }
+    }
+
+    /// Appends committed (or, in memory, new) events to the history and queues them on
+    /// every stream; the streams' resumes go out together once all are queued.
+    private func publish(_ events: [RecordedEvent]) {
+        EventStream.batchingResumes {
+            for event in events {
+                history.append(event)
+                broadcast(event)
             }
         }
+    }
+
+    private func markDirty(_ record: SessionRecord) {
+        guard !record.isQueued else { return }
+        record.isQueued = true
+        record.journal.markDirty(self)
     }
 
     /// Adds a stream: `retry`, then what it missed since `lastEventID` when history covers
@@ -97,7 +166,7 @@ final class EventHub: @unchecked Sendable {
             }
             stream.send(retry)
             var subscriber = Subscriber(stream: stream, filter: filter)
-            if let lastEventID, let missed = history.events(after: lastEventID, latest: seq) {
+            if let lastEventID, let missed = history.events(after: lastEventID, latest: publishedSeq) {
                 // A filtered stream compares with what the client had at `lastEventID`, when
                 // history still holds that state, so an unchanged field is not sent again.
                 if let filter, let had = history.stateJSON(atOrBefore: lastEventID) {
@@ -112,8 +181,8 @@ final class EventHub: @unchecked Sendable {
             } else {
                 var views = FilteredViews()
                 let current = RecordedEvent(
-                    seq: seq, kind: .state(json: stateJSON),
-                    frame: EventFrames.state(seq: seq, json: stateJSON))
+                    seq: publishedSeq, kind: .state(json: publishedJSON),
+                    frame: EventFrames.state(seq: publishedSeq, json: publishedJSON))
                 deliver(current, to: &subscriber, views: &views)
             }
             subscribers[key] = subscriber
@@ -125,14 +194,17 @@ final class EventHub: @unchecked Sendable {
         stream.onClose { [weak self] _ in self?.unsubscribe(key) }
     }
 
-    /// Ends every stream with `event: end`; later publishes and subscribes are refused.
-    func end(reason: String) {
-        let ended: [Subscriber] = locked {
+    /// Ends every stream, with `event: end` when `reason` is given (the session is over),
+    /// else with a plain close that clients answer by reconnecting and resuming; later
+    /// publishes and subscribes are refused.
+    func end(reason: String?) {
+        let (ended, waiters): ([Subscriber], [Journal.Completion]) = locked {
             isEnded = true
             defer { subscribers.removeAll() }
-            return Array(subscribers.values)
+            return (Array(subscribers.values), record?.dropPending() ?? [])
         }
-        let frame = EventFrames.end(reason: reason)
+        for waiter in waiters { waiter(.unavailable("the session ended before its last change was stored")) }
+        let frame = reason.map(EventFrames.end(reason:))
         for subscriber in ended { subscriber.stream.close(finalFrame: frame) }
         if !ended.isEmpty { metrics.subscribers.decrement(by: Double(ended.count)) }
     }
@@ -143,6 +215,28 @@ final class EventHub: @unchecked Sendable {
             return subscribers.removeValue(forKey: key) != nil
         }
         if removed { metrics.subscribers.decrement() }
+    }
+
+    /// Calls `body` once, when the journal loses a change of this session (a failed commit),
+    /// telling whether the session was never stored at all.
+    func onLost(_ body: @escaping @Sendable (_ neverStored: Bool) -> Void) { locked { record?.onLost = body } }
+
+    /// Calls `completion` once every change made so far is durable (nil), or lost (why), on
+    /// the journal's thread; at once, on this thread, when there is nothing to wait for.
+    func whenCommitted(_ completion: @escaping Journal.Completion) {
+        let now: StoreError?? = locked {
+            guard let record else { return .some(nil) }
+            if let lost = record.lost { return .some(lost) }
+            if record.isQueued {
+                record.pendingWaiters.append(completion)
+            } else if record.inFlight != nil {
+                record.inFlight?.waiters.append(completion)
+            } else {
+                return .some(nil)
+            }
+            return .none
+        }
+        if case let .some(result) = now { completion(result) }
     }
 
     private typealias FilteredViews = [FieldFilter: (json: [UInt8], frame: Frame)]
@@ -200,6 +294,34 @@ final class EventHub: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return try body()
+    }
+}
+
+extension EventHub: Journaled {
+    func takeChange() -> SessionWrite? {
+        locked {
+            guard let record else { return nil }
+            record.isQueued = false
+            // An ended session writes nothing more: a deleted one is gone, and an unloaded one
+            // (a lost commit) must not store the state whose change was lost.
+            guard !isEnded else { return nil }
+            return record.take(state: stateJSON, version: seq, lastActive: lastActiveWallTime)
+        }
+    }
+
+    func didCommit() {
+        let waiters: [Journal.Completion] = locked {
+            guard let record, let written = record.committed() else { return [] }
+            if !isEnded { publish(written.events.map(\.event)) }
+            return written.waiters
+        }
+        for waiter in waiters { waiter(nil) }
+    }
+
+    func commitFailed(_ reason: StoreError) {
+        let lost = locked { record?.lose(reason) }
+        lost?.handler?(lost?.neverStored ?? false)
+        for waiter in lost?.waiters ?? [] { waiter(reason) }
     }
 }
 

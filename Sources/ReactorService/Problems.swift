@@ -1,4 +1,5 @@
 import MicroHTTP
+import ReactorStore
 
 /// The problem documents routes answer with, worded once.
 enum Problems {
@@ -7,6 +8,26 @@ enum Problems {
         case let .malformed(detail): return .problem(status: 400, detail: detail)
         case let .invalid(detail): return .problem(status: 422, detail: detail)
         case .unknownSession: return unknownSession
+        case let .session(error): return session(error)
+        }
+    }
+
+    static func session(_ error: SessionLookupError) -> Response {
+        switch error {
+        case .unknown: return unknownSession
+        case let .unrestorable(detail): return .problem(status: 409, detail: detail)
+        case let .store(error): return store(error)
+        }
+    }
+
+    /// The store could not make a change durable: nothing of the request was kept.
+    static func store(_ error: StoreError) -> Response {
+        switch error {
+        case let .full(detail):
+            return .problem(status: 507, detail: "\(detail); nothing of this request was stored")
+        case let .unavailable(detail), let .cannotOpen(detail):
+            return .problem(status: 503, detail: "\(detail); nothing of this request was stored",
+                            headers: HTTPHeaders([("Retry-After", "1")]))
         }
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MicroHTTP
 import ReactorCore
+import ReactorStore
 
 /// Serves reactors over HTTP: sessions, actions, and their state and pulses as SSE.
 ///
@@ -22,7 +23,8 @@ public final class ReactorServer: @unchecked Sendable {
     public var adminToken: String { context.adminToken }
     /// The bound port, after `start()`.
     public var port: UInt16 { http.port }
-    public var sessionCount: Int { context.store.sessionCount }
+    /// Sessions in memory and, with a durable store, stored ones not loaded yet.
+    public var sessionCount: Int { context.sessions.sessionCount }
     /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
     /// reports its connection completed): for operators' and the fault tests' leak checks.
     public var openStreamCount: Int { http.openStreamCount }
@@ -48,12 +50,35 @@ public final class ReactorServer: @unchecked Sendable {
     /// thread traps on the isolation check; with it, the compiler rejects what is not safe
     /// instead (a capture of main-actor or non-`Sendable` state).
     ///
+    /// Its sessions survive a restart with a durable store when `State` is also `Decodable`
+    /// (the overload below); with an `Encodable`-only state a stored session cannot come back,
+    /// and its requests after a restart answer 409.
+    ///
     /// `/openapi.yaml` describes the kind from `R`'s own types: the first request for it (after
     /// kinds change) calls `make` once more for a reactor whose `initialState` it encodes, and
     /// runs `R.Action`'s `init(from:)` against a probe to find the action types and fields.
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
+    ) where R.Action: Decodable, R.State: Encodable {
+        add(kind, make) { _ in
+            throw RestoreError(description: "\(R.self).State is not Decodable, so it cannot be restored")
+        }
+    }
+
+    /// Adds a reactor kind whose sessions a durable store can bring back: the reactor starts
+    /// from the stored state (`Reactor.restore`), decoded from the JSON its state encodes to.
+    public func register<R: Reactor>(
+        _ kind: String,
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
+    ) where R.Action: Decodable, R.State: Codable {
+        add(kind, make) { json in try JSONDecoder().decode(R.State.self, from: Data(json)) }
+    }
+
+    private func add<R: Reactor>(
+        _ kind: String,
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R,
+        decode: @escaping ([UInt8]) throws -> R.State
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
@@ -62,32 +87,55 @@ public final class ReactorServer: @unchecked Sendable {
         let sessionKind = SessionKind(name: kind) { error in
             logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
-        context.registry.register(kind, factory: { key, hub in
-            ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub)
+        context.registry.register(kind, factory: { key, hub, storedState in
+            let state = try storedState.map(decode)
+            return ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub, restoring: state)
         }, describe: {
             // A reactor made only to read its initial state (its pipeline is never started).
             KindDescription.of(kind: kind, initialState: make(currentUser).initialState, action: R.Action.self)
         })
     }
 
+    /// Opens the store (throws `StoreError.cannotOpen`, naming what is wrong, when it cannot),
+    /// then listens.
     public func start() throws {
-        try http.start()
+        try context.openStore()
+        do {
+            try http.start()
+        } catch {
+            context.persistence?.journal.stop()
+            context.persistence?.engine.close()
+            throw error
+        }
         sweeper = SessionSweeper(context: context)
         context.logger.info("reactord listening", metadata: [
             "host": "\(context.configuration.host)", "port": "\(http.port)",
             "reactors": "\(context.registry.names.joined(separator: ","))",
+            "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
         ])
     }
 
-    /// Stops gracefully: new work is refused (503), every stream gets `event: end`, requests
-    /// in flight are answered, connections drain for up to `stopDeadline` seconds.
+    /// Stops gracefully: new work is refused (503), requests in flight are answered,
+    /// connections drain for up to `stopDeadline` seconds. With the memory store every stream
+    /// gets `event: end` (its session is over); with a durable store what is pending is
+    /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
         context.logger.info("reactord stopping")
         sweeper?.cancel()
-        for session in context.store.removeAll() { context.end(session, reason: "shutdown") }
-        http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
-        context.logger.info("reactord stopped")
+        guard let persistence = context.persistence else {
+            for session in context.sessions.removeAll() { context.end(session, reason: "shutdown") }
+            http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
+            context.logger.info("reactord stopped")
+            return
+        }
+        let sessions = context.sessions.removeAll()
+        for session in sessions { session.release() }   // no change after this one...
+        persistence.journal.stop()                      // ...so this commits the last of them
+        for session in sessions { context.end(session, reason: nil) }
+        http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline)
+        persistence.engine.close()
+        context.logger.info("reactord stopped", metadata: ["sessions_in_memory": "\(sessions.count)"])
     }
 
     /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.
@@ -130,7 +178,12 @@ public final class ReactorServer: @unchecked Sendable {
         http.bodyLimit = configuration.bodyLimit
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit
+        http.decorate = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
         return http
+    }
+
+    private struct RestoreError: Error, CustomStringConvertible {
+        let description: String
     }
 
     private static func randomToken() -> String {

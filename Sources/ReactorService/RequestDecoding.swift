@@ -8,6 +8,8 @@ enum RequestError: Error {
     case invalid(String)
     /// The body names a session that does not exist: 404.
     case unknownSession
+    /// The body names a session that cannot be served now (409, 503).
+    case session(SessionLookupError)
 }
 
 /// Decodes request bodies, telling unparseable JSON (400) from well-formed JSON of the

@@ -1,5 +1,13 @@
+import ReactorStore
+
+/// Which store keeps sessions, their history and the global user: `.memory` or `.sqlite(path:)`.
+public typealias StoreLocation = ReactorStore.StoreLocation
+
 /// Everything an operator can set. The defaults are DESIGN.md's.
 public struct ServiceConfiguration: Sendable {
+    /// Where sessions outlive the process. `.memory` (this type's default, for tests and
+    /// embedding): they do not. The `reactord` executable defaults to `sqlite:reactord.sqlite`.
+    public var store: StoreLocation = .memory
     public var host = "127.0.0.1"
     /// 0 picks a free port; `ReactorServer.port` tells which after `start()`.
     public var port: UInt16 = 8080

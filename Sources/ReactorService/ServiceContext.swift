@@ -2,11 +2,13 @@ import Foundation
 import Logging
 import MicroHTTP
 import ReactorCore
+import ReactorStore
 
-/// What every route shares: the sessions, the reactor kinds, the global user, the metrics.
+/// What every route shares: the sessions, the reactor kinds, the global user, the store, the
+/// metrics.
 final class ServiceContext: @unchecked Sendable {
     let configuration: ServiceConfiguration
-    let store: SessionStore
+    let sessions: SessionTable
     let registry = ReactorRegistry()
     let currentUser: CurrentValueSubject<User?, Never>
     let adminToken: String
@@ -14,6 +16,9 @@ final class ServiceContext: @unchecked Sendable {
     let logger: Logger
     let retryFrame: Frame
     let cors: CORSPolicy
+    /// The durable store's side, once `openStore()` opened one; nil with the memory store.
+    /// Set before the server listens, never changed after.
+    private(set) var persistence: Persistence?
     private let stopping = Locked(false)
     /// The rendered /openapi.yaml and the kinds it was rendered for.
     private let spec = Locked<(kinds: [String], bytes: [UInt8])?>(nil)
@@ -22,10 +27,30 @@ final class ServiceContext: @unchecked Sendable {
         self.configuration = configuration
         self.adminToken = adminToken
         self.logger = logger
-        store = SessionStore(capacity: configuration.maxSessions)
+        sessions = SessionTable(capacity: configuration.maxSessions)
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
         cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
+    }
+
+    /// Opens the configured store and brings back what must be there before the first
+    /// request: the global user (before any session sees `currentUser`) and the session count.
+    /// Sessions themselves come back lazily, on their first request.
+    func openStore() throws(StoreError) {
+        guard let engine = try configuration.store.open() else { return }
+        do throws(StoreError) {
+            if let json = try engine.loadUser() {
+                guard let user = try? JSONDecoder().decode(User.self, from: Data(json)) else {
+                    throw StoreError.cannotOpen("the stored global user does not decode: \(String(decoding: json, as: UTF8.self))")
+                }
+                currentUser.send(user)
+            }
+            sessions.addStored(try engine.sessionCount())
+        } catch {
+            engine.close()
+            throw error
+        }
+        persistence = Persistence(engine: engine, historyLength: configuration.historyLength)
     }
 
     var isStopping: Bool { stopping.current }
@@ -49,9 +74,53 @@ final class ServiceContext: @unchecked Sendable {
         }
     }
 
-    /// Ends a session removed from the store, with `event: end` for its streams.
-    func end(_ session: any Session, reason: String) {
+    /// The session with this id: in memory, or brought back from the durable store.
+    func session(_ id: String) -> Result<any Session, SessionLookupError> {
+        if let loaded = sessions.session(id) { return .success(loaded) }
+        guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
+        // Stopping, the sessions have left memory for good: none comes back now.
+        guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
+        return persistence.restore(key, into: self)
+    }
+
+    /// A hub for a new session (no `restoring`) or a restored one, journaled when the store is durable.
+    func makeHub(id: String, kind: String, restoring stored: StoredSession? = nil) -> EventHub {
+        let record = persistence.map {
+            SessionRecord(id: id, kind: kind, journal: $0.journal, stored: stored, ttl: configuration.sessionTTL)
+        }
+        return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored)
+    }
+
+    /// Puts a new or restored session in the table. Should the journal lose one of its
+    /// changes, the session leaves memory (its streams close without `event: end`, so clients
+    /// resume) and its next request brings back the last committed state.
+    func adopt(_ session: any Session) {
+        sessions.insert(session)
+        metrics.sessions.increment()
+        guard persistence != nil else { return }
+        session.hub.onLost { [weak self, weak session] neverStored in
+            guard let self, let session else { return }
+            sessions.unload(session, forget: neverStored)
+            end(session, reason: nil)
+        }
+    }
+
+    /// Ends a session removed from the table: `event: end` with `reason` for its streams, or
+    /// a plain close when nil.
+    func end(_ session: any Session, reason: String?) {
         session.end(reason: reason)
         metrics.sessions.decrement()
+    }
+
+    /// Removes a session for good (DELETE, or its TTL): from the store first when it is
+    /// durable, then its streams get `event: end`. `completion` gets the store's failure.
+    func remove(_ session: any Session, reason: String,
+                then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
+        guard let persistence else {
+            end(session, reason: reason)
+            completion(nil)
+            return
+        }
+        persistence.delete(session, reason: reason, from: self, then: completion)
     }
 }

@@ -11,8 +11,11 @@ protocol Session: AnyObject, Sendable {
     /// Decodes an action of this session's reactor; the returned closure runs it and gives
     /// the state after it, or `nil` once the session ended.
     func decodeAction(from decoder: any Decoder) throws -> () -> EventHub.Snapshot?
-    /// Ends the streams with `event: end` and releases the reactor, cancelling its effects.
-    func end(reason: String)
+    /// Releases the reactor, cancelling its effects, then ends the streams: with `event: end`
+    /// and `reason` when the session is over, else with a plain close (clients resume).
+    func end(reason: String?)
+    /// Releases the reactor, cancelling its effects; the streams stay open until the hub ends.
+    func release()
     /// The state's top-level field names, nil ones included (empty once the session ended).
     func stateFieldNames() -> Set<String>
 }
@@ -49,11 +52,14 @@ where R.Action: Decodable, R.State: Encodable {
     private var subscription: (any Subscription)?
     private var ended = false
 
-    init(key: SessionKey, kind: SessionKind, reactor: R, hub: EventHub) {
+    /// `restoring`: the state a durable store kept, which the reactor starts from instead of
+    /// its `initialState`.
+    init(key: SessionKey, kind: SessionKind, reactor: R, hub: EventHub, restoring state: R.State? = nil) {
         self.key = key
         sessionKind = kind
         self.hub = hub
         self.reactor = reactor
+        if let state { reactor.restore(state) }
         actions = reactor.action
         reactor.state.subscribe(self)
         hub.goLive()
@@ -70,7 +76,7 @@ where R.Action: Decodable, R.State: Encodable {
         guard reactor != nil else { return nil }
         actions.send(action)
         hub.touch()
-        return hub.snapshot
+        return hub.latest
     }
 
     func stateFieldNames() -> Set<String> {
@@ -79,17 +85,21 @@ where R.Action: Decodable, R.State: Encodable {
         return StateEncoding.fieldNames(of: state)
     }
 
-    func end(reason: String) {
+    func end(reason: String?) {
         // The reactor goes first, under the lock: an action running now finishes and publishes
         // before the streams get `event: end`, and one that comes later finds no reactor. (Ending
         // the hub first let an action in flight be answered 200 while its event was dropped.)
+        release()
+        hub.end(reason: reason)
+    }
+
+    func release() {
         lock.lock()
         let subscription = self.subscription
         self.subscription = nil
         ended = true
         reactor = nil
         lock.unlock()
-        hub.end(reason: reason)
         subscription?.cancel()
     }
 }

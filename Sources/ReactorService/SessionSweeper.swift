@@ -1,6 +1,8 @@
 import Dispatch
 
-/// Removes sessions idle past the TTL (no action and no subscriber), on a timer.
+/// Removes sessions idle past the TTL (no action and no subscriber), on a timer. With a
+/// durable store it also deletes stored sessions that expired unloaded, and writes the
+/// activity of sessions that are only watched, so they do not expire across a restart.
 final class SessionSweeper: @unchecked Sendable {
     private let timer: DispatchSourceTimer
 
@@ -15,9 +17,12 @@ final class SessionSweeper: @unchecked Sendable {
         timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(10))
         timer.setEventHandler { [weak context] in
             guard let context else { return }
-            for session in context.store.removeIdle(since: ProcessClock.now - ttl) {
-                context.end(session, reason: "expired")
+            for session in context.sessions.removeIdle(since: ProcessClock.now - ttl) {
+                context.remove(session, reason: "expired")
             }
+            guard let persistence = context.persistence else { return }
+            for session in context.sessions.loaded { session.hub.refreshStoredActivity() }
+            persistence.deleteExpiredStored(from: context)
         }
         timer.resume()
     }

@@ -41,6 +41,8 @@ public struct ServerOptions: ParsableArguments {
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
     var logLevel: String?
+    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file; 'sqlite:PATH?sync=full' fsyncs every commit) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
+    var store: String?
 
     public init() {}
 
@@ -78,6 +80,12 @@ public struct ServerOptions: ParsableArguments {
         configuration.corsOrigins = origins.map {
             $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         } ?? []
+        let storeText: String = try store ?? environment.value("REACTORD_STORE") ?? "sqlite:reactord.sqlite"
+        do {
+            configuration.store = try StoreLocation(parsing: storeText)
+        } catch {
+            throw ValidationError("\(store != nil ? "--store" : "REACTORD_STORE"): \(error)")
+        }
         try check(configuration)
         return configuration
     }

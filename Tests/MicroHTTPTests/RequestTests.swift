@@ -175,4 +175,65 @@ final class RequestTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("cannot listen on 127.0.0.1:\(server.port)"), "\(error)")
         }
     }
+
+    /// `decorate` sees every response the layer makes itself (framing 400, 404, 405, 413,
+    /// 503 while stopping) and none of a handler's.
+    func testDecorateMarksTheLayersOwnAnswersOnly() throws {
+        let stuck = DispatchSemaphore(value: 0)
+        let held = HeldResponders()
+        let server = try startServer({ configuration in
+            configuration.bodyLimit = 100
+            configuration.decorate = { head, response in
+                response.headers.add("X-Decorated", "\(head.method) \(head.path) \(head.headers["X-Tag"] ?? "-")")
+            }
+        }) { router in
+            router.add(.GET, "/ok") { _ in .response(.text("fine")) }
+            router.add(.POST, "/ok") { _ in .response(.text("fine")) }
+            router.add(.GET, "/slow") { _ in .deferred { held.keep($0); stuck.signal() } }  // answered by stop()
+        }
+        var stopped = false
+        defer { if !stopped { server.stop() } }
+        func ask(_ text: String) throws -> ResponseParser? {
+            let client = try TestClient(port: server.port, receiveTimeout: 5)
+            client.send(text)
+            return client.readResponse()
+        }
+        let cases: [(String, Int, String)] = [
+            ("GET /ok HTTP/1.1\r\nHost: t\r\nX-Tag: a\r\n\r\n", 200, ""),
+            ("GET /nowhere HTTP/1.1\r\nHost: t\r\nX-Tag: b\r\n\r\n", 404, "GET /nowhere b"),
+            ("DELETE /ok HTTP/1.1\r\nHost: t\r\nX-Tag: c\r\n\r\n", 405, "DELETE /ok c"),
+            ("POST /ok HTTP/1.1\r\nHost: t\r\nX-Tag: d\r\nContent-Length: 500\r\n\r\n", 413, "POST /ok d"),
+            ("GET /ok HTTP/1.1\r\nX-Tag: e\r\n\r\n", 400, "GET /ok e"),
+            ("POST /ok HTTP/1.1\r\nHost: t\r\nX-Tag: f\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab", 400, "POST /ok f"),
+        ]
+        for (request, status, mark) in cases {
+            let response = try XCTUnwrap(try ask(request), request)
+            XCTAssertEqual(response.status, status, request)
+            XCTAssertEqual(response.header("X-Decorated") ?? "", mark, request)
+        }
+
+        // 503 while stopping, to a keep-alive connection that asks again once stop() has begun.
+        let kept = try TestClient(port: server.port, receiveTimeout: 5)
+        kept.send("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(kept.readResponse()?.status, 200)
+        let slow = try TestClient(port: server.port, receiveTimeout: 5)
+        slow.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")   // holds stop() in its drain phase
+        XCTAssertEqual(stuck.wait(timeout: .now() + 5), .success)
+        let stopping = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async { server.stop(deadline: 2); stopping.signal() }
+        stopped = true
+        XCTAssertTrue(waitUntil(timeout: 5) { server.isStopping })
+        kept.send("GET /ok HTTP/1.1\r\nHost: t\r\nX-Tag: g\r\n\r\n")
+        let refused = try XCTUnwrap(kept.readResponse())
+        XCTAssertEqual(refused.status, 503)
+        XCTAssertEqual(refused.header("X-Decorated"), "GET /ok g")
+        XCTAssertEqual(stopping.wait(timeout: .now() + 10), .success)
+    }
+}
+
+/// Keeps responders unanswered (a dropped one answers 500 at once).
+private final class HeldResponders: @unchecked Sendable {
+    private let lock = NSLock()
+    private var responders: [Responder] = []
+    func keep(_ responder: Responder) { lock.lock(); responders.append(responder); lock.unlock() }
 }

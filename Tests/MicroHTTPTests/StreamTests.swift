@@ -141,4 +141,56 @@ final class StreamTests: XCTestCase {
         let worst = readerLag.max() ?? 0
         XCTAssertLessThan(worst, 1.0, "100 readers needed \(worst) s to catch up with 10 events")
     }
+
+    /// 6. Clients that close (FIN) or reset (RST) are let go when the kernel reports it, not at
+    /// a heartbeat: with no heartbeat in the test's time, every stream still ends, .clientGone.
+    func testClosedAndResetClientsAreReleasedWithoutAHeartbeat() throws {
+        let registry = StreamRegistry()
+        let server = try streamServer(registry) { $0.heartbeatInterval = 3600 }
+        defer { server.stop() }
+        let baseline = ProcessStats.openDescriptors()
+        let closing = try StreamFleet(port: server.port, count: 100, path: "/events")
+        let resetting = try StreamFleet(port: server.port, count: 100, path: "/events")
+        XCTAssertTrue(waitUntil(timeout: 20) { server.openStreamCount == 200 })
+        closing.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+        resetting.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+        usleep(200_000)  // every stream suspended, waiting for events
+
+        closing.closeAll()
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 100 },
+                      "\(server.openStreamCount) streams open after 100 of 200 clients closed")
+        resetting.resetAll()
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 0 },
+                      "\(server.openStreamCount) streams open after every client closed")
+        XCTAssertTrue(waitUntil(timeout: 5) { registry.closeReasons.count == 200 })
+        XCTAssertEqual(registry.closeReasons.filter { $0 == .clientGone }.count, 200)
+        XCTAssertTrue(waitUntil(timeout: 5) { ProcessStats.openDescriptors() <= baseline },
+                      "descriptors: \(ProcessStats.openDescriptors()), baseline \(baseline)")
+    }
+
+    /// 7. Dead subscribers do not keep connection slots: at a limit of 40, 30 subscribers that
+    /// disconnect at once and 30 new ones right after must all fit, and an ordinary request too.
+    /// (libmicrohttpd counts a suspended connection against the limit and stops accepting at it:
+    /// before the disconnect watcher the new ones waited in the backlog for the heartbeat.)
+    func testDeadSubscribersDoNotHoldConnectionSlots() throws {
+        let registry = StreamRegistry()
+        let server = try startServer({ $0.heartbeatInterval = 3600; $0.connectionLimit = 40 }) { router in
+            router.add(.GET, "/events") { _ in .eventStream(headers: HTTPHeaders()) { registry.add($0) } }
+            router.add(.GET, "/ping") { _ in .response(.text("pong")) }
+        }
+        defer { server.stop() }
+        let first = try StreamFleet(port: server.port, count: 30, path: "/events")
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 30 })
+        first.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+        first.closeAll()
+
+        let second = try StreamFleet(port: server.port, count: 30, path: "/events")
+        let served = second.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+        XCTAssertTrue(served, "\(second.members.filter { $0.parser.status != nil }.count) of 30 new subscribers served")
+        let client = try TestSocket(port: server.port)
+        client.setTimeout(10)
+        try client.write("GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        XCTAssertEqual(client.readResponse()?.status, 200)
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 30 })
+    }
 }

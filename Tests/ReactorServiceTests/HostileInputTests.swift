@@ -243,10 +243,69 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(response.status, 200)
         XCTAssertTrue(response.statusLine.hasPrefix("HTTP/1."))
         XCTAssertTrue(old.isClosedByPeer(timeout: 2))
-        // HTTP/1.1 without Host breaks RFC 9112 §3.2, but libmicrohttpd 0.9.75 lets it through
-        // and the server has no virtual hosts to choose between: it is served as well.
-        assertAnsweredByLibmicrohttpd(try raw("GET /healthz HTTP/1.1\r\n\r\n"), 200)
+        // HTTP/1.1 without Host, or with two: 400 (RFC 9112 §3.2; libmicrohttpd 0.9.75 lets
+        // both through), then close.
+        for head in ["GET /healthz HTTP/1.1\r\n\r\n",
+                     "GET /sessions/\(session) HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+                     "POST /action HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"] {
+            let client = try TestClient(port: fixture.port)
+            client.send(head)
+            assertProblem(client.readResponse(), 400, mentions: ["Host"])
+            XCTAssertTrue(client.isClosedByPeer(timeout: 2), head)
+        }
         try assertUnchangedAndAlive()
+    }
+
+    func testConflictingContentLengthsAre400ThenClose() throws {
+        // RFC 9112 §6.3: differing Content-Length values leave the body's end unknown: 400, close.
+        let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
+        for lengths in [(body.utf8.count, body.utf8.count + 5), (body.utf8.count + 5, body.utf8.count),
+                        (body.utf8.count, 0)] {
+            let client = try TestClient(port: fixture.port)
+            client.send("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(lengths.0)\r\n"
+                        + "Content-Length: \(lengths.1)\r\n\r\n\(body)")
+            assertProblem(client.readResponse(), 400, mentions: ["Content-Length"])
+            XCTAssertTrue(client.isClosedByPeer(timeout: 2), "\(lengths)")
+        }
+        try assertUnchangedAndAlive()
+        // The same value twice is one length (§6.3 allows accepting it): the action is applied.
+        let client = try TestClient(port: fixture.port)
+        client.send("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(body.utf8.count)\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        XCTAssertEqual(client.readResponse()?.status, 200)
+    }
+
+    func testErrorsMadeBeforeRoutingCarryTheCORSHeaders() throws {
+        // With an origin configured, the answers the HTTP layer makes itself, before or instead of
+        // a route, let the browser read them too (else it reports an opaque CORS failure).
+        let origin = "https://app.example"
+        let cors = try ServerFixture { $0.corsOrigins = [origin] }
+        defer { cors.stop() }
+        let big = 10 << 20
+        let cases: [(String, Int)] = [
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: \(big)\r\n\r\n", 413),
+            ("GET /healthz HTTP/1.1\r\nOrigin: \(origin)\r\n\r\n", 400),
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
+            ("GET /sessions/a/b/c HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 404),
+            ("POST /nowhere HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2\r\n\r\n{}", 404),
+            ("PATCH /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 405),
+            ("GET /%FF HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 400),
+        ]
+        for (request, status) in cases {
+            let client = try TestClient(port: cors.port, receiveTimeout: 5)
+            client.send(request)
+            let response = try XCTUnwrap(client.readResponse(), request)
+            XCTAssertEqual(response.status, status, request)
+            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), origin, request)
+            XCTAssertEqual(response.header("Vary"), "Origin", request)
+        }
+        // Another origin learns nothing more, but the answer still says it varies by Origin.
+        let other = try TestClient(port: cors.port, receiveTimeout: 5)
+        other.send("PATCH /healthz HTTP/1.1\r\nHost: t\r\nOrigin: https://evil.example\r\n\r\n")
+        let refused = try XCTUnwrap(other.readResponse())
+        XCTAssertEqual(refused.status, 405)
+        XCTAssertNil(refused.header("Access-Control-Allow-Origin"))
+        XCTAssertEqual(refused.header("Vary"), "Origin")
     }
 
     func testGarbageRequestLines() throws {

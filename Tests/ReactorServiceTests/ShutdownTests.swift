@@ -1,7 +1,8 @@
 import Foundation
 import XCTest
 
-/// The real executable, stopped by SIGTERM with live subscribers.
+/// The real executable on the memory store, stopped by SIGTERM with live subscribers: the
+/// sessions are over, so every stream gets `event: end` (DurabilityTests has the durable case).
 final class ShutdownTests: XCTestCase {
     /// The `reactord` that `swift build --build-tests` put beside the test binary.
     private func executableURL() throws -> URL {
@@ -17,7 +18,7 @@ final class ShutdownTests: XCTestCase {
     func testSIGTERMEndsStreamsAnswersAndExitsZero() throws {
         let process = Process()
         process.executableURL = try executableURL()
-        process.arguments = ["--port", "0", "--admin-token", "t"]
+        process.arguments = ["--port", "0", "--admin-token", "t", "--store", "memory"]
         process.environment = ["REACTORD_HEARTBEAT": "1", "REACTORD_LOG_LEVEL": "info"]
         let stderr = Pipe()
         process.standardError = stderr

@@ -51,10 +51,15 @@ public final class EventStreamClient {
 
     /// The next event, or `nil` when the stream ends or nothing comes within the timeout.
     public func next(timeout: Double = 5) -> TestEvent? {
-        socket.setTimeout(max(timeout, 0.001))
+        // A deadline, not only a read timeout: heartbeat comments arrive more often than the
+        // timeout and would otherwise keep this waiting forever for an event that never comes.
+        let deadline = monotonicNow() + timeout
         while true {
             if let event = parsePending() { return event }
             guard !ended else { return nil }
+            let left = deadline - monotonicNow()
+            if left <= 0 { return nil }
+            socket.setTimeout(max(left, 0.001))
             do {
                 parser.feed(try socket.receive())
                 takeBody()

@@ -37,6 +37,7 @@ public final class HTTPClient {
 
     public func request(_ method: String, _ path: String, bodyBytes: [UInt8]?,
                         headers: [String: String] = [:]) throws -> TestResponse {
+        if let idle = socket, idle.peerHasClosed { socket = nil }  // e.g. the server's idle timeout
         let connection = try socket ?? TestSocket(port: port)
         socket = connection
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"

@@ -73,6 +73,15 @@ public final class TestSocket {
         shutdown(fd, Int32(SHUT_RDWR))
     }
 
+    /// True when the server has already closed this idle connection (EOF or reset waiting to be
+    /// read; nothing is consumed): a keep-alive client then opens a new one, as HTTP clients do
+    /// with a pooled connection the server timed out.
+    public var peerHasClosed: Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
     /// True when the server has closed this connection (EOF or reset within `timeout`);
     /// bytes that arrive first are skipped.
     public func isClosedByPeer(timeout: Double = 2) -> Bool {

@@ -52,7 +52,7 @@ class Reactord:
     def __init__(self, binary, *args):
         self.log = []
         self.process = subprocess.Popen(
-            [binary, "--host", "127.0.0.1", "--port", "0", "--admin-token", ADMIN_TOKEN, *args],
+            [binary, "--host", "127.0.0.1", "--port", "0", "--admin-token", ADMIN_TOKEN, "--store", "memory", *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         port = threading.Event()
         self.port = None

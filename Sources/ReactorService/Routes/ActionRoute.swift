@@ -1,10 +1,11 @@
 import Foundation
 import MicroHTTP
 
-/// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up as soon
-/// as its id is read, and its reactor's `Action` type decodes the action.
+/// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up (or
+/// brought back from the store) as soon as its id is read, and its reactor's `Action` type
+/// decodes the action.
 private struct ActionRequest: Decodable {
-    static let storeKey = CodingUserInfoKey(rawValue: "reactord.sessionStore")!
+    static let contextKey = CodingUserInfoKey(rawValue: "reactord.serviceContext")!
 
     let session: any Session
     let run: () -> EventHub.Snapshot?
@@ -14,20 +15,24 @@ private struct ActionRequest: Decodable {
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let id = try container.decode(String.self, forKey: .session)
-        guard let store = decoder.userInfo[Self.storeKey] as? SessionStore,
-              let session = store.session(id) else { throw RequestError.unknownSession }
-        self.session = session
+        guard let context = decoder.userInfo[Self.contextKey] as? ServiceContext else { throw RequestError.unknownSession }
+        switch context.session(id) {
+        case let .success(session): self.session = session
+        case .failure(.unknown): throw RequestError.unknownSession
+        case let .failure(error): throw RequestError.session(error)
+        }
         run = try session.decodeAction(from: container.superDecoder(forKey: .action))
     }
 }
 
 extension RouteTable {
     /// `POST /action`: the action runs inline on this thread, serialised with the session's
-    /// other work; the answer is the state after its synchronous mutations.
+    /// other work; the answer is the state after its synchronous mutations, sent once what
+    /// it changed is committed.
     mutating func addActionRoute() {
         let context = context
         // One decoder for every request: its options never change after this.
-        let userInfo: [CodingUserInfoKey: Any] = [ActionRequest.storeKey: context.store]
+        let userInfo: [CodingUserInfoKey: Any] = [ActionRequest.contextKey: context]
         let decoder = JSONDecoder()
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
@@ -38,8 +43,12 @@ extension RouteTable {
                     // The session ended while the action was on its way: deleted or expired, or shut down.
                     return .response(context.isStopping ? Problems.stopping : Problems.unknownSession)
                 }
-                context.metrics.actions.increment()
-                return .response(.json(SessionJSON.body(of: action.session, snapshot)))
+                let session = action.session
+                return Self.answer(afterCommitOf: session.hub, context) { failure in
+                    if let failure { return Problems.store(failure) }
+                    context.metrics.actions.increment()
+                    return .json(SessionJSON.body(of: session, snapshot))
+                }
             } catch {
                 return .response(Problems.body(error))
             }

@@ -7,8 +7,10 @@ extension RouteTable {
         let context = context
         add(.GET, "/sessions/{id}/events") { request in
             guard !context.isStopping else { return .response(Problems.stopping) }
-            guard let session = context.store.session(request.pathParameters["id"] ?? "") else {
-                return .response(Problems.unknownSession)
+            let session: any Session
+            switch context.session(request.pathParameters["id"] ?? "") {
+            case let .success(found): session = found
+            case let .failure(error): return .response(Problems.session(error))
             }
             var filter: FieldFilter?
             if let fields = request.query["fields"] {

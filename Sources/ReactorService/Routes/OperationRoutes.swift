@@ -9,7 +9,7 @@ extension RouteTable {
             guard !context.isStopping else { return .response(Problems.stopping) }
             return .response(.json(JSONText.object([
                 ("status", JSONText.string("ok")),
-                ("sessions", Array(String(context.store.sessionCount).utf8)),
+                ("sessions", Array(String(context.sessions.sessionCount).utf8)),
             ])))
         }
         add(.GET, "/metrics") { _ in

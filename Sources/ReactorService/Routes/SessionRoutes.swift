@@ -1,22 +1,29 @@
 import MicroHTTP
+import ReactorStore
 
 extension RouteTable {
     mutating func addSessionRoutes() {
         let context = context
-        add(.POST, "/sessions") { request in .response(Self.createSession(request, context)) }
+        add(.POST, "/sessions") { request in Self.createSession(request, context) }
         add(.GET, "/sessions/{id}") { request in
-            guard let session = context.store.session(request.pathParameters["id"] ?? "") else {
-                return .response(Problems.unknownSession)
+            switch context.session(request.pathParameters["id"] ?? "") {
+            case let .success(session):
+                session.hub.touch()
+                return .response(.json(SessionJSON.body(of: session, session.hub.snapshot)))
+            case let .failure(error):
+                return .response(Problems.session(error))
             }
-            session.hub.touch()
-            return .response(.json(SessionJSON.body(of: session, session.hub.snapshot)))
         }
         add(.DELETE, "/sessions/{id}") { request in
-            guard let session = context.store.remove(request.pathParameters["id"] ?? "") else {
-                return .response(Problems.unknownSession)
+            let id = request.pathParameters["id"] ?? ""
+            // A stored session is loaded first: one path for deleting it, its reactor and its streams.
+            if case let .failure(error) = context.session(id) { return .response(Problems.session(error)) }
+            guard let session = context.sessions.remove(id) else { return .response(Problems.unknownSession) }
+            return Self.answer(context) { done in
+                context.remove(session, reason: "deleted") { failure in
+                    done(failure.map(Problems.store) ?? Response(status: 204))
+                }
             }
-            context.end(session, reason: "deleted")
-            return .response(Response(status: 204))
         }
     }
 
@@ -32,38 +39,69 @@ extension RouteTable {
         }
     }
 
-    private static func createSession(_ request: Request, _ context: ServiceContext) -> Response {
-        guard !context.isStopping else { return Problems.stopping }
+    private static func createSession(_ request: Request, _ context: ServiceContext) -> Reply {
+        guard !context.isStopping else { return .response(Problems.stopping) }
         let kinds = context.registry.names
         var kind = context.configuration.defaultReactor ?? kinds.first ?? ""
         if request.body.contains(where: { !Self.isJSONWhitespace($0) }) {
             do throws(RequestError) {
                 if let named = try RequestDecoding.decode(CreateBody.self, from: request.body).reactor { kind = named }
             } catch {
-                return Problems.body(error)
+                return .response(Problems.body(error))
             }
         }
         guard let factory = context.registry.factory(for: kind) else {
-            return .problem(status: 422, detail: "unknown reactor '\(kind)'; this server has: "
-                + kinds.joined(separator: ", "))
+            return .response(.problem(status: 422, detail: "unknown reactor '\(kind)'; this server has: "
+                + kinds.joined(separator: ", ")))
         }
-        guard context.store.reserve() else {
+        guard context.sessions.reserve() else {
             var headers = HTTPHeaders()
             headers.add("Retry-After", String(Int(SessionSweeper.interval(ttl: context.configuration.sessionTTL).rounded(.up))))
-            return .problem(status: 503, detail: "the session table is full (\(context.store.capacity) sessions); "
-                + "retry after idle sessions expire", headers: headers)
+            return .response(.problem(status: 503, detail: "the session table is full (\(context.sessions.capacity) sessions); "
+                + "retry after idle sessions expire", headers: headers))
         }
         let key = SessionID.make()
         let id = key.string
-        let session = factory(key, EventHub(historyLength: context.configuration.historyLength, metrics: context.metrics))
-        context.store.insert(session)
-        context.metrics.sessions.increment()
-        var response = Response.json(SessionJSON.body(of: session, session.hub.snapshot), status: 201)
-        response.headers.add("Location", "/sessions/\(id)")
-        return response
+        let session: any Session
+        do {
+            session = try factory(key, context.makeHub(id: id, kind: kind), nil)
+        } catch {
+            context.sessions.cancelReservation()
+            return .response(.problem(status: 500, detail: "the reactor could not be made: \(error)"))
+        }
+        context.adopt(session)
+        return answer(afterCommitOf: session.hub, context) { failure in
+            if let failure { return Problems.store(failure) }
+            var response = Response.json(SessionJSON.body(of: session, session.hub.snapshot), status: 201)
+            response.headers.add("Location", "/sessions/\(id)")
+            return response
+        }
     }
 
     private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+    }
+}
+
+extension RouteTable {
+    /// The answer once what the request changed in `hub` is durable; at once with the memory
+    /// store, or when nothing is left to write.
+    static func answer(afterCommitOf hub: EventHub, _ context: ServiceContext,
+                       _ response: @escaping @Sendable (StoreError?) -> Response) -> Reply {
+        guard context.persistence != nil else { return .response(response(nil)) }
+        return .deferred { responder in hub.whenCommitted { failure in responder.respond(response(failure)) } }
+    }
+
+    /// A reply given by `work`, which calls its argument once with the answer: inline when it
+    /// does so before returning (the memory store), else from the journal's thread later.
+    static func answer(_ context: ServiceContext,
+                       _ work: @escaping @Sendable (@escaping @Sendable (Response) -> Void) -> Void) -> Reply {
+        guard context.persistence != nil else {
+            let answered = Locked<Response?>(nil)
+            work { response in answered.withLock { $0 = response } }
+            if let response = answered.current { return .response(response) }
+            return .response(.problem(status: 500, detail: "the request was not answered"))
+        }
+        return .deferred { responder in work { responder.respond($0) } }
     }
 }

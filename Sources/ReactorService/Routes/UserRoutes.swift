@@ -12,19 +12,38 @@ extension RouteTable {
                 guard !user.id.isEmpty else {
                     return .response(.problem(status: 422, detail: "field 'id' must not be empty"))
                 }
-                // Every session's streams are resumed together at the end: see batchingResumes.
-                EventStream.batchingResumes { context.currentUser.send(user) }
-                context.logger.info("current user set", metadata: ["user": "\(user.id)"])
-                return .response(.json(Self.userJSON(user)))
+                return Self.setUser(user, context) { .json(Self.userJSON(user)) }
             } catch {
                 return .response(Problems.body(error))
             }
         }
         add(.DELETE, "/user") { request in
             if let refusal = AdminAuthorization.check(request, token: context.adminToken) { return .response(refusal) }
-            EventStream.batchingResumes { context.currentUser.send(nil) }
-            context.logger.info("current user cleared")
-            return .response(Response(status: 204))
+            return Self.setUser(nil, context) { Response(status: 204) }
+        }
+    }
+
+    /// Stores the user (with a durable store), then hands it to every reactor; answers once
+    /// the states it changed are committed too, so a read after the answer sees them.
+    private static func setUser(_ user: User?, _ context: ServiceContext,
+                                answer: @escaping @Sendable () -> Response) -> Reply {
+        Self.answer(context) { done in
+            let publish: @Sendable () -> Void = {
+                // Every session's streams are resumed together at the end: see batchingResumes.
+                EventStream.batchingResumes { context.currentUser.send(user) }
+                context.logger.info(user == nil ? "current user cleared" : "current user set",
+                                    metadata: user.map { ["user": "\($0.id)"] } ?? [:])
+            }
+            guard let journal = context.persistence?.journal else {
+                publish()
+                done(answer())
+                return
+            }
+            journal.write(.user(user.map(Self.userJSON))) { failure in
+                if let failure { return done(Problems.store(failure)) }
+                publish()
+                journal.whenCommitted { failure in done(failure.map(Problems.store) ?? answer()) }
+            }
         }
     }
 

@@ -10,7 +10,9 @@ final class ReactordProcess {
 
     init(arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = try Self.executableURL()
-        process.arguments = ["--port", "0"] + arguments
+        // The memory store unless the test names one: no file left in the working directory.
+        let store = arguments.contains("--store") || environment["REACTORD_STORE"] != nil ? [] : ["--store", "memory"]
+        process.arguments = ["--port", "0"] + store + arguments
         process.environment = environment
         process.standardError = stderr
         try process.run()

@@ -1,6 +1,7 @@
 /// The live sessions, in shards each behind its own lock, so actions on different sessions
-/// never wait for one another. Only creating a session touches the shared count.
-final class SessionStore: @unchecked Sendable {
+/// never wait for one another. Only creating a session touches the shared count, which with a
+/// durable store also counts the stored sessions not loaded yet.
+final class SessionTable: @unchecked Sendable {
     private static let shardCount = 16
     private let shards: [Locked<[SessionKey: any Session]>]
     private let count = Locked(0)
@@ -12,6 +13,9 @@ final class SessionStore: @unchecked Sendable {
     }
 
     var sessionCount: Int { count.current }
+
+    /// Counts `stored` sessions that live in a durable store and are not loaded yet.
+    func addStored(_ stored: Int) { count.withLock { $0 += stored } }
 
     /// Claims a place for a new session; `false` when the table is full.
     func reserve() -> Bool {
@@ -40,6 +44,23 @@ final class SessionStore: @unchecked Sendable {
         if removed != nil { count.withLock { $0 -= 1 } }
         return removed
     }
+
+    /// Takes `session` out of memory, if it is still there; it stays counted (it is stored)
+    /// unless `forget`.
+    func unload(_ session: any Session, forget: Bool) {
+        let removed = shard(session.key).withLock { sessions in
+            guard sessions[session.key] === session else { return false }
+            sessions[session.key] = nil
+            return true
+        }
+        if removed && forget { count.withLock { $0 -= 1 } }
+    }
+
+    /// One session fewer that was stored but not loaded (it expired there).
+    func forgetStored() { count.withLock { $0 -= 1 } }
+
+    /// The loaded sessions, for a sweep.
+    var loaded: [any Session] { shards.flatMap { shard in shard.withLock { Array($0.values) } } }
 
     /// Removes and returns the sessions nobody listens to that saw nothing since `cutoff`.
     func removeIdle(since cutoff: Double) -> [any Session] {

@@ -1,0 +1,146 @@
+import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Notices event-stream clients that are gone when the kernel says so, not at the next write.
+///
+/// libmicrohttpd 0.9.75 takes a suspended connection out of its epoll set, so a subscriber that
+/// disconnects while its stream waits for events goes unnoticed until a write fails — and a
+/// write to a peer that sent FIN succeeds once (the peer answers RST), so it took two heartbeats.
+/// Meanwhile the dead connection counts against the connection limit: a mass disconnect left
+/// thousands of slots taken and new connections waiting in the listen backlog for up to 30 s
+/// (BENCHMARKS.md, "The mass-disconnect stall").
+///
+/// One thread, one epoll set of its own: every stream's socket is added once, when the stream
+/// opens, for EPOLLRDHUP (the peer's FIN, i.e. a read of 0), EPOLLHUP and EPOLLERR (RST),
+/// one-shot, and never for EPOLLIN, so it does not wake for anything else and never touches
+/// libmicrohttpd's reading or writing. On an event the stream is aborted with `.clientGone`:
+/// resumed (batched) so that libmicrohttpd's thread ends the connection. The watcher's lock
+/// only guards its token table; it is never held while a stream is touched.
+///
+/// A client that half-closes (FIN after its request) but goes on reading is treated as gone:
+/// an event stream has nothing more to receive from its client (nginx ends such a streaming
+/// request too).
+final class DisconnectWatcher: @unchecked Sendable {
+    private let lock = Lock()
+    // Guarded by `lock`.
+    private var streams: [UInt64: EventStream] = [:]
+    private var nextToken: UInt64 = 1   // 0 is the wake-up eventfd
+    private var stopping = false
+
+    #if os(Linux)
+    private let epoll: Int32
+    private let wakeup: Int32
+    private var thread = pthread_t()
+    #endif
+    private var running = false
+
+    /// Nil where the platform has no epoll or it cannot be set up: the heartbeat still finds
+    /// dead clients then, only later.
+    init?() {
+        #if os(Linux)
+        var wakeupFD: Int32 = -1
+        epoll = mhd_shim_watch_create(&wakeupFD)
+        guard epoll >= 0 else { return nil }
+        wakeup = wakeupFD
+        let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
+        guard pthread_create(&thread, nil, { raw in
+            let watcher = Unmanaged<DisconnectWatcher>.fromOpaque(raw!).takeRetainedValue()
+            watcher.run()
+            return nil
+        }, me) == 0 else {
+            Unmanaged<DisconnectWatcher>.fromOpaque(me).release()
+            close(wakeup)
+            close(epoll)
+            return nil
+        }
+        running = true
+        #else
+        return nil
+        #endif
+    }
+
+    /// Starts watching `stream`'s socket; returns the token to `unwatch` it with (0: not watched).
+    /// On the connection's libmicrohttpd thread, when the stream opens.
+    func watch(_ stream: EventStream, socket: Int32) -> UInt64 {
+        #if os(Linux)
+        guard socket >= 0 else { return 0 }
+        lock.lock()
+        defer { lock.unlock() }
+        if stopping { return 0 }
+        let token = nextToken
+        nextToken += 1
+        guard mhd_shim_watch_add(epoll, socket, token) == 0 else { return 0 }
+        streams[token] = stream
+        return token
+        #else
+        return 0
+        #endif
+    }
+
+    /// Stops watching, from the completion callback: libmicrohttpd calls it before it closes the
+    /// socket, so the descriptor is still this connection's (not a new one's that reused it).
+    func unwatch(_ token: UInt64, socket: Int32) {
+        #if os(Linux)
+        guard token != 0 else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        guard streams.removeValue(forKey: token) != nil, !stopping else { return }
+        _ = mhd_shim_watch_remove(epoll, socket)
+        #endif
+    }
+
+    /// Ends the thread and waits for it. After this no stream is aborted by the watcher.
+    func stop() {
+        #if os(Linux)
+        lock.lock()
+        if stopping || !running {
+            lock.unlock()
+            return
+        }
+        stopping = true
+        lock.unlock()
+        var one: UInt64 = 1
+        _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
+        pthread_join(thread, nil)
+        lock.withLock { streams.removeAll() }
+        close(wakeup)
+        close(epoll)
+        #endif
+    }
+
+    #if os(Linux)
+    private func run() {
+        let capacity = 256
+        let tokens = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
+        defer { tokens.deallocate() }
+        var gone: [EventStream] = []
+        gone.reserveCapacity(capacity)
+        while true {
+            let count = mhd_shim_watch_wait(epoll, tokens, Int32(capacity))
+            if count < 0 { return }
+            lock.lock()
+            if stopping {
+                lock.unlock()
+                return
+            }
+            for index in 0..<Int(count) {
+                let token = tokens[index]
+                if token == 0 { continue }
+                if let stream = streams.removeValue(forKey: token) { gone.append(stream) }
+            }
+            lock.unlock()
+            if gone.isEmpty { continue }
+            // Resumed together at the batch's end: libmicrohttpd's thread walks its list of
+            // suspended connections once per wake-up, not once per few resumes (EventStream).
+            EventStream.batchingResumes {
+                for stream in gone { stream.abort(.clientGone) }
+            }
+            gone.removeAll(keepingCapacity: true)
+        }
+    }
+    #endif
+}

@@ -1,0 +1,139 @@
+import Foundation
+import MicroHTTP
+import ReactorStore
+
+/// A session with changes the store has not got yet (its hub, in practice).
+protocol Journaled: AnyObject, Sendable {
+    /// What changed since the last take, or nil when nothing is to be written. Called on the
+    /// journal's thread; the change is in flight until `didCommit` or `commitFailed`.
+    func takeChange() -> SessionWrite?
+    /// The change taken is durable: its events may now reach subscribers.
+    func didCommit()
+    /// The change taken is lost with its batch, for `reason`.
+    func commitFailed(_ reason: StoreError)
+}
+
+/// Group commit: one thread writes, in one transaction, every change that arrived while the
+/// previous transaction ran, then lets each change's events reach subscribers and answers the
+/// requests that waited for it. Under load a transaction carries many requests, so the cost
+/// of making them durable is shared; an idle journal commits a lone change at once.
+final class Journal: @unchecked Sendable {
+    typealias Completion = @Sendable (StoreError?) -> Void
+
+    let engine: any StoreEngine
+    private let historyLength: Int
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    private var dirty: [any Journaled] = []
+    private var changes: [StoreChange] = []
+    private var completions: [Completion] = []
+    private var committing = false
+    private var stopping = false
+    private var stopped = false
+
+    init(engine: any StoreEngine, historyLength: Int) {
+        self.engine = engine
+        self.historyLength = historyLength
+        let thread = Thread { [self] in run() }
+        thread.name = "reactord.journal"
+        thread.start()
+    }
+
+    /// `entry` has a change to write in the next transaction. Call once per change burst
+    /// (the entry remembers it is queued until its `takeChange`).
+    func markDirty(_ entry: any Journaled) {
+        condition.withLock {
+            dirty.append(entry)
+            condition.signal()
+        }
+    }
+
+    /// Writes `change` after the sessions' pending changes of the same transaction, then
+    /// calls `completion` with nil once it is durable, or with the reason it is not.
+    func write(_ change: StoreChange, then completion: @escaping Completion) {
+        submit(change, completion)
+    }
+
+    /// Calls `completion` once everything queued before this call is durable (nil) or lost.
+    func whenCommitted(_ completion: @escaping Completion) {
+        submit(nil, completion)
+    }
+
+    /// Writes what is queued, answers its waiters and ends the thread; later calls are
+    /// answered at once with `unavailable`.
+    func stop() {
+        condition.withLock {
+            stopping = true
+            condition.broadcast()
+            while !stopped { condition.wait() }
+        }
+    }
+
+    private func submit(_ change: StoreChange?, _ completion: @escaping Completion) {
+        condition.lock()
+        if stopped {
+            condition.unlock()
+            completion(.unavailable("the server is shutting down"))
+            return
+        }
+        if let change { changes.append(change) }
+        completions.append(completion)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while dirty.isEmpty && changes.isEmpty && completions.isEmpty && !stopping { condition.wait() }
+            if dirty.isEmpty && changes.isEmpty && completions.isEmpty {
+                stopped = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            let entries = dirty, explicit = changes, waiting = completions
+            dirty = []
+            changes = []
+            completions = []
+            condition.unlock()
+            commit(entries, explicit, waiting)
+        }
+    }
+
+    private func commit(_ entries: [any Journaled], _ explicit: [StoreChange], _ waiting: [Completion]) {
+        var batch: [StoreChange] = []
+        var written: [any Journaled] = []
+        batch.reserveCapacity(entries.count + explicit.count)
+        for entry in entries {
+            guard let change = entry.takeChange() else { continue }
+            batch.append(.session(change))
+            written.append(entry)
+        }
+        // After the sessions' own writes: a delete is never undone by the same transaction.
+        batch += explicit
+        var failure: StoreError?
+        if !batch.isEmpty {
+            do throws(StoreError) {
+                try engine.commit(batch, historyLength: historyLength)
+            } catch {
+                failure = error
+            }
+        }
+        // Every stream and request this batch wakes is resumed together at its end.
+        EventStream.batchingResumes {
+            for entry in written {
+                if let failure { entry.commitFailed(failure) } else { entry.didCommit() }
+            }
+            for completion in waiting { completion(failure) }
+        }
+    }
+}
+
+extension NSCondition {
+    fileprivate func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}

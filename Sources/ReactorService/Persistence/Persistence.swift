@@ -1,0 +1,117 @@
+import Foundation
+import Logging
+import ReactorStore
+
+/// Why a session cannot be served.
+enum SessionLookupError: Error {
+    /// Never issued, or deleted or expired: 404.
+    case unknown
+    /// Stored, but it cannot come back (its kind is gone, its state no longer decodes, its
+    /// row is damaged): 409 for this session alone.
+    case unrestorable(String)
+    /// The store failed while reading it: 503.
+    case store(StoreError)
+}
+
+/// The service's side of a durable store: the journal that writes every change, and the
+/// way back from the store for sessions not in memory (lazily, on their first request).
+///
+/// One live reactor per session: restores are serialised and check the session table
+/// first, and a session being deleted is remembered (a tombstone) until its delete is
+/// committed, so a request racing the delete cannot bring it back from the store.
+final class Persistence: @unchecked Sendable {
+    let engine: any StoreEngine
+    let journal: Journal
+    private let historyLength: Int
+    private let restoreLock = NSLock()
+    // Guarded by restoreLock.
+    private var tombstones: Set<SessionKey> = []
+    private var reported: Set<SessionKey> = []
+
+    init(engine: any StoreEngine, historyLength: Int) {
+        self.engine = engine
+        self.historyLength = historyLength
+        journal = Journal(engine: engine, historyLength: historyLength)
+    }
+
+    /// The session `key` from the store, loaded into `context.sessions`; the loaded one if
+    /// another request brought it back first.
+    func restore(_ key: SessionKey, into context: ServiceContext) -> Result<any Session, SessionLookupError> {
+        restoreLock.lock()
+        defer { restoreLock.unlock() }
+        let id = key.string
+        if let loaded = context.sessions.session(id) { return .success(loaded) }
+        if tombstones.contains(key) { return .failure(.unknown) }
+        let stored: StoredSession?
+        do throws(StoreError) {
+            stored = try engine.session(id, historyLength: historyLength)
+        } catch {
+            return .failure(.store(error))
+        }
+        guard let stored else { return .failure(.unknown) }
+        if WallClock.now - stored.lastActive > context.configuration.sessionTTL {
+            deleteStoredLocked(key, from: context)   // it expired while the server was down
+            return .failure(.unknown)
+        }
+        guard let factory = context.registry.factory(for: stored.kind) else {
+            return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server"))
+        }
+        let hub = context.makeHub(id: id, kind: stored.kind, restoring: stored)
+        do {
+            let session = try factory(key, hub, stored.stateJSON)
+            context.adopt(session)
+            return .success(session)
+        } catch {
+            hub.end(reason: nil)
+            return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)"))
+        }
+    }
+
+    /// Deletes `session` (already out of the session table) from the store; once that is
+    /// committed, ends it with `event: end` and `reason`. When the delete fails the session
+    /// stays stored, and is unloaded to come back on its next use.
+    func delete(_ session: any Session, reason: String, from context: ServiceContext,
+                then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
+        restoreLock.withLock { _ = tombstones.insert(session.key) }
+        journal.write(.delete(id: session.id)) { [self] failure in
+            restoreLock.withLock { _ = tombstones.remove(session.key) }
+            if failure != nil {
+                context.sessions.addStored(1)
+                context.end(session, reason: nil)
+            } else {
+                context.end(session, reason: reason)
+            }
+            completion(failure)
+        }
+    }
+
+    /// Deletes the stored sessions that expired while not loaded (the sweeper's second half).
+    func deleteExpiredStored(from context: ServiceContext) {
+        let cutoff = WallClock.now - context.configuration.sessionTTL
+        guard let ids = try? engine.sessions(lastActiveBefore: cutoff, limit: 1_000) else { return }
+        restoreLock.lock()
+        defer { restoreLock.unlock() }
+        for id in ids {
+            guard let key = SessionKey(id), context.sessions.session(id) == nil, !tombstones.contains(key) else { continue }
+            deleteStoredLocked(key, from: context)
+        }
+    }
+
+    private func deleteStoredLocked(_ key: SessionKey, from context: ServiceContext) {
+        tombstones.insert(key)
+        journal.write(.delete(id: key.string)) { [self] failure in
+            restoreLock.withLock { _ = tombstones.remove(key) }
+            if failure == nil { context.sessions.forgetStored() }
+        }
+    }
+
+    private func unrestorable(_ key: SessionKey, _ context: ServiceContext, _ reason: String) -> SessionLookupError {
+        // Logged once per session and run: a client retrying must not flood the log.
+        if reported.insert(key).inserted {
+            context.logger.error("a stored session cannot be restored", metadata: [
+                "session": "\(key.string)", "reason": "\(reason)",
+            ])
+        }
+        return .unrestorable("this session is stored but cannot be restored: \(reason)")
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import ReactorStore
+
+/// A durable session's side of its hub: its identity in the store, what clients may see
+/// (the last committed state), and the events the journal has not committed yet. Guarded by
+/// the hub's lock; the memory store has none.
+final class SessionRecord: @unchecked Sendable {
+    let id: String
+    let kind: String
+    let createdAt: Double
+    let journal: Journal
+    /// Not written yet: the first write inserts it.
+    var isNew: Bool
+    /// Queued in the journal for its next transaction.
+    var isQueued = false
+    /// The last activity time as stored, seconds since 1970, and how far behind it may be
+    /// before a write carries it again (an eighth of the TTL: the expiry after a restart is
+    /// that exact).
+    var storedLastActive: Double
+    let activityResolution: Double
+    /// The last committed event and state: all that readers and new subscribers are shown.
+    private(set) var published: (seq: UInt64, json: [UInt8])
+    /// Numbered, not yet taken by the journal, and the requests waiting for them.
+    var pending: [PendingEvent] = []
+    var pendingWaiters: [Journal.Completion] = []
+    /// Taken by the journal's current transaction.
+    var inFlight: InFlight?
+    /// Why a change of this session was lost (it is then unloaded and ends).
+    private(set) var lost: StoreError?
+    /// What the service does when a change is lost: unload the session.
+    var onLost: (@Sendable (_ neverStored: Bool) -> Void)?
+
+    struct InFlight {
+        let events: [PendingEvent]
+        let seq: UInt64
+        let json: [UInt8]
+        let lastActive: Double?
+        var waiters: [Journal.Completion]
+    }
+
+    init(id: String, kind: String, journal: Journal, stored: StoredSession?, ttl: Double) {
+        self.id = id
+        self.kind = kind
+        self.journal = journal
+        activityResolution = ttl / 8
+        createdAt = stored?.createdAt ?? WallClock.now
+        storedLastActive = stored?.lastActive ?? createdAt
+        isNew = stored == nil
+        published = (stored?.version ?? 0, stored?.stateJSON ?? Array("{}".utf8))
+    }
+
+    /// Moves what is pending in flight, as the write of the session at `state` and `version`.
+    func take(state: [UInt8], version: UInt64, lastActive: Double) -> SessionWrite {
+        let events = pending
+        pending = []
+        let stale = isNew || lastActive - storedLastActive > activityResolution
+        inFlight = InFlight(events: events, seq: version, json: state, lastActive: stale ? lastActive : nil,
+                            waiters: pendingWaiters)
+        pendingWaiters = []
+        return SessionWrite(id: id, kind: kind, isNew: isNew, stateJSON: state, version: version,
+                            createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events.map(\.stored))
+    }
+
+    /// The write in flight is durable: it becomes what clients see; returns it.
+    func committed() -> InFlight? {
+        guard let written = inFlight else { return nil }
+        inFlight = nil
+        isNew = false
+        if let lastActive = written.lastActive { storedLastActive = lastActive }
+        published = (written.seq, written.json)
+        return written
+    }
+
+    /// The write in flight was lost: everything pending goes with it.
+    func lose(_ reason: StoreError) -> (waiters: [Journal.Completion], handler: (@Sendable (Bool) -> Void)?,
+                                       neverStored: Bool) {
+        lost = reason
+        defer {
+            inFlight = nil
+            pending = []
+            pendingWaiters = []
+            onLost = nil
+        }
+        return ((inFlight?.waiters ?? []) + pendingWaiters, onLost, isNew)
+    }
+
+    /// The session ended: its pending events are dropped; returns who waited for them.
+    func dropPending() -> [Journal.Completion] {
+        defer {
+            pending = []
+            pendingWaiters = []
+        }
+        return pendingWaiters
+    }
+}
+
+/// An event numbered but not yet committed, with the form the store keeps it in.
+struct PendingEvent {
+    let event: RecordedEvent
+    let stored: StoredEvent
+}
+
+/// Seconds since 1970, for times the store keeps across restarts.
+enum WallClock {
+    static var now: Double {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

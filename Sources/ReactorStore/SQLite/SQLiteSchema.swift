@@ -1,0 +1,61 @@
+/// The tables of a reactord SQLite file, and the migrations that made them. A file records
+/// its version in `reactord_schema`; one written by a newer reactord is refused, an older one
+/// is brought up to date by the migrations it lacks, in one transaction.
+enum SQLiteSchema {
+    /// Migration `n` (1-based) brings a file from version n-1 to n. Append only: a shipped
+    /// migration never changes.
+    static let migrations: [String] = [
+        // 1: sessions, their event history, the global user.
+        """
+        CREATE TABLE reactord_schema (version INTEGER NOT NULL);
+        INSERT INTO reactord_schema (version) VALUES (0);
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY NOT NULL,
+            kind TEXT NOT NULL,
+            state TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            last_active REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX sessions_by_last_active ON sessions (last_active);
+        -- pulse: NULL for a state event (data: the state), else the pulse's name (data: its value).
+        CREATE TABLE events (
+            session TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            pulse TEXT,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE global_user (only INTEGER PRIMARY KEY CHECK (only = 1), data TEXT NOT NULL);
+        """,
+    ]
+
+    static var currentVersion: Int { migrations.count }
+
+    /// The file's version: 0 for an empty file; throws for a database of something else.
+    static func version(of connection: SQLiteConnection, path: String) throws -> Int {
+        let tables = try connection.statement("SELECT name FROM sqlite_master WHERE type = 'table'")
+        var names: Set<String> = []
+        while try tables.next() { names.insert(tables.string(0)) }
+        if names.isEmpty { return 0 }
+        guard names.contains("reactord_schema") else {
+            throw StoreError.cannotOpen("\(path) is a SQLite database of another program "
+                + "(no reactord_schema table); left untouched")
+        }
+        let version = try connection.statement("SELECT version FROM reactord_schema")
+        guard try version.next() else {
+            throw StoreError.cannotOpen("\(path): reactord_schema has no version row")
+        }
+        return Int(version.int64(0))
+    }
+
+    /// Brings the file from `version` to `currentVersion`.
+    static func migrate(_ connection: SQLiteConnection, from version: Int) throws {
+        guard version < currentVersion else { return }
+        try connection.transaction {
+            for migration in migrations[version...] { try connection.execute(migration) }
+            try connection.statement("UPDATE reactord_schema SET version = ?")
+                .bind(.integer(Int64(currentVersion))).run()
+        }
+    }
+}

@@ -1,0 +1,242 @@
+import CSQLite
+import Foundation
+
+/// The embedded engine: one SQLite file in WAL mode, owned by one process (an exclusive
+/// `flock` on the file, held while the store is open). Writes go through one connection,
+/// in one transaction per `commit` (the service batches every change that arrived while the
+/// previous commit ran); reads through a second one, so a restore never waits for a commit.
+/// `sync` says whether a commit is fsynced before it returns (see `SQLiteSync`).
+public final class SQLiteStore: StoreEngine, @unchecked Sendable {
+    public let name: String
+    private let path: String
+    private let lockFile: Int32
+    private let writeLock = NSLock()
+    private let readLock = NSLock()
+    // Guarded by writeLock and readLock; nil once closed.
+    private var writer: SQLiteConnection?
+    private var reader: SQLiteConnection?
+
+    /// Opens (or creates) the file at `path`. Refuses, naming the file and leaving it as it
+    /// was: a missing or unwritable folder, a file that is not a SQLite database or belongs to
+    /// another program, one written by a newer reactord, one another process has open.
+    public init(path: String, sync: SQLiteSync = .normal) throws(StoreError) {
+        self.path = path
+        name = StoreLocation.sqlite(path: path, sync: sync).description
+        lockFile = try Self.lockExclusively(path)
+        do {
+            let writer = try SQLiteConnection(path: path, create: true)
+            try writer.execute("PRAGMA busy_timeout = 5000")
+            // Read the schema before anything writes: a foreign or newer file stays untouched.
+            let version = try SQLiteSchema.version(of: writer, path: path)
+            writer.resetAll()
+            guard version <= SQLiteSchema.currentVersion else {
+                throw StoreError.cannotOpen("\(path) was written by a newer reactord (schema version \(version); "
+                    + "this one knows \(SQLiteSchema.currentVersion)); left untouched")
+            }
+            try writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
+            try SQLiteSchema.migrate(writer, from: version)
+            let reader = try SQLiteConnection(path: path, readOnly: true)
+            try reader.execute("PRAGMA busy_timeout = 5000")
+            self.writer = writer
+            self.reader = reader
+        } catch {
+            Glibc.close(lockFile)
+            throw Self.storeError(error, opening: path)
+        }
+    }
+
+    deinit { close() }
+
+    public func loadUser() throws(StoreError) -> [UInt8]? {
+        try reading { connection in
+            let select = try connection.statement("SELECT data FROM global_user WHERE only = 1")
+            return try select.next() ? select.bytes(0) : nil
+        }
+    }
+
+    public func sessionCount() throws(StoreError) -> Int {
+        try reading { connection in
+            let count = try connection.statement("SELECT count(*) FROM sessions")
+            return try count.next() ? Int(count.int64(0)) : 0
+        }
+    }
+
+    public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
+        try reading { connection in
+            let row = try connection.statement(
+                "SELECT kind, state, version, created_at, last_active FROM sessions WHERE id = ?")
+            try row.bind(.text(id))
+            guard try row.next() else { return nil }
+            var session = StoredSession(
+                id: id, kind: row.string(0), stateJSON: row.bytes(1), version: UInt64(clamping: row.int64(2)),
+                createdAt: row.double(3), lastActive: row.double(4), events: [])
+            let events = try connection.statement(
+                "SELECT seq, pulse, data FROM events WHERE session = ? AND seq > ? ORDER BY seq")
+            try events.bind(.text(id), .integer(Int64(clamping: session.version) - Int64(historyLength)))
+            while try events.next() {
+                session.events.append(StoredEvent(
+                    seq: UInt64(clamping: events.int64(0)), pulse: events.isNull(1) ? nil : events.string(1),
+                    json: events.bytes(2)))
+            }
+            return session
+        }
+    }
+
+    public func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] {
+        try reading { connection in
+            let select = try connection.statement("SELECT id FROM sessions WHERE last_active < ? LIMIT ?")
+            try select.bind(.real(time), .integer(Int64(limit)))
+            var ids: [String] = []
+            while try select.next() { ids.append(select.string(0)) }
+            return ids
+        }
+    }
+
+    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        guard let writer else { throw .unavailable("the store \(path) is closed") }
+        do {
+            try writer.transaction {
+                for change in changes {
+                    switch change {
+                    case let .session(write): try apply(write, historyLength: historyLength, on: writer)
+                    case let .delete(id):
+                        try writer.statement("DELETE FROM events WHERE session = ?").bind(.text(id)).run()
+                        try writer.statement("DELETE FROM sessions WHERE id = ?").bind(.text(id)).run()
+                    case let .user(json?):
+                        try writer.statement("INSERT OR REPLACE INTO global_user (only, data) VALUES (1, ?)")
+                            .bind(.utf8(json)).run()
+                    case .user(nil):
+                        try writer.statement("DELETE FROM global_user").run()
+                    }
+                }
+            }
+        } catch {
+            throw Self.storeError(error, opening: nil)
+        }
+    }
+
+    public func close() {
+        writeLock.lock()
+        readLock.lock()
+        let wasOpen = writer != nil
+        reader = nil   // the writer closes last: it checkpoints the WAL into the file and removes it
+        writer = nil
+        readLock.unlock()
+        writeLock.unlock()
+        if wasOpen { Glibc.close(lockFile) }   // the lock goes after SQLite has let go of the file
+    }
+
+    // MARK: - Private
+
+    private static let trimStep: Int64 = 64
+
+    private func apply(_ write: SessionWrite, historyLength: Int, on writer: SQLiteConnection) throws {
+        if write.isNew {
+            try writer.statement("""
+                INSERT INTO sessions (id, kind, state, version, created_at, last_active) VALUES (?, ?, ?, ?, ?, ?)
+                """)
+                .bind(.text(write.id), .text(write.kind), .utf8(write.stateJSON), .integer(Int64(clamping: write.version)),
+                      .real(write.createdAt), .real(write.lastActive ?? write.createdAt)).run()
+        } else {
+            if let lastActive = write.lastActive {
+                try writer.statement("UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")
+                    .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .real(lastActive),
+                          .text(write.id)).run()
+            } else {
+                try writer.statement("UPDATE sessions SET state = ?, version = ? WHERE id = ?")
+                    .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .text(write.id)).run()
+            }
+            // A session deleted meanwhile stays deleted: its late events are not kept.
+            if writer.changes == 0 { return }
+        }
+        guard historyLength > 0, !write.events.isEmpty else { return }
+        let insert = "INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, ?, ?)"
+        for event in write.events {
+            try writer.statement(insert)
+                .bind(.text(write.id), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
+                      .utf8(event.json)).run()
+        }
+        // Trimmed in steps of `trimStep` events, not on every write: a session keeps between
+        // `historyLength` and `historyLength + trimStep` of them, and reads take the newest.
+        let oldestKept = Int64(clamping: write.version) - Int64(historyLength)
+        let previous = Int64(clamping: write.events[0].seq) - 1 - Int64(historyLength)
+        if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
+            try writer.statement("DELETE FROM events WHERE session = ? AND seq <= ?")
+                .bind(.text(write.id), .integer(oldestKept)).run()
+        }
+    }
+
+    private func reading<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
+        readLock.lock()
+        defer { readLock.unlock() }
+        guard let reader else { throw .unavailable("the store \(path) is closed") }
+        defer { reader.resetAll() }
+        do {
+            return try body(reader)
+        } catch {
+            throw Self.storeError(error, opening: nil)
+        }
+    }
+
+    /// A full disk is 507 to the client, any other failure 503; while opening, a refusal to start.
+    private static func storeError(_ error: any Error, opening path: String?) -> StoreError {
+        if let error = error as? StoreError { return error }
+        let sqlite = error as? SQLiteError
+        if let path {
+            if sqlite?.primaryCode == SQLITE_NOTADB {
+                return .cannotOpen("\(path) is not a SQLite database; left untouched")
+            }
+            return .cannotOpen("cannot open the store \(path): \(error)")
+        }
+        if sqlite?.primaryCode == SQLITE_FULL { return .full("the store's disk is full: \(error)") }
+        return .unavailable("the store failed: \(error)")
+    }
+
+    /// Checks the path, then takes the file's exclusive lock (creating an empty file, which
+    /// SQLite treats as an empty database). SQLite's own locks are POSIX record locks, which
+    /// do not interact with flock, so this lock is ours alone; it is held until `close()`.
+    private static func lockExclusively(_ path: String) throws(StoreError) -> Int32 {
+        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        var info = stat()
+        guard stat(folder.isEmpty ? "/" : folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw .cannotOpen("cannot open the store \(path): the folder \(folder) does not exist")
+        }
+        if stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                throw .cannotOpen("cannot open the store \(path): it is not a regular file")
+            }
+            if info.st_size > 0 && !hasSQLiteHeader(path) {
+                throw .cannotOpen("\(path) is not a SQLite database; left untouched")
+            }
+        }
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else {
+            throw .cannotOpen("cannot open the store \(path) for writing: \(String(cString: strerror(errno)))")
+        }
+        guard access(folder.isEmpty ? "/" : folder, W_OK) == 0 else {
+            Glibc.close(fd)
+            throw .cannotOpen("cannot open the store \(path): its folder \(folder) is not writable "
+                + "(SQLite writes its -wal and -shm files there)")
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let busy = errno == EWOULDBLOCK
+            Glibc.close(fd)
+            throw .cannotOpen(busy
+                ? "the store \(path) is in use by another reactord process (one process per SQLite file; "
+                    + "for several nodes use PostgreSQL)"
+                : "cannot lock the store \(path): \(String(cString: strerror(errno)))")
+        }
+        return fd
+    }
+
+    private static func hasSQLiteHeader(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { Glibc.close(fd) }
+        var header = [UInt8](repeating: 0, count: 16)
+        let count = read(fd, &header, 16)
+        return count == 16 && header == Array("SQLite format 3\0".utf8)
+    }
+}

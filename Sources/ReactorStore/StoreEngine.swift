@@ -1,0 +1,122 @@
+/// Where sessions, their event history and the global user outlive the process: the one seam
+/// between the service and a database. The service never sees SQL; an engine never sees a
+/// reactor, only JSON documents and numbers.
+///
+/// Calls come from several threads, but `commit` from one at a time (the service's group
+/// committer); an engine serialises the rest itself.
+public protocol StoreEngine: AnyObject, Sendable {
+    /// The store as an operator names it (`sqlite:/data/reactord.sqlite`), for logs.
+    var name: String { get }
+
+    /// The global user's JSON, or nil when none is set.
+    func loadUser() throws(StoreError) -> [UInt8]?
+
+    /// How many sessions the store holds.
+    func sessionCount() throws(StoreError) -> Int
+
+    /// One session with the newest `historyLength` events of its history, or nil when the
+    /// store has no such session.
+    func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession?
+
+    /// Ids of sessions last active before `time` (seconds since 1970), at most `limit`.
+    func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String]
+
+    /// Applies `changes` in order, all or none, durably before it returns. Each session keeps
+    /// only its newest `historyLength` events.
+    func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError)
+
+    /// Lets go of the database (and its lock); nothing may be called afterwards.
+    func close()
+}
+
+/// A session as the store keeps it.
+public struct StoredSession: Sendable {
+    public var id: String
+    public var kind: String
+    public var stateJSON: [UInt8]
+    /// The id of its latest event.
+    public var version: UInt64
+    /// Seconds since 1970.
+    public var createdAt: Double
+    public var lastActive: Double
+    /// The history kept for resumes, oldest first.
+    public var events: [StoredEvent]
+
+    public init(id: String, kind: String, stateJSON: [UInt8], version: UInt64,
+                createdAt: Double, lastActive: Double, events: [StoredEvent]) {
+        self.id = id
+        self.kind = kind
+        self.stateJSON = stateJSON
+        self.version = version
+        self.createdAt = createdAt
+        self.lastActive = lastActive
+        self.events = events
+    }
+}
+
+/// One event of a session's history: a state, or a pulse with its value.
+public struct StoredEvent: Sendable, Equatable {
+    public var seq: UInt64
+    /// nil for a state event; the pulse's name for a pulse.
+    public var pulse: String?
+    /// The state's JSON, or the pulse's value as JSON.
+    public var json: [UInt8]
+
+    public init(seq: UInt64, pulse: String?, json: [UInt8]) {
+        self.seq = seq
+        self.pulse = pulse
+        self.json = json
+    }
+}
+
+/// One change to write.
+public enum StoreChange: Sendable {
+    /// A session's state after its latest events (`isNew`: its first write).
+    case session(SessionWrite)
+    /// A session is over: it and its history go.
+    case delete(id: String)
+    /// The global user's JSON, or nil to clear it.
+    case user([UInt8]?)
+}
+
+public struct SessionWrite: Sendable {
+    public var id: String
+    public var kind: String
+    public var isNew: Bool
+    public var stateJSON: [UInt8]
+    public var version: UInt64
+    public var createdAt: Double
+    /// Seconds since 1970; nil leaves the stored time as it is (it is written coarsely, so
+    /// that most writes leave the index on it alone).
+    public var lastActive: Double?
+    /// The events since the last write, oldest first.
+    public var events: [StoredEvent]
+
+    public init(id: String, kind: String, isNew: Bool, stateJSON: [UInt8], version: UInt64,
+                createdAt: Double, lastActive: Double?, events: [StoredEvent]) {
+        self.id = id
+        self.kind = kind
+        self.isNew = isNew
+        self.stateJSON = stateJSON
+        self.version = version
+        self.createdAt = createdAt
+        self.lastActive = lastActive
+        self.events = events
+    }
+}
+
+/// Why the store could not do what was asked, worded for an operator (never a secret).
+public enum StoreError: Error, Equatable, CustomStringConvertible {
+    /// The disk (or the database's size limit) is full: 507 for the request.
+    case full(String)
+    /// Any other failure to read or write: 503 for the request.
+    case unavailable(String)
+    /// The store cannot be opened at all: reactord does not start.
+    case cannotOpen(String)
+
+    public var description: String {
+        switch self {
+        case let .full(message), let .unavailable(message), let .cannotOpen(message): message
+        }
+    }
+}

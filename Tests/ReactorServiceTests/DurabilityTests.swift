@@ -1,0 +1,381 @@
+import Foundation
+import XCTest
+
+/// Durable sessions on the embedded SQLite store, with real processes and real files:
+/// what was answered survives kill -9 and SIGTERM, resumes continue across restarts, and
+/// every way the file can be wrong is refused by name.
+final class DurabilityTests: XCTestCase {
+    private var folder: URL!
+    private var database: String { folder.appendingPathComponent("reactord.sqlite").path }
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory
+            .appendingPathComponent("reactord-durability-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    private func start(_ extra: [String] = [], store: String? = nil) throws -> ReactordProcess {
+        try ReactordProcess(arguments: ["--store", store ?? "sqlite:\(database)", "--admin-token", "t",
+                                        "--heartbeat", "1"] + extra)
+    }
+
+    private func create(_ client: HTTPClient) throws -> String {
+        let created = try client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#)
+        XCTAssertEqual(created.status, 201, created.text)
+        return try XCTUnwrap(created.object["session"] as? String)
+    }
+
+    private func act(_ client: HTTPClient, _ session: String, _ action: String = #"{"type":"increase"}"#) throws -> TestResponse {
+        try client.request("POST", "/action", body: #"{"session":"\#(session)","action":\#(action)}"#)
+    }
+
+    private func count(_ client: HTTPClient, _ session: String) throws -> Int? {
+        (try client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any])?["count"] as? Int
+    }
+
+    // MARK: - Crashes and restarts
+
+    func testKillNineLosesNothingThatWasAnswered() throws {
+        let server = try start()
+        let setup = HTTPClient(port: server.port)
+        let sessions = try (0..<12).map { _ in try create(setup) }
+        let answered = Locked<[String: Int]>([:])
+        let inFlight = Locked<[String: Int]>([:])
+        let clients = 4
+        let done = DispatchGroup()
+        for worker in 0..<clients {
+            done.enter()
+            Thread.detachNewThread { [self] in
+                defer { done.leave() }
+                let client = HTTPClient(port: server.port)
+                var index = worker
+                for _ in 0..<100_000 {   // bounded; the kill ends it much sooner
+                    let session = sessions[index % sessions.count]
+                    index += clients
+                    inFlight.withLock { $0[session, default: 0] += 1 }
+                    guard let response = try? act(client, session) else { return }
+                    inFlight.withLock { $0[session, default: 0] -= 1 }
+                    guard response.status == 200 else { return }
+                    answered.withLock { $0[session, default: 0] += 1 }
+                }
+            }
+        }
+        // Mid-load: once a few hundred actions were answered (bounded, for slow sanitizer builds).
+        XCTAssertTrue(waitUntil(timeout: 60) { answered.current.values.reduce(0, +) >= 300 })
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertEqual(done.wait(timeout: .now() + 20), .success)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+
+        let restarted = try start()
+        let client = HTTPClient(port: restarted.port)
+        var total = 0
+        for session in sessions {
+            let got = answered.current[session] ?? 0
+            let open = inFlight.current[session] ?? 0
+            let stored = try XCTUnwrap(try count(client, session), "session \(session) is back")
+            XCTAssertGreaterThanOrEqual(stored, got, "every answered action is there")
+            XCTAssertLessThanOrEqual(stored, got + open, "at most the unanswered one in flight is added")
+            total += got
+        }
+        XCTAssertGreaterThanOrEqual(total, 300, "the load ran")
+        print("kill -9 after \(total) answered actions on 12 sessions: every count equals its 200s (+ at most the one in flight)")
+        // Event ids continue without reuse: the next action is the stored version + 1.
+        let session = sessions[0]
+        let before = try client.request("GET", "/sessions/\(session)").object["version"] as? Int
+        let after = try act(client, session).object["version"] as? Int
+        XCTAssertEqual(after, before.map { $0 + 1 })
+    }
+
+    func testSIGTERMClosesStreamsWithoutEndAndTheSubscriberResumesExactly() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try create(client)
+        let stream = try EventStreamClient(port: server.port, path: "/sessions/\(session)/events")
+        XCTAssertEqual(stream.next()?.id, "0")
+        XCTAssertEqual(try act(client, session).status, 200)
+        XCTAssertEqual(try act(client, session, #"{"type":"alert","message":"before"}"#).status, 200)
+        let seen = stream.take(3)   // state 1, state 2 (the alert), pulse 3
+        XCTAssertEqual(seen.map(\.id), ["1", "2", "3"])
+        XCTAssertEqual(seen.last?.event, "pulse")
+
+        kill(server.process.processIdentifier, SIGTERM)
+        let rest = stream.drain(quiet: 2)
+        XCTAssertFalse(rest.contains { $0.event == "end" }, "the session is not over: no event: end")
+        XCTAssertTrue(stream.ended, "the stream was closed")
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0, "SIGTERM exits 0 within 10 s")
+
+        let restarted = try start()
+        let again = HTTPClient(port: restarted.port)
+        XCTAssertEqual(try act(again, session).status, 200)
+        XCTAssertEqual(try act(again, session, #"{"type":"alert","message":"after"}"#).status, 200)
+        // EventSource reconnects with the last id it saw: exactly what followed, pulses included.
+        let resumed = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events",
+                                            headers: ["Last-Event-ID": "3"])
+        let missed = resumed.take(3)
+        XCTAssertEqual(missed.map(\.id), ["4", "5", "6"])
+        XCTAssertEqual(missed.map(\.event), ["state", "state", "pulse"])
+        XCTAssertEqual((missed[0].object)["count"] as? Int, 2)
+        XCTAssertEqual(missed[2].object["value"] as? String, "after")
+        XCTAssertNil(resumed.next(timeout: 0.3), "nothing more, nothing twice")
+        // A resume from before the restart replays the pulse the history holds.
+        let older = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events?lastEventId=2")
+        XCTAssertEqual(older.take(4).map(\.id), ["3", "4", "5", "6"])
+        // ?fields= applies to replayed events as to live ones.
+        let filtered = try EventStreamClient(port: restarted.port,
+                                             path: "/sessions/\(session)/events?fields=count&lastEventId=0")
+        let counts = filtered.take(2)
+        XCTAssertEqual(counts.first?.data, #"{"count":1}"#)
+    }
+
+    func testDeletedSessionStaysGoneAndTheUserComesBack() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let kept = try create(client), deleted = try create(client)
+        XCTAssertEqual(try act(client, kept).status, 200)
+        XCTAssertEqual(try client.request("DELETE", "/sessions/\(deleted)").status, 204)
+        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#,
+                                          headers: ["Authorization": "Bearer t"]).status, 200)
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+
+        let restarted = try start()
+        let again = HTTPClient(port: restarted.port)
+        XCTAssertEqual(try again.request("GET", "/sessions/\(deleted)").status, 404)
+        XCTAssertEqual(try act(again, deleted).status, 404)
+        XCTAssertEqual(try again.request("GET", "/user").object["id"] as? String, "u1")
+        let state = try again.request("GET", "/sessions/\(kept)").object["state"] as? [String: Any]
+        XCTAssertEqual(state?["count"] as? Int, 1)
+        XCTAssertEqual((state?["user"] as? [String: Any])?["name"] as? String, "jay",
+                       "the user was restored before the session saw currentUser")
+        XCTAssertEqual(try again.request("GET", "/healthz").object["sessions"] as? Int, 1)
+    }
+
+    func testTTLGoesOnCountingFromTheStoredActivity() throws {
+        let server = try start(["--session-ttl", "2"])
+        let client = HTTPClient(port: server.port)
+        let idle = try create(client)
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+        Thread.sleep(forTimeInterval: 2.5)
+        let restarted = try start(["--session-ttl", "2"])
+        XCTAssertEqual(try HTTPClient(port: restarted.port).request("GET", "/sessions/\(idle)").status, 404,
+                       "it expired while the server was down")
+    }
+
+    func testHistoryIsTrimmedSoTheFileDoesNotGrowWithoutBound() throws {
+        let server = try start(["--history", "10"], store: "sqlite:\(database)?sync=full")
+        let client = HTTPClient(port: server.port)
+        let session = try create(client)
+        for _ in 0..<300 { XCTAssertEqual(try act(client, session).status, 200) }
+        let other = try create(client)
+        XCTAssertEqual(try act(client, other).status, 200)
+        XCTAssertEqual(try client.request("DELETE", "/sessions/\(other)").status, 204)
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        let kept = Int(try sqlite("SELECT count(*) FROM events WHERE session = '\(session)';")) ?? -1
+        XCTAssertGreaterThanOrEqual(kept, 10)
+        XCTAssertLessThanOrEqual(kept, 10 + 64, "trimmed in steps of 64 events")
+        XCTAssertEqual(try sqlite("SELECT min(seq) >= 300 - 10 - 64 FROM events;"), "1")
+        XCTAssertEqual(try sqlite("SELECT count(*) FROM events WHERE session = '\(other)';"), "0", "a deleted session's history goes too")
+
+        // The newest 10 come back: a resume from 289 is exact, one from 280 starts afresh.
+        let restarted = try start(["--history", "10"])
+        let exact = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events?lastEventId=295")
+        XCTAssertEqual(exact.take(5).map(\.id), ["296", "297", "298", "299", "300"])
+        let afresh = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events?lastEventId=280")
+        XCTAssertEqual(afresh.next()?.id, "300", "history no longer covers it: the current state")
+    }
+
+    // MARK: - Files that are wrong
+
+    /// Runs reactord until it exits; its status and what it wrote to stderr.
+    private func runToExit(_ arguments: [String]) throws -> (status: Int32?, log: String) {
+        let process = Process()
+        process.executableURL = try ReactordProcess.executableURL()
+        process.arguments = ["--port", "0", "--admin-token", "t"] + arguments
+        process.environment = [:]
+        let stderr = Pipe()
+        process.standardError = stderr
+        try process.run()
+        let deadline = Date().addingTimeInterval(10)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        if process.isRunning { process.terminate(); return (nil, "still running") }
+        let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return (process.terminationStatus, log)
+    }
+
+    func testAMissingFolderIsRefusedByName() throws {
+        let path = folder.appendingPathComponent("no-such-folder/reactord.sqlite").path
+        let (status, log) = try runToExit(["--store", "sqlite:\(path)"])
+        XCTAssertNotNil(status)
+        XCTAssertNotEqual(status, 0)
+        XCTAssertTrue(log.contains(folder.appendingPathComponent("no-such-folder").path), log)
+    }
+
+    func testAFolderThatIsNotWritableIsRefusedByName() throws {
+        // Root writes anywhere a permission check guards, so the folder is a read-only mount.
+        let readOnly = try mountTmpfs("read-only", options: "ro,size=1m")
+        defer { unmount(readOnly) }
+        let path = readOnly.appendingPathComponent("reactord.sqlite").path
+        let (status, log) = try runToExit(["--store", "sqlite:\(path)"])
+        XCTAssertNotEqual(status ?? 0, 0)
+        XCTAssertTrue(log.contains(path), log)
+    }
+
+    func testAFileThatIsNoDatabaseIsRefusedAndLeftUntouched() throws {
+        let bytes = Array("name,count\nalice,3\n".utf8) + (0..<4096).map { UInt8($0 % 251) }
+        try Data(bytes).write(to: URL(fileURLWithPath: database))
+        let (status, log) = try runToExit(["--store", "sqlite:\(database)"])
+        XCTAssertNotEqual(status ?? 0, 0)
+        XCTAssertTrue(log.contains(database) && log.contains("not a SQLite database"), log)
+        XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: database))), bytes, "byte for byte")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder.path), ["reactord.sqlite"],
+                       "no -wal or -shm beside it")
+    }
+
+    func testAnotherProgramsDatabaseAndANewerSchemaAreRefused() throws {
+        try sqlite("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 5);")
+        let foreign = try Data(contentsOf: URL(fileURLWithPath: database))
+        var (status, log) = try runToExit(["--store", "sqlite:\(database)"])
+        XCTAssertNotEqual(status ?? 0, 0)
+        XCTAssertTrue(log.contains("another program"), log)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: database)), foreign)
+
+        try FileManager.default.removeItem(atPath: database)
+        let server = try start()   // makes a current file
+        XCTAssertEqual(try HTTPClient(port: server.port).request("GET", "/healthz").status, 200)
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        try sqlite("UPDATE reactord_schema SET version = 99;")
+        (status, log) = try runToExit(["--store", "sqlite:\(database)"])
+        XCTAssertNotEqual(status ?? 0, 0)
+        XCTAssertTrue(log.contains("newer reactord") && log.contains("99"), log)
+    }
+
+    func testAnEmptyDatabaseIsMigratedToTheCurrentSchema() throws {
+        try sqlite("PRAGMA user_version = 0; VACUUM;")   // a valid SQLite file with no tables: schema version 0
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try create(client)
+        XCTAssertEqual(try act(client, session).status, 200)
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "1")
+        XCTAssertEqual(try sqlite("SELECT count(*) FROM sessions;"), "1")
+    }
+
+    func testASecondProcessOnTheSameFileIsRefusedWhileTheFirstServes() throws {
+        let first = try start()
+        let client = HTTPClient(port: first.port)
+        let session = try create(client)
+        let (status, log) = try runToExit(["--store", "sqlite:\(database)"])
+        XCTAssertNotEqual(status ?? 0, 0)
+        XCTAssertTrue(log.contains(database) && log.contains("in use"), log)
+        XCTAssertEqual(try act(client, session).status, 200, "the first keeps serving")
+    }
+
+    func testACorruptRowFailsItsSessionAlone() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let broken = try create(client), gone = try create(client), fine = try create(client)
+        for session in [broken, gone, fine] { XCTAssertEqual(try act(client, session).status, 200) }
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        try sqlite("""
+            UPDATE sessions SET state = '{"count": "not a number"' WHERE id = '\(broken)';
+            UPDATE sessions SET kind = 'retired' WHERE id = '\(gone)';
+            """)
+
+        let restarted = try start()
+        let again = HTTPClient(port: restarted.port)
+        for session in [broken, gone] {
+            let response = try again.request("GET", "/sessions/\(session)")
+            XCTAssertEqual(response.status, 409, response.text)
+            XCTAssertEqual(response.header("content-type"), "application/problem+json")
+            XCTAssertEqual(try act(again, session).status, 409)
+        }
+        XCTAssertTrue(try again.request("GET", "/sessions/\(gone)").text.contains("'retired'"))
+        XCTAssertEqual(try act(again, fine).object["version"] as? Int, 2)
+        XCTAssertEqual(try again.request("GET", "/healthz").status, 200, "the server stays up")
+    }
+
+    // MARK: - A full disk
+
+    func testAFullDiskIsA507AndNothingAnsweredIsLost() throws {
+        let mount = try mountTmpfs("small", options: "size=2m")
+        defer { unmount(mount) }
+        let path = mount.appendingPathComponent("reactord.sqlite").path
+        let server = try start(["--history", "100000"], store: "sqlite:\(path)")
+        let client = HTTPClient(port: server.port)
+        let session = try create(client)
+        // Fill the disk to a few pages short, then grow the history until a write fails.
+        let filler = mount.appendingPathComponent("filler")
+        _ = shell("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=4096", "count=400"])
+        var answered = 0, full: TestResponse?
+        for index in 0..<20_000 {
+            let response = try act(client, session, #"{"type":"alert","message":"\#(String(repeating: "x", count: 900))\#(index)"}"#)
+            if response.status == 200 { answered += 1; continue }
+            full = response
+            break
+        }
+        let refusal = try XCTUnwrap(full, "the disk filled up")
+        XCTAssertEqual(refusal.status, 507, refusal.text)
+        XCTAssertEqual(refusal.header("content-type"), "application/problem+json")
+        XCTAssertTrue(refusal.text.contains("full"), refusal.text)
+        XCTAssertEqual(try client.request("GET", "/healthz").status, 200, "the server stays up")
+        XCTAssertEqual(try client.request("GET", "/sessions/\(session)").object["version"] as? Int, answered * 2,
+                       "the session is back at its last committed state")
+
+        try FileManager.default.removeItem(at: filler)
+        XCTAssertEqual(try act(client, session).status, 200, "requests succeed again once space is back")
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+        let restarted = try start(store: "sqlite:\(path)")
+        let state = try HTTPClient(port: restarted.port).request("GET", "/sessions/\(session)").object
+        XCTAssertEqual(state["version"] as? Int, answered * 2 + 1, "every answered action survived")
+        print("disk full after \(answered) answered alerts: 507, then 200 again once space was back")
+    }
+
+    // MARK: - Helpers
+
+    @discardableResult
+    private func sqlite(_ sql: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [database, sql]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "sqlite3 \(sql)")
+        return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A tmpfs of its own under the test's folder; skips the test where none can be mounted.
+    private func mountTmpfs(_ name: String, options: String) throws -> URL {
+        let mount = folder.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
+        guard shell("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", mount.path]) == 0 else {
+            throw XCTSkip("cannot mount a tmpfs (\(options)) here: it needs root and mount rights")
+        }
+        return mount
+    }
+
+    private func unmount(_ mount: URL) { _ = shell("/bin/umount", ["-l", mount.path]) }
+
+    private func shell(_ tool: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
