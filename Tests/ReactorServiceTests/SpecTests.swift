@@ -81,6 +81,20 @@ final class SpecTests: XCTestCase {
         XCTAssertEqual((pulse["properties"] as? [String: [String: Any]])?["name"]?["enum"] as? [String], ["alertMessage"])
     }
 
+    func testRootIsTheGenericConsoleAndTheCounterDemoIsAtDemo() throws {
+        for path in ["/", "/console"] {
+            let page = try fixture.client.request("GET", path)
+            XCTAssertEqual(page.status, 200)
+            XCTAssertEqual(page.header("Content-Type"), "text/html; charset=utf-8")
+            XCTAssertTrue(page.text.contains("<title>reactord console</title>"), path)
+            XCTAssertTrue(page.text.contains("openapi.yaml"), "the console reads the kinds from the spec")
+        }
+        let demo = try fixture.client.request("GET", "/demo")
+        XCTAssertEqual(demo.status, 200)
+        XCTAssertTrue(demo.text.contains("counter"))
+        XCTAssertFalse(demo.text.contains("reactord console"))
+    }
+
     func testNullReactorIsRefusedAsTheSpecSays() throws {
         assertProblem(try fixture.client.request("POST", "/sessions", body: #"{"reactor":null}"#), 422,
                       mentions: ["reactor", "string"])

@@ -1,4 +1,4 @@
-"""The generic console at GET /console, in headless Chromium against the real reactord binary:
+"""The generic console at GET / (also /console), in headless Chromium against the real reactord binary:
 kinds, action forms and their typed inputs come from /openapi.yaml (made from the registered
 reactors); a session's state and pulses show live."""
 import json
@@ -18,7 +18,7 @@ def state(browser):
 
 def test_console_sends_typed_actions_and_shows_state_and_pulses(start_reactord, browser):
     server = start_reactord()
-    browser.get(server.url + "/console")
+    browser.get(server.url + "/")
     wait_until(browser, lambda: [o.text for o in Select(browser.find_element(By.ID, "kind")).options] == ["counter"],
                "the kinds come from the spec")
     browser.find_element(By.ID, "open").click()

@@ -17,18 +17,17 @@ extension RouteTable {
                 status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
                 body: context.metrics.exposition()))
         }
-        let page = BundledResource.bytes(named: "index", extension: "html")
-        add(.GET, "/") { _ in
-            guard let page else { return .response(.problem(status: 500, detail: "the bundled demo page is missing")) }
-            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
-                                      body: page))
-        }
-        // Generic: any registered kind, its actions and fields read from /openapi.yaml.
+        // `/` is the generic console (any registered kind, its actions and fields read from
+        // /openapi.yaml), so a server of your own shows its reactors; the counter's demo page,
+        // which only works where `counter` is registered, moved to /demo. /console stays an alias.
         let console = BundledResource.bytes(named: "console", extension: "html")
-        add(.GET, "/console") { _ in
-            guard let console else { return .response(.problem(status: 500, detail: "the bundled console is missing")) }
-            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
-                                      body: console))
+        let page = BundledResource.bytes(named: "index", extension: "html")
+        for (path, bytes, name) in [("/", console, "console"), ("/console", console, "console"), ("/demo", page, "demo page")] {
+            add(.GET, path) { _ in
+                guard let bytes else { return .response(.problem(status: 500, detail: "the bundled \(name) is missing")) }
+                return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
+                                          body: bytes))
+            }
         }
         let template = BundledResource.bytes(named: "openapi", extension: "yaml").map { String(decoding: $0, as: UTF8.self) }
         add(.GET, "/openapi.yaml") { _ in
