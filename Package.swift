@@ -54,7 +54,8 @@ let package = Package(
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
             // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).
-            resources: [.embedInCode("Resources/index.html"), .embedInCode("Resources/openapi.yaml")]
+            resources: [.embedInCode("Resources/index.html"), .embedInCode("Resources/console.html"),
+                        .embedInCode("Resources/openapi.yaml")]
         ),
         .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"]),
         // Foundation only (FoundationNetworking on Linux): no server code in an app.

@@ -244,11 +244,41 @@ def run_todo_checks(binary):
         check(all(set(s) <= {"items", "user"} for s in states(seen) + filtered_states), f"filtered stream keeps to its fields: {seen}")
         filtered.close()
         everything.close()
+        check_spec(server)
     finally:
         code = server.stop()
     check(code == 0, f"SIGTERM: exit 0, got {code}")
     crash = re.search(rb"(Fatal error|Program crashed|Illegal instruction)", server.text())
     check(crash is None, f"no crash in the log: {server.text()[-2000:]}")
+
+
+def check_spec(server):
+    """/openapi.yaml describes this binary's reactor, from its own types."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"GET /openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    if b"chunked" in head.lower():
+        body = dechunk(body)
+    components = {}
+    for line in body.decode().split("\n"):
+        match = re.match(r"    (\w+): (\{.*\})$", line)
+        if match and match.group(2).startswith('{"'):
+            components[match.group(1)] = json.loads(match.group(2))
+    check(components.get("ReactorKind", {}).get("enum") == ["todo"], f"spec: ReactorKind is [todo]: {components.get('ReactorKind')}")
+    add = components.get("TodoActionAdd", {})
+    check(add.get("required") == ["type", "title"] and add.get("properties", {}).get("title") == {"type": "string"},
+          f"spec: add takes a title string: {add}")
+    toggle = components.get("TodoActionToggle", {}).get("properties", {}).get("index")
+    check(toggle == {"type": "integer"}, f"spec: toggle's index is an integer: {toggle}")
+    mapping = components.get("TodoAction", {}).get("discriminator", {}).get("mapping", {})
+    check(sorted(mapping) == ["add", "clear", "load", "toggle"], f"spec: the four action types: {mapping}")
+    state = components.get("TodoState", {}).get("properties", {})
+    check(sorted(state) == ["items", "loading", "toast", "user"] and state["user"].get("nullable"), f"spec: state fields: {state}")
+    pulse = components.get("TodoPulse", {}).get("properties", {}).get("name", {})
+    check(pulse.get("enum") == ["toast"], f"spec: the toast pulse: {pulse}")
 
 
 def run_legacy_checks(binary):

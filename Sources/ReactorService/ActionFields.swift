@@ -17,10 +17,13 @@
 public struct ActionFields {
     public let type: String
     private let container: KeyedDecodingContainer<FieldKey>
+    /// Set only while the spec is made from the action's own decoding (ActionSchemaProbe).
+    private let listener: (any ActionTypeListener)?
 
     public init(from decoder: any Decoder) throws {
         container = try decoder.container(keyedBy: FieldKey.self)
         type = try container.decode(String.self, forKey: FieldKey("type"))
+        listener = decoder.userInfo[.actionTypeListener] as? any ActionTypeListener
     }
 
     /// The associated value in field `name`; a missing or mistyped field is an error naming it.
@@ -35,7 +38,8 @@ public struct ActionFields {
 
     /// The error for a `type` the reactor does not know, listing the ones it does.
     public func unknownType(expected: [String]) -> any Error {
-        DecodingError.dataCorruptedError(
+        listener?.expectedTypes(expected)
+        return DecodingError.dataCorruptedError(
             forKey: FieldKey("type"), in: container,
             debugDescription: "unknown action type '\(type)'; expected one of: "
                 + expected.joined(separator: ", "))

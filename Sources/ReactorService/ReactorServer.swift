@@ -60,6 +60,10 @@ public final class ReactorServer: @unchecked Sendable {
     /// Its sessions survive a restart with a durable store when `State` is also `Decodable`
     /// (the overload below); with an `Encodable`-only state a stored session cannot come back,
     /// and its requests after a restart answer 409.
+    ///
+    /// `/openapi.yaml` describes the kind from `R`'s own types: the first request for it (after
+    /// kinds change) calls `make` once more for a reactor whose `initialState` it encodes, and
+    /// runs `R.Action`'s `init(from:)` against a probe to find the action types and fields.
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
@@ -90,10 +94,13 @@ public final class ReactorServer: @unchecked Sendable {
         let sessionKind = SessionKind(name: kind) { error in
             logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
-        context.registry.register(kind) { key, hub, storedState in
+        context.registry.register(kind, factory: { key, hub, storedState in
             let state = try storedState.map(decode)
             return ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub, restoring: state)
-        }
+        }, describe: {
+            // A reactor made only to read its initial state (its pipeline is never started).
+            KindDescription.of(kind: kind, initialState: make(currentUser).initialState, action: R.Action.self)
+        })
     }
 
     /// Opens the store (throws `StoreError.cannotOpen`, naming what is wrong, when it cannot),

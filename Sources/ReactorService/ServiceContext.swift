@@ -28,6 +28,8 @@ final class ServiceContext: @unchecked Sendable {
     /// Set before the server listens, never changed after.
     private(set) var persistence: Persistence?
     private let stopping = Locked(false)
+    /// The rendered /openapi.yaml and the kinds it was rendered for.
+    private let spec = Locked<(kinds: [String], bytes: [UInt8])?>(nil)
 
     init(configuration: ServiceConfiguration, adminToken: String, logger: Logger) {
         self.configuration = configuration
@@ -60,6 +62,17 @@ final class ServiceContext: @unchecked Sendable {
     }
 
     var isStopping: Bool { stopping.current }
+
+    /// The OpenAPI document for the kinds registered now; rendered once per set of kinds.
+    func openAPISpec(template: String) -> [UInt8] {
+        let kinds = registry.names
+        if let cached = spec.withLock({ $0 }), cached.kinds == kinds { return cached.bytes }
+        let text = OpenAPISpec.render(template: template, kinds: registry.descriptions(),
+                                      defaultKind: configuration.defaultReactor ?? kinds.first)
+        let bytes = Array(text.utf8)
+        spec.withLock { $0 = (kinds, bytes) }
+        return bytes
+    }
 
     /// Marks the service as stopping; `true` only for the first caller.
     func beginStopping() -> Bool {

@@ -200,6 +200,8 @@ private final class ArrayBox {
 /// Top-level keys of nil optionals, met while encoding (see `StateJSONEncoder.encode(_:absentKeys:)`).
 final class AbsentKeys {
     var names: [String] = []
+    /// Keys encodeIfPresent wrote because their value was not nil this time.
+    var presentOptionals: [String] = []
 }
 
 /// One level of the encoding: the value it was asked for, and the path to it (made only when
@@ -323,50 +325,54 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     private func noteAbsent(_ key: Key) {
         if extraPath.isEmpty, let absent = encoder.absentKeys { absent.names.append(key.stringValue) }
     }
+
+    private func notePresentOptional(_ key: Key) {
+        if extraPath.isEmpty, let absent = encoder.absentKeys { absent.presentOptionals.append(key.stringValue) }
+    }
     mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { noteAbsent(key) }
+        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(
@@ -481,5 +487,53 @@ private struct SingleContainer: SingleValueEncodingContainer {
         }
         try value.encode(to: encoder)
         guard encoder.node != nil else { throw StateJSONEncoder.Unsupported() }
+    }
+}
+
+// MARK: - Schema
+
+extension StateJSONEncoder {
+    /// A JSON Schema of `value` as it encodes: object fields with the JSON type of what each
+    /// holds, taken from the Swift types the encoder was handed (an `Int` is an integer, a
+    /// `Double` a number whatever its value). A nil, written or left out, says nothing of its
+    /// type: such a field is nullable and otherwise unconstrained. Nil when this encoder
+    /// declines the value (JSONEncoder's own cases).
+    func schema(of value: some Encodable) -> [String: Any]? {
+        let root = NodeEncoder(parent: nil, key: nil, userInfo: userInfo)
+        let absent = AbsentKeys()
+        root.absentKeys = absent
+        guard (try? value.encode(to: root)) != nil, let node = root.node else { return nil }
+        var schema = Self.schema(of: node)
+        if var properties = schema["properties"] as? [String: Any] {
+            for name in absent.names where properties[name] == nil { properties[name] = ["nullable": true] }
+            for name in absent.presentOptionals {
+                if var property = properties[name] as? [String: Any] { property["nullable"] = true; properties[name] = property }
+            }
+            schema["properties"] = properties
+            // Top-level fields that are always written; an optional one may be left out when nil.
+            let optional = Set(absent.names + absent.presentOptionals)
+            schema["required"] = properties.keys.filter { !optional.contains($0) }.sorted()
+        }
+        return schema
+    }
+
+    private static func schema(of node: Node) -> [String: Any] {
+        switch node {
+        case .null: return ["nullable": true]
+        case .bool: return ["type": "boolean"]
+        case .int, .uint: return ["type": "integer"]
+        case .string: return ["type": "string"]
+        // Floating point, or a value JSONEncoder wrote (a Date is a number, Data and URL strings).
+        case let .raw(bytes): return ["type": bytes.first == UInt8(ascii: "\"") ? "string" : "number"]
+        case let .object(box):
+            var properties: [String: Any] = [:]
+            for member in box.members { properties[member.key] = schema(of: member.value) }
+            // Nested objects' keys may be optionals left out later: not required.
+            return ["type": "object", "properties": properties]
+        case let .array(box):
+            return ["type": "array", "items": box.elements.first.map { schema(of: $0) } ?? [String: Any]()]
+        case let .deferred(encoder):
+            return encoder.node.map { schema(of: $0) } ?? [:]
+        }
     }
 }

@@ -1,4 +1,4 @@
-"""The demo page at GET /, in headless Chromium against the real reactord binary: buttons,
+"""The counter's demo page at GET /demo, in headless Chromium against the real reactord binary: buttons,
 pulses as notices (the same message twice shows twice), the global user changed from outside,
 and EventSource resuming with Last-Event-ID after the server closed its stream."""
 from selenium.webdriver.common.by import By
@@ -25,7 +25,7 @@ def notices(browser, message):
 
 
 def open_demo(browser, server):
-    browser.get(server.url + "/")
+    browser.get(server.url + "/demo")
     wait_text(browser, "connection", "open")
     wait_text(browser, "count", "0")
     session = text(browser, "session")

@@ -23,16 +23,21 @@ extension RouteTable {
                 body: context.metrics.exposition()))
         }
         addReadinessRoute()
-        let page: [UInt8]? = PackageResources.index_html
-        add(.GET, "/") { _ in
-            guard let page else { return .response(.problem(status: 500, detail: "the bundled demo page is missing")) }
-            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
-                                      body: page))
+        // `/` is the generic console (any registered kind, its actions and fields read from
+        // /openapi.yaml), so a server of your own shows its reactors; the counter's demo page,
+        // which only works where `counter` is registered, moved to /demo. /console stays an alias.
+        let console: [UInt8] = PackageResources.console_html
+        let page: [UInt8] = PackageResources.index_html
+        for (path, bytes) in [("/", console), ("/console", console), ("/demo", page)] {
+            add(.GET, path) { _ in
+                .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
+                                   body: bytes))
+            }
         }
-        let spec: [UInt8]? = PackageResources.openapi_yaml
+        let template = String(decoding: PackageResources.openapi_yaml, as: UTF8.self)
         add(.GET, "/openapi.yaml") { _ in
-            guard let spec else { return .response(.problem(status: 500, detail: "the bundled openapi.yaml is missing")) }
-            return .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]), body: spec))
+            .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]),
+                               body: context.openAPISpec(template: template)))
         }
     }
 }

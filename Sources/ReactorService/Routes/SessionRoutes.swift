@@ -27,7 +27,17 @@ extension RouteTable {
         }
     }
 
-    private struct CreateBody: Decodable { let reactor: String? }
+    private struct CreateBody: Decodable {
+        let reactor: String?
+
+        private enum CodingKeys: String, CodingKey { case reactor }
+
+        /// Absent means the default kind; `null` is no kind (422), as the spec's enum says.
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            reactor = container.contains(.reactor) ? try container.decode(String.self, forKey: .reactor) : nil
+        }
+    }
 
     private static func createSession(_ request: Request, _ context: ServiceContext) -> Reply {
         guard !context.isStopping else { return .response(Problems.stopping) }

@@ -1,0 +1,97 @@
+import Foundation
+
+/// What the spec says of one registered reactor kind, found from its own types: the action
+/// types and fields its `Decodable` reads (ActionSchemaProbe), and its initial state's encoding
+/// (field types, nil fields, `@Pulse` fields).
+struct KindDescription {
+    let name: String
+    let actions: [ActionCaseSchema]?
+    let state: [String: Any]?
+    let pulses: [String]
+
+    static func of<State: Encodable, Action: Decodable>(kind: String, initialState: State, action _: Action.Type)
+        -> KindDescription {
+        let pulses = (try? StateEncoding.encode(initialState))?.pulses.map(\.name) ?? []
+        return KindDescription(name: kind, actions: ActionSchemaProbe.cases(of: Action.self),
+                               state: StateJSONEncoder().schema(of: initialState), pulses: pulses)
+    }
+}
+
+/// `/openapi.yaml`: the bundled document (Resources/openapi.yaml) with the registered kinds'
+/// schemas put in: `ReactorKind` (an enum of the kinds), `State` and `Action` (per kind, each
+/// action type its own schema, chosen by a discriminator on `type`), and each kind's pulses.
+/// The schemas are written as JSON, which is YAML.
+enum OpenAPISpec {
+    static let generatedMarker = "    # reactord: the registered kinds' schemas go here"
+
+    static func render(template: String, kinds: [KindDescription], defaultKind: String?) -> String {
+        var lines: [String] = []
+        func add(_ name: String, _ schema: [String: Any]) { lines.append("    \(name): \(json(schema))") }
+
+        add("ReactorKind", kinds.isEmpty ? ["type": "string"] : [
+            "type": "string", "enum": kinds.map(\.name),
+            "description": "A registered reactor kind" + (defaultKind.map { "; without one, `\($0)`" } ?? "") + ".",
+        ])
+        add("State", kinds.isEmpty ? ["type": "object"] : ["anyOf": kinds.map { ref(component($0.name) + "State") }])
+        add("Action", kinds.isEmpty ? genericAction : ["anyOf": kinds.map { ref(component($0.name) + "Action") }])
+        for kind in kinds {
+            let prefix = component(kind.name)
+            var state = kind.state ?? ["type": "object"]
+            var description = "The state of `\(kind.name)`, as its State type encodes."
+            if !kind.pulses.isEmpty {
+                description += " @Pulse fields (each assignment is also a `pulse` event, see \(prefix)Pulse): "
+                    + kind.pulses.map { "`\($0)`" }.joined(separator: ", ") + "."
+            }
+            state["description"] = description
+            add(prefix + "State", state)
+            if let cases = kind.actions, !cases.isEmpty {
+                var mapping: [String: String] = [:]
+                for action in cases {
+                    let name = prefix + "Action" + component(action.type)
+                    mapping[action.type] = "#/components/schemas/\(name)"
+                    var properties: [String: Any] = ["type": ["type": "string", "enum": [action.type]]]
+                    for field in action.fields { properties[field.name] = field.schema }
+                    add(name, ["type": "object", "properties": properties,
+                               "required": ["type"] + action.fields.filter(\.required).map(\.name)])
+                }
+                add(prefix + "Action", [
+                    "oneOf": cases.map { ref(prefix + "Action" + component($0.type)) },
+                    "discriminator": ["propertyName": "type", "mapping": mapping],
+                    "description": "An action of `\(kind.name)`: `type` names the case, the other fields are its values.",
+                ])
+            } else {
+                add(prefix + "Action", genericAction)
+            }
+            if !kind.pulses.isEmpty {
+                add(prefix + "Pulse", [
+                    "type": "object", "required": ["name", "value"],
+                    "description": "The data of a `pulse` event of `\(kind.name)`.",
+                    "properties": ["name": ["type": "string", "enum": kind.pulses], "value": [String: Any]()],
+                ])
+            }
+        }
+        let firstAction = kinds.first { $0.name == defaultKind }?.actions?.first?.type ?? "increase"
+        return template
+            .replacingOccurrences(of: generatedMarker, with: lines.joined(separator: "\n"))
+            .replacingOccurrences(of: "{type: reactord-default-action}", with: "{type: \(json(firstAction))}")
+    }
+
+    /// For a kind whose Action does not decode through ActionFields: only `type` is known.
+    private static let genericAction: [String: Any] = [
+        "type": "object", "required": ["type"], "properties": ["type": ["type": "string"]],
+    ]
+
+    private static func ref(_ name: String) -> [String: Any] { ["$ref": "#/components/schemas/\(name)"] }
+
+    /// A kind or type name as a component name: `my-kind` → `MyKind`.
+    static func component(_ name: String) -> String {
+        name.split(whereSeparator: { !$0.isLetter && !$0.isNumber }).map { $0.prefix(1).uppercased() + $0.dropFirst() }
+            .joined()
+    }
+
+    private static func json(_ value: Any) -> String {
+        let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes,
+                                                                                 .fragmentsAllowed])
+        return data.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}

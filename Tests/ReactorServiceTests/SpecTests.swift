@@ -1,0 +1,103 @@
+import Foundation
+import XCTest
+
+/// `/openapi.yaml` is made from the registered kinds' own types, and the repository's
+/// openapi.yaml is what reactord serves with its bundled reactors.
+final class SpecTests: XCTestCase {
+    private var fixture: ServerFixture!
+
+    override func setUpWithError() throws { fixture = try ServerFixture() }
+
+    override func tearDown() {
+        fixture.stop()
+        fixture = nil
+    }
+
+    private func servedSpec() throws -> String {
+        let response = try fixture.client.request("GET", "/openapi.yaml")
+        XCTAssertEqual(response.status, 200)
+        XCTAssertEqual(response.header("Content-Type"), "application/yaml")
+        return response.text
+    }
+
+    /// The schema line of one component (the generated ones are one JSON line each).
+    private func component(_ name: String, in spec: String) throws -> [String: Any] {
+        let prefix = "    \(name): "
+        let line = try XCTUnwrap(spec.split(separator: "\n").first { $0.hasPrefix(prefix) }, "no component \(name)")
+        let object = try JSONSerialization.jsonObject(with: Data(line.dropFirst(prefix.count).utf8))
+        return try XCTUnwrap(object as? [String: Any])
+    }
+
+    func testRepositorySpecIsWhatReactordServes() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("openapi.yaml")
+        let served = try servedSpec()
+        if ProcessInfo.processInfo.environment["REACTORD_WRITE_SPEC"] == "1" {
+            try served.write(to: root, atomically: true, encoding: .utf8)
+        }
+        let committed = try String(contentsOf: root, encoding: .utf8)
+        XCTAssertEqual(committed, served,
+                       "openapi.yaml differs from GET /openapi.yaml: REACTORD_WRITE_SPEC=1 swift test --filter SpecTests writes it")
+    }
+
+    func testEachRegisteredKindIsDescribedFromItsTypes() throws {
+        fixture.server.register("form") { _ in FormReactor() }
+        let spec = try servedSpec()
+        XCTAssertEqual(try component("ReactorKind", in: spec)["enum"] as? [String], ["counter", "form"])
+
+        let action = try component("FormAction", in: spec)
+        let discriminator = try XCTUnwrap(action["discriminator"] as? [String: Any])
+        XCTAssertEqual(discriminator["propertyName"] as? String, "type")
+        XCTAssertEqual(Set((discriminator["mapping"] as? [String: String] ?? [:]).keys),
+                       ["setCount", "setNote", "setLimits", "setSmall"])
+
+        let setCount = try component("FormActionSetCount", in: spec)
+        XCTAssertEqual(setCount["required"] as? [String], ["type", "count"])
+        let countProperties = try XCTUnwrap(setCount["properties"] as? [String: [String: Any]])
+        XCTAssertEqual(countProperties["count"]?["type"] as? String, "integer")
+        XCTAssertEqual(countProperties["type"]?["enum"] as? [String], ["setCount"])
+
+        let setNote = try component("FormActionSetNote", in: spec)
+        XCTAssertEqual(setNote["required"] as? [String], ["type"], "decodeIfPresent: optional")
+        let note = try XCTUnwrap((setNote["properties"] as? [String: [String: Any]])?["note"])
+        XCTAssertEqual(note["type"] as? String, "string")
+        XCTAssertEqual(note["nullable"] as? Bool, true)
+
+        let limits = try XCTUnwrap((try component("FormActionSetLimits", in: spec)["properties"] as? [String: [String: Any]])?["limits"])
+        XCTAssertEqual(limits["type"] as? String, "array")
+        XCTAssertEqual((limits["items"] as? [String: Any])?["type"] as? String, "integer")
+        let small = try XCTUnwrap((try component("FormActionSetSmall", in: spec)["properties"] as? [String: [String: Any]])?["small"])
+        XCTAssertEqual(small["maximum"] as? Int, 255)
+
+        // The state: fields from the State type, the nil optional one included but not required.
+        let state = try component("FormState", in: spec)
+        let properties = try XCTUnwrap(state["properties"] as? [String: [String: Any]])
+        XCTAssertEqual(Set(properties.keys), ["count", "note", "limits", "small"])
+        XCTAssertEqual(properties["note"]?["nullable"] as? Bool, true)
+        XCTAssertEqual(Set(state["required"] as? [String] ?? []), ["count", "limits", "small"])
+        XCTAssertEqual((try component("State", in: spec)["anyOf"] as? [[String: String]])?.count, 2)
+        // The counter's pulse.
+        let pulse = try component("CounterPulse", in: spec)
+        XCTAssertEqual((pulse["properties"] as? [String: [String: Any]])?["name"]?["enum"] as? [String], ["alertMessage"])
+    }
+
+    func testRootIsTheGenericConsoleAndTheCounterDemoIsAtDemo() throws {
+        for path in ["/", "/console"] {
+            let page = try fixture.client.request("GET", path)
+            XCTAssertEqual(page.status, 200)
+            XCTAssertEqual(page.header("Content-Type"), "text/html; charset=utf-8")
+            XCTAssertTrue(page.text.contains("<title>reactord console</title>"), path)
+            XCTAssertTrue(page.text.contains("openapi.yaml"), "the console reads the kinds from the spec")
+        }
+        let demo = try fixture.client.request("GET", "/demo")
+        XCTAssertEqual(demo.status, 200)
+        XCTAssertTrue(demo.text.contains("counter"))
+        XCTAssertFalse(demo.text.contains("reactord console"))
+    }
+
+    func testNullReactorIsRefusedAsTheSpecSays() throws {
+        assertProblem(try fixture.client.request("POST", "/sessions", body: #"{"reactor":null}"#), 422,
+                      mentions: ["reactor", "string"])
+        XCTAssertEqual(try fixture.client.request("POST", "/sessions", body: "{}").status, 201, "absent: the default")
+    }
+}
