@@ -26,9 +26,13 @@ def check(condition, message):
 class Server:
     """A server binary started on port 0; the port is read from its log."""
 
-    def __init__(self, binary, args=()):
+    def __init__(self, binary, args=(), folder=None):
         self.log = tempfile.TemporaryFile()
-        self.process = subprocess.Popen([binary, *args], stdout=self.log, stderr=subprocess.STDOUT)
+        # A working directory of its own: the default store, reactord.sqlite, lives there (a
+        # restart passes the folder on).
+        self.folder = folder or tempfile.TemporaryDirectory(prefix="own-server-")
+        self.process = subprocess.Popen([os.path.abspath(binary), *args], stdout=self.log, stderr=subprocess.STDOUT,
+                                        cwd=self.folder.name)
         deadline = time.time() + 30
         self.port = None
         while time.time() < deadline and self.process.poll() is None:
@@ -182,7 +186,7 @@ def states(events):
 
 
 def run_cli_checks(binary):
-    """The user's binary has reactord's command line: --help, and exit 64 naming a bad flag."""
+    """The user's binary has reactord's command line: --help, and exit 2 naming a bad flag."""
     help_run = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=20)
     folded = " ".join(help_run.stdout.split())
     check(help_run.returncode == 0, f"--help exits 0, got {help_run.returncode}")
@@ -193,7 +197,7 @@ def run_cli_checks(binary):
                             (["--nope"], {}, "--nope"), ([], {"REACTORD_PORT": "70000"}, "REACTORD_PORT")):
         result = subprocess.run([binary, *args], capture_output=True, text=True, timeout=20,
                                 env={**os.environ, **env})
-        check(result.returncode == 64, f"{args or env} exits 64, got {result.returncode}")
+        check(result.returncode == 2, f"{args or env} exits 2, got {result.returncode}")
         check(name in result.stderr, f"{args or env}: message names {name}: {result.stderr.strip()[:200]}")
 
 
@@ -250,6 +254,15 @@ def run_todo_checks(binary):
     check(code == 0, f"SIGTERM: exit 0, got {code}")
     crash = re.search(rb"(Fatal error|Program crashed|Illegal instruction)", server.text())
     check(crash is None, f"no crash in the log: {server.text()[-2000:]}")
+
+    # The default store is durable and the State Codable: the session comes back after a restart.
+    again = Server(binary, ["--port", "0", "--host", "127.0.0.1", "--admin-token", "own-token"], folder=server.folder)
+    try:
+        status, _, restored = again.request("GET", f"/sessions/{session}")
+        items = [i["title"] for i in (restored or {}).get("state", {}).get("items", [])]
+        check(status == 200 and items == ["milk", "loaded"], f"after a restart the session is back: {status} {restored}")
+    finally:
+        check(again.stop() == 0, "SIGTERM after the restart: exit 0")
 
 
 def check_spec(server):

@@ -4,12 +4,15 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import ReactorService
 
 extension ReactorServer {
     /// A whole server binary in one call, with reactord's command line: parses the flags and
-    /// `REACTORD_*` variables (`--help` lists them), exits 64 with a message naming a bad one,
+    /// `REACTORD_*` variables (`--help` lists them), exits 2 with a message naming a bad one,
     /// sends the log to stderr at `--log-level`, makes the server, lets `register` add the
     /// reactor kinds, and serves until SIGINT or SIGTERM.
     ///
@@ -31,7 +34,17 @@ extension ReactorServer {
             Healthcheck.main(Array(given.dropFirst()))
             Healthcheck.exit()
         }
-        let options = ServeCommand.parseOrExit(arguments).options
+        let options: ServerOptions
+        do {
+            options = try ServeCommand.parse(arguments).options
+        } catch {
+            // A bad flag, value or variable is a usage error: its message (naming it), then exit
+            // status 2, the usage convention of getopt-style tools. `--help` and the like exit as
+            // argument-parser says (0).
+            guard ServeCommand.exitCode(for: error) == .validationFailure else { ServeCommand.exit(withError: error) }
+            fputs(ServeCommand.fullMessage(for: error) + "\n", stderr)
+            Glibc.exit(2)
+        }
         do {
             try options.bootstrapLogging()
             let server = ReactorServer(configuration: try options.configuration(),

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// The real `reactord`'s command line (ReactorServiceCLI): a bad flag or variable is exit 64
+/// The real `reactord`'s command line (ReactorServiceCLI): a bad flag or variable is exit 2
 /// (argument-parser's EX_USAGE) with a message naming it, never a crash or a silent default.
 final class CommandLineTests: XCTestCase {
     private struct Outcome {
@@ -30,7 +30,7 @@ final class CommandLineTests: XCTestCase {
         return Outcome(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
     }
 
-    func testBadFlagsExit64NamingTheFlag() throws {
+    func testBadFlagsExit2NamingTheFlag() throws {
         let cases: [([String], String)] = [
             (["--port", "65536"], "--port"),
             (["--port=-1"], "--port"),
@@ -54,14 +54,14 @@ final class CommandLineTests: XCTestCase {
         ]
         for (arguments, name) in cases {
             let outcome = try run(arguments)
-            XCTAssertEqual(outcome.status, 64, "\(arguments): \(outcome.output)")
+            XCTAssertEqual(outcome.status, 2, "\(arguments): \(outcome.output)")
             XCTAssertTrue(outcome.output.contains("Error:"), "\(arguments): \(outcome.output)")
             XCTAssertTrue(outcome.output.contains(name), "\(arguments) should name \(name): \(outcome.output)")
             XCTAssertFalse(outcome.output.contains("listening"), "\(arguments) must not start: \(outcome.output)")
         }
     }
 
-    func testBadEnvironmentVariablesExit64NamingTheVariable() throws {
+    func testBadEnvironmentVariablesExit2NamingTheVariable() throws {
         let cases: [(String, String)] = [
             ("REACTORD_PORT", "70000"), ("REACTORD_PORT", "http"), ("REACTORD_THREADS", "0"),
             ("REACTORD_SESSION_TTL", "-5"), ("REACTORD_MAX_SESSIONS", "1.5"), ("REACTORD_BODY_LIMIT", "1"),
@@ -71,12 +71,12 @@ final class CommandLineTests: XCTestCase {
         ]
         for (name, value) in cases {
             let outcome = try run([], environment: [name: value])
-            XCTAssertEqual(outcome.status, 64, "\(name)=\(value): \(outcome.output)")
+            XCTAssertEqual(outcome.status, 2, "\(name)=\(value): \(outcome.output)")
             XCTAssertTrue(outcome.output.contains(name), "\(name)=\(value) should be named: \(outcome.output)")
         }
         // The flag wins over a bad variable (it is never read), and the message names the flag.
         let outcome = try run(["--threads", "0"], environment: ["REACTORD_THREADS": "2"])
-        XCTAssertEqual(outcome.status, 64)
+        XCTAssertEqual(outcome.status, 2)
         XCTAssertTrue(outcome.output.contains("--threads must be at least 1"), outcome.output)
     }
 

@@ -7,8 +7,8 @@ final class TodoReactor: Reactor {
     enum Action { case add(title: String), toggle(index: Int), clear, load }
     enum Mutation { case add(String), toggle(Int), clear, setLoading(Bool), setUser(User?) }
 
-    struct Item: Encodable { var title: String; var done = false }
-    struct State: Encodable {
+    struct Item: Codable { var title: String; var done = false }
+    struct State: Codable {                // Codable: the sessions survive a restart (see Durable sessions)
         var items: [Item] = []
         var loading = false
         var user: User?              // nil until someone PUTs /user (a nil field is left out of the JSON)
