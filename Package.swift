@@ -64,7 +64,7 @@ let package = Package(
         .target(
             name: "ReactorServiceCLI",
             dependencies: [
-                "ReactorService",
+                "ReactorService", "MicroHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -39,9 +39,10 @@ public struct Response: Sendable {
     }
 }
 
-/// The little JSON writing the layer itself needs (problem documents).
-enum JSON {
-    static func appendString(_ string: String, to out: inout String) {
+/// The little JSON writing the layer itself needs (problem documents); the package's log
+/// handler escapes with it too.
+package enum JSON {
+    package static func appendString(_ string: String, to out: inout String) {
         out += "\""
         for scalar in string.unicodeScalars {
             switch scalar {

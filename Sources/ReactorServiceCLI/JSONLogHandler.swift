@@ -1,4 +1,5 @@
 import Logging
+import MicroHTTP
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -104,23 +105,8 @@ struct JSONLogHandler: LogHandler {
         }
     }
 
-    static func append(string: String, to out: inout String) {
-        out += "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
-    }
+    /// JSON string escaping, as MicroHTTP writes its problem documents.
+    static func append(string: String, to out: inout String) { JSON.appendString(string, to: &out) }
 }
 
 #if canImport(Glibc)

@@ -31,7 +31,6 @@ final class Journal: @unchecked Sendable {
     private var dirty: [any Journaled] = []
     private var changes: [StoreChange] = []
     private var completions: [Completion] = []
-    private var committing = false
     private var stopping = false
     private var stopped = false
 
