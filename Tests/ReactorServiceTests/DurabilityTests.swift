@@ -90,6 +90,42 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(after, before.map { $0 + 1 })
     }
 
+    func testSIGTERMUnderLoadCommitsEverythingAnswered() throws {
+        let server = try start(["--threads", "2"])
+        let session = try create(HTTPClient(port: server.port))
+        let ok = Locked(0), unanswered = Locked(0), other = Locked<[Int]>([])
+        let done = DispatchGroup()
+        for _ in 0..<4 {
+            done.enter()
+            Thread.detachNewThread { [self] in
+                defer { done.leave() }
+                var client = HTTPClient(port: server.port)
+                for _ in 0..<100_000 {   // bounded; the signal ends it much sooner
+                    do {
+                        let response = try act(client, session)
+                        if response.status == 200 { ok.withLock { $0 += 1 } } else { other.withLock { $0.append(response.status) } }
+                    } catch {
+                        unanswered.withLock { $0 += 1 }
+                        if (try? TestSocket(port: server.port, timeout: 1)) == nil { return }
+                        client = HTTPClient(port: server.port)
+                    }
+                }
+            }
+        }
+        XCTAssertTrue(waitUntil(timeout: 60) { ok.current >= 300 })
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0, "SIGTERM exits 0 within 10 s")
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
+        XCTAssertTrue(other.current.allSatisfy { $0 == 503 }, "only 200 and 503: \(other.current.prefix(5))")
+
+        let restarted = try start()
+        let stored = try XCTUnwrap(try count(HTTPClient(port: restarted.port), session))
+        XCTAssertGreaterThanOrEqual(stored, ok.current, "every action answered 200 was committed")
+        XCTAssertLessThanOrEqual(stored, ok.current + unanswered.current, "and no action that was refused")
+        print("SIGTERM under load on the sqlite store: \(ok.current) answered 200, \(other.current.count) refused 503, "
+              + "\(unanswered.current) closed unanswered; stored count \(stored)")
+    }
+
     func testSIGTERMClosesStreamsWithoutEndAndTheSubscriberResumesExactly() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)
