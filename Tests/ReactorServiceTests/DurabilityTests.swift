@@ -194,12 +194,19 @@ final class DurabilityTests: XCTestCase {
         let server = try start(["--session-ttl", "2"])
         let client = HTTPClient(port: server.port)
         let idle = try create(client)
+        _ = try create(client)   // never asked for again: the sweeper deletes it from the store
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
         Thread.sleep(forTimeInterval: 2.5)
         let restarted = try start(["--session-ttl", "2"])
-        XCTAssertEqual(try HTTPClient(port: restarted.port).request("GET", "/sessions/\(idle)").status, 404,
+        let again = HTTPClient(port: restarted.port)
+        XCTAssertEqual(try again.request("GET", "/sessions/\(idle)").status, 404,
                        "it expired while the server was down")
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? again.request("GET", "/healthz").object["sessions"] as? Int) == 0 },
+                      "the other expired one is swept from the store unasked")
+        kill(restarted.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(restarted.waitForExit(timeout: 10), 0)
+        XCTAssertEqual(try sqlite("SELECT count(*) FROM sessions;"), "0")
     }
 
     func testHistoryIsTrimmedSoTheFileDoesNotGrowWithoutBound() throws {

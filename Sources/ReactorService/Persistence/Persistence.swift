@@ -42,8 +42,14 @@ final class Persistence: @unchecked Sendable {
     /// The session `key` from the store, loaded into `context.sessions`; the loaded one if
     /// another request brought it back first.
     func restore(_ key: SessionKey, into context: ServiceContext) -> Result<any Session, SessionLookupError> {
-        restoreLock.lock()
-        defer { restoreLock.unlock() }
+        var expired = false
+        let result = restoreLock.withLock { restoreLocked(key, into: context, expired: &expired) }
+        if expired { writeDeletes(of: [key], from: context) }
+        return result
+    }
+
+    private func restoreLocked(_ key: SessionKey, into context: ServiceContext,
+                               expired: inout Bool) -> Result<any Session, SessionLookupError> {
         let id = key.string
         if let loaded = context.sessions.session(id) { return .success(loaded) }
         if tombstones.contains(key) { return .failure(.unknown) }
@@ -55,7 +61,8 @@ final class Persistence: @unchecked Sendable {
         }
         guard let stored else { return .failure(.unknown) }
         if WallClock.now - stored.lastActive > context.configuration.sessionTTL {
-            deleteStoredLocked(key, from: context)   // it expired while the server was down
+            tombstones.insert(key)   // it expired while the server was down: deleted once unlocked
+            expired = true
             return .failure(.unknown)
         }
         guard let factory = context.registry.factory(for: stored.kind) else {
@@ -94,19 +101,25 @@ final class Persistence: @unchecked Sendable {
     func deleteExpiredStored(from context: ServiceContext) {
         let cutoff = WallClock.now - context.configuration.sessionTTL
         guard let ids = try? engine.sessions(lastActiveBefore: cutoff, limit: 1_000) else { return }
-        restoreLock.lock()
-        defer { restoreLock.unlock() }
-        for id in ids {
-            guard let key = SessionKey(id), context.sessions.session(id) == nil, !tombstones.contains(key) else { continue }
-            deleteStoredLocked(key, from: context)
+        let expired: [SessionKey] = restoreLock.withLock {
+            ids.compactMap { id in
+                guard let key = SessionKey(id), context.sessions.session(id) == nil, tombstones.insert(key).inserted else {
+                    return nil
+                }
+                return key
+            }
         }
+        writeDeletes(of: expired, from: context)
     }
 
-    private func deleteStoredLocked(_ key: SessionKey, from context: ServiceContext) {
-        tombstones.insert(key)
-        journal.write(.delete(id: key.string)) { [self] failure in
-            restoreLock.withLock { _ = tombstones.remove(key) }
-            if failure == nil { context.sessions.forgetStored() }
+    /// Deletes stored sessions already tombstoned, outside `restoreLock`: a journal that has
+    /// stopped answers at once, and the answer takes the lock.
+    private func writeDeletes(of keys: [SessionKey], from context: ServiceContext) {
+        for key in keys {
+            journal.write(.delete(id: key.string)) { [self] failure in
+                restoreLock.withLock { _ = tombstones.remove(key) }
+                if failure == nil { context.sessions.forgetStored() }
+            }
         }
     }
 
