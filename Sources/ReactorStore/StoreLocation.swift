@@ -17,12 +17,12 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
             if let query = path.lastIndex(of: "?"), path[query...].hasPrefix("?sync=") {
                 let value = String(path[path.index(query, offsetBy: "?sync=".count)...])
                 guard let chosen = SQLiteSync(rawValue: value) else {
-                    throw .cannotOpen("--store: sync must be 'normal' or 'full', not '\(value)'")
+                    throw .cannotOpen("sync must be 'normal' or 'full', not '\(value)'")
                 }
                 sync = chosen
                 path = path[..<query]
             }
-            guard !path.isEmpty else { throw .cannotOpen("--store sqlite: needs a file path, e.g. sqlite:reactord.sqlite") }
+            guard !path.isEmpty else { throw .cannotOpen("'sqlite:' needs a file path, e.g. sqlite:reactord.sqlite") }
             self = .sqlite(path: String(path), sync: sync)
         } else {
             throw .cannotOpen("unknown store '\(text)'; expected 'memory' or 'sqlite:PATH'")
