@@ -289,13 +289,6 @@ private final class DecodingContext {
     init(userInfo: [CodingUserInfoKey: Any]) { self.userInfo = userInfo }
 }
 
-private struct IndexKey: CodingKey {
-    let intValue: Int?
-    var stringValue: String { "Index \(intValue ?? 0)" }
-    init(_ index: Int) { intValue = index }
-    init?(stringValue: String) { return nil }
-    init?(intValue: Int) { self.intValue = intValue }
-}
 
 private final class ValueDecoder: Decoder {
     let value: JSONValue

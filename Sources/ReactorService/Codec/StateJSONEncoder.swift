@@ -274,14 +274,6 @@ private final class NodeEncoder: Encoder {
     }
 }
 
-/// An index in an unkeyed container, as a coding key.
-private struct IndexKey: CodingKey {
-    let intValue: Int?
-    var stringValue: String { "Index \(intValue ?? 0)" }
-    init(_ index: Int) { intValue = index }
-    init?(stringValue: String) { return nil }
-    init?(intValue: Int) { self.intValue = intValue }
-}
 
 private struct SuperKey: CodingKey {
     var stringValue: String { "super" }

@@ -232,7 +232,7 @@ private struct ProbeUnkeyed: UnkeyedDecodingContainer {
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         guard !isAtEnd else { throw ProbeFailure() }
         currentIndex += 1
-        let (value, schema) = try decoder.value(T.self, at: codingPath + [IndexCodingKey(currentIndex - 1)])
+        let (value, schema) = try decoder.value(T.self, at: codingPath + [IndexKey(currentIndex - 1)])
         decoder.node.schema["items"] = schema
         return value
     }
@@ -287,10 +287,3 @@ private struct ProbeSingle: SingleValueDecodingContainer {
     }
 }
 
-private struct IndexCodingKey: CodingKey {
-    let intValue: Int?
-    var stringValue: String { "Index \(intValue ?? 0)" }
-    init(_ index: Int) { intValue = index }
-    init?(stringValue: String) { return nil }
-    init?(intValue: Int) { self.intValue = intValue }
-}
