@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One action type of a reactor kind and the fields its `Decodable` reads, as JSON Schema.
 struct ActionCaseSchema {

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import MicroHTTP
 
 /// What the spec says of one registered reactor kind, found from its own types: the action
 /// types and fields its `Decodable` reads (ActionSchemaProbe), and its initial state's encoding
@@ -72,8 +77,8 @@ enum OpenAPISpec {
         }
         let firstAction = kinds.first { $0.name == defaultKind }?.actions?.first?.type ?? "increase"
         return template
-            .replacingOccurrences(of: generatedMarker, with: lines.joined(separator: "\n"))
-            .replacingOccurrences(of: "{type: reactord-default-action}", with: "{type: \(json(firstAction))}")
+            .replacing(generatedMarker, with: lines.joined(separator: "\n"))
+            .replacing("{type: reactord-default-action}", with: "{type: \(json(firstAction))}")
     }
 
     /// For a kind whose Action does not decode through ActionFields: only `type` is known.
@@ -89,9 +94,37 @@ enum OpenAPISpec {
             .joined()
     }
 
+    /// One line of JSON, keys sorted, slashes unescaped (a schema is dictionaries, arrays,
+    /// strings, booleans and numbers). Written here: JSONSerialization is all of Foundation.
     private static func json(_ value: Any) -> String {
-        let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes,
-                                                                                 .fragmentsAllowed])
-        return data.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        var out = ""
+        append(value, to: &out)
+        return out
+    }
+
+    private static func append(_ value: Any, to out: inout String) {
+        switch value {
+        case let object as [String: Any]:
+            out += "{"
+            for (index, key) in object.keys.sorted().enumerated() {
+                if index > 0 { out += "," }
+                JSON.appendString(key, to: &out)
+                out += ":"
+                append(object[key]!, to: &out)
+            }
+            out += "}"
+        case let array as [Any]:
+            out += "["
+            for (index, element) in array.enumerated() {
+                if index > 0 { out += "," }
+                append(element, to: &out)
+            }
+            out += "]"
+        case let string as String: JSON.appendString(string, to: &out)
+        case let flag as Bool: out += flag ? "true" : "false"
+        case let number as Int: out += String(number)
+        case let number as Double: out += number.isFinite ? String(number) : "null"
+        default: out += "null"
+        }
     }
 }
