@@ -85,7 +85,7 @@ final class Persistence: @unchecked Sendable {
     func delete(_ session: any Session, reason: String, from context: ServiceContext,
                 then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
         restoreLock.withLock { _ = tombstones.insert(session.key) }
-        journal.write(.delete(id: session.id)) { [self] failure in
+        journal.write(.delete(id: session.id, reason: reason)) { [self] failure in
             restoreLock.withLock { _ = tombstones.remove(session.key) }
             if failure != nil {
                 context.sessions.addStored(1)
@@ -116,7 +116,7 @@ final class Persistence: @unchecked Sendable {
     /// stopped answers at once, and the answer takes the lock.
     private func writeDeletes(of keys: [SessionKey], from context: ServiceContext) {
         for key in keys {
-            journal.write(.delete(id: key.string)) { [self] failure in
+            journal.write(.delete(id: key.string, reason: "expired")) { [self] failure in
                 restoreLock.withLock { _ = tombstones.remove(key) }
                 if failure == nil { context.sessions.forgetStored() }
             }

@@ -25,7 +25,7 @@ enum Problems {
         switch error {
         case let .full(detail):
             return .problem(status: 507, detail: "\(detail); nothing of this request was stored")
-        case let .unavailable(detail), let .cannotOpen(detail):
+        case let .unavailable(detail), let .notHeld(detail), let .cannotOpen(detail):
             return .problem(status: 503, detail: "\(detail); nothing of this request was stored",
                             headers: HTTPHeaders([("Retry-After", "1")]))
         }
