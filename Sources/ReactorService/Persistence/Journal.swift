@@ -139,11 +139,3 @@ final class Journal: @unchecked Sendable {
         }
     }
 }
-
-extension ConditionLock {
-    fileprivate func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
-}

@@ -16,6 +16,8 @@ enum SessionLookupError: Error {
     case unrestorable(String)
     /// The store failed while reading it: 503.
     case store(StoreError)
+    /// Cluster mode: another live node holds it; requests go to `address`.
+    case heldElsewhere(address: String)
 }
 
 /// The service's side of a durable store: the journal that writes every change, and the
@@ -55,7 +57,17 @@ final class Persistence: @unchecked Sendable {
         if tombstones.contains(key) { return .failure(.unknown) }
         let stored: StoredSession?
         do throws(StoreError) {
-            stored = try engine.session(id, historyLength: historyLength)
+            if let shared = context.cluster?.store {
+                switch try shared.claim(id, historyLength: historyLength) {
+                case let .taken(session):
+                    stored = session
+                    context.cluster?.metrics.takeovers.increment()
+                case let .heldElsewhere(address): return .failure(.heldElsewhere(address: address))
+                case .missing: stored = nil
+                }
+            } else {
+                stored = try engine.session(id, historyLength: historyLength)
+            }
         } catch {
             return .failure(.store(error))
         }
@@ -66,6 +78,7 @@ final class Persistence: @unchecked Sendable {
             return .failure(.unknown)
         }
         guard let factory = context.registry.factory(for: stored.kind) else {
+            context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server"))
         }
         let hub = context.makeHub(id: id, kind: stored.kind, restoring: stored)
@@ -75,6 +88,7 @@ final class Persistence: @unchecked Sendable {
             return .success(session)
         } catch {
             hub.end(reason: nil)
+            context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)"))
         }
     }

@@ -17,6 +17,9 @@ enum Problems {
         case .unknown: return unknownSession
         case let .unrestorable(detail): return .problem(status: 409, detail: detail)
         case let .store(error): return store(error)
+        case .heldElsewhere:
+            return .problem(status: 503, detail: "another node holds this session and it has just moved; retry",
+                            headers: HTTPHeaders([("Retry-After", "1")]))
         }
     }
 

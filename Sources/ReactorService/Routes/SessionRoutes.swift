@@ -10,6 +10,8 @@ extension RouteTable {
             case let .success(session):
                 session.hub.touch()
                 return .response(.json(SessionJSON.body(of: session, session.hub.snapshot)))
+            case let .failure(.heldElsewhere(address)):
+                return Self.forward(request, to: address, context)
             case let .failure(error):
                 return .response(Problems.session(error))
             }
@@ -17,7 +19,11 @@ extension RouteTable {
         add(.DELETE, "/sessions/{id}") { request in
             let id = request.pathParameters["id"] ?? ""
             // A stored session is loaded first: one path for deleting it, its reactor and its streams.
-            if case let .failure(error) = context.session(id) { return .response(Problems.session(error)) }
+            switch context.session(id) {
+            case .success: break
+            case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
+            case let .failure(error): return .response(Problems.session(error))
+            }
             guard let session = context.sessions.remove(id) else { return .response(Problems.unknownSession) }
             return Self.answer(context) { done in
                 context.remove(session, reason: "deleted") { failure in
