@@ -30,7 +30,8 @@ public final class ReactorServer: @unchecked Sendable {
     public var adminToken: String { context.adminToken }
     /// The bound port, after `start()`.
     public var port: UInt16 { http.port }
-    /// Sessions in memory and, with a durable store, stored ones not loaded yet.
+    /// Sessions in memory and, with a durable store, stored ones not loaded yet (in a cluster,
+    /// only the sessions this node holds).
     public var sessionCount: Int { context.sessions.sessionCount }
     /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
     /// reports its connection completed): for operators' and the fault tests' leak checks.

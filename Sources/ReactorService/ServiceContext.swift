@@ -58,7 +58,7 @@ final class ServiceContext: @unchecked Sendable {
                 }
                 currentUser.send(user)
             }
-            sessions.addStored(try engine.sessionCount())
+            if shared == nil { sessions.addStored(try engine.sessionCount()) } else { sessions.countsStored = false }
         } catch {
             engine.close()
             throw error
@@ -112,8 +112,8 @@ final class ServiceContext: @unchecked Sendable {
     /// Puts a new or restored session in the table. Should the journal lose one of its
     /// changes, the session leaves memory (its streams close without `event: end`, so clients
     /// resume) and its next request brings back the last committed state.
-    func adopt(_ session: any Session) {
-        sessions.insert(session)
+    func adopt(_ session: any Session, restored: Bool = false) {
+        sessions.insert(session, restored: restored)
         metrics.sessions.increment()
         guard persistence != nil else { return }
         session.hub.onLost { [weak self, weak session] neverStored in
@@ -135,7 +135,6 @@ final class ServiceContext: @unchecked Sendable {
     /// activity time says when it expires, see `Persistence.deleteExpiredStored`).
     func expire(_ session: any Session) {
         guard let cluster else { return remove(session, reason: "expired") }
-        sessions.addStored(1)
         end(session, reason: nil)
         cluster.store.release([session.id])
     }

@@ -84,7 +84,7 @@ final class Persistence: @unchecked Sendable {
         let hub = context.makeHub(id: id, kind: stored.kind, restoring: stored)
         do {
             let session = try factory(key, hub, stored.stateJSON)
-            context.adopt(session)
+            context.adopt(session, restored: true)
             return .success(session)
         } catch {
             hub.end(reason: nil)
