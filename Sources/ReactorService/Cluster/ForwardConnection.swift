@@ -12,7 +12,10 @@ final class ForwardConnection {
 
     enum Exchange {
         case answered(Response, keepAlive: Bool)
-        /// `answerStarted`: some of the answer had arrived (or the request was surely read).
+        /// The request could not be sent whole: the holder cannot have acted on it.
+        case notSent(String)
+        /// Sent, no whole answer. `answerStarted`: some of it had arrived (or the wait timed out,
+        /// so the request was surely read).
         case failed(String, answerStarted: Bool)
     }
 
@@ -62,13 +65,22 @@ final class ForwardConnection {
 
     func close() { Glibc.close(fd) }
 
+    /// Whether the holder has closed this kept-alive connection (or died: the kernel closes a
+    /// dead process's sockets), seen before anything is sent on it.
+    var isClosedByPeer: Bool {
+        var event = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&event, 1, 0) > 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) <= 0
+    }
+
     func exchange(_ request: [UInt8], timeout: Double) -> Exchange {
         var sent = 0
         while sent < request.count {
             let count = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count <= 0 {
                 if count < 0 && errno == EINTR { continue }
-                return .failed("sending to the holder failed: \(String(cString: strerror(errno)))", answerStarted: false)
+                return .notSent("sending to the holder failed: \(String(cString: strerror(errno)))")
             }
             sent += count
         }

@@ -90,14 +90,22 @@ final class Forwarder: @unchecked Sendable {
 
     private func send(_ job: Job, over connections: inout [String: ForwardConnection]) -> Outcome {
         let bytes = Self.requestBytes(job)
-        // A kept-alive connection the holder has closed meanwhile fails before any answer byte;
-        // the request then goes once more on a new connection. When that one cannot even
-        // connect, the first attempt's fate is unknown (the holder may have died while doing it).
+        // A kept-alive connection the holder closed while it was idle is dropped unused. One that
+        // fails once the request is on it, before any answer byte, is tried once more on a new
+        // connection; when that one cannot even connect, the first attempt's fate is unknown
+        // (the holder may have died while doing it).
         if let kept = connections.removeValue(forKey: job.address) {
+            guard !kept.isClosedByPeer else {
+                kept.close()
+                return attempt(bytes, job.address, &connections)
+            }
             switch kept.exchange(bytes, timeout: timeout) {
             case let .answered(response, keepAlive):
                 if keepAlive { connections[job.address] = kept } else { kept.close() }
                 return .answered(response)
+            case .notSent:
+                kept.close()
+                return attempt(bytes, job.address, &connections)
             case let .failed(reason, answerStarted):
                 kept.close()
                 if answerStarted { return .unknown(reason) }
@@ -121,6 +129,9 @@ final class Forwarder: @unchecked Sendable {
         case let .answered(response, keepAlive):
             if keepAlive { connections[address] = connection } else { connection.close() }
             return .answered(response)
+        case let .notSent(reason):
+            connection.close()
+            return .unreachable(reason)
         case let .failed(reason, _):
             connection.close()
             return .unknown(reason)
