@@ -48,6 +48,7 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     private init() throws {
+        Self.stopLeftovers()
         let port = try Self.freePort()
         let directory = "/tmp/reactord-pg-\(getpid())-\(port)"
         self.port = port
@@ -58,6 +59,16 @@ public final class PostgresServer: @unchecked Sendable {
             let reason = "PostgreSQL is not installed (scripts/setup installs it): " + failure.description
             print("skipped: \(reason)")
             throw Unavailable(reason: reason)
+        }
+    }
+
+    /// Servers of test processes that died before their atexit (a crash, kill -9).
+    private static func stopLeftovers() {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+        for entry in entries where entry.hasPrefix("reactord-pg-") && !entry.hasPrefix("reactord-pg-run-") {
+            let fields = entry.split(separator: "-")
+            guard fields.count == 4, let pid = Int32(fields[2]), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            _ = try? run(["stop", "/tmp/" + entry])
         }
     }
 

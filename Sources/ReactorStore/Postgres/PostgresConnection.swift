@@ -36,6 +36,9 @@ final class PostgresConnection {
         }
         guard let connection else { throw PostgresError(message: "out of memory", sqlState: nil, connectionLost: true) }
         handle = connection
+        // libpq prints notices (and a server's farewell) to stderr by default; the errors that
+        // matter reach the caller as PostgresError, so the rest stays out of reactord's output.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         guard PQstatus(connection) == CONNECTION_OK else {
             let message = Self.scrub(String(cString: PQerrorMessage(connection)), secrets)
             // deinit finishes the connection
