@@ -98,7 +98,10 @@ final class ServiceContext: @unchecked Sendable {
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         // Stopping, the sessions have left memory for good: none comes back now.
         guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
-        return persistence.restore(key, into: self)
+        if let address = cluster?.knownHolder(of: key) { return .failure(.heldElsewhere(address: address)) }
+        let found = persistence.restore(key, into: self)
+        if case let .failure(.heldElsewhere(address)) = found { cluster?.remember(address, asHolderOf: key) }
+        return found
     }
 
     /// A hub for a new session (no `restoring`) or a restored one, journaled when the store is durable.

@@ -22,15 +22,19 @@ extension RouteTable {
                 switch outcome {
                 case let .answered(response):
                     cluster.metrics.countForward(.answered)
+                    // The node let the session go meanwhile (or is stopping): the next request asks the store.
+                    if response.status == 503 { cluster.forgetHolder(address) }
                     responder.respond(response)
                 case let .unreachable(reason):
                     cluster.metrics.countForward(.unreachable)
+                    cluster.forgetHolder(address)
                     responder.respond(.problem(
                         status: 503, detail: "the node holding this session does not answer (\(reason)); "
                             + "another node takes it over once its lease runs out: retry",
                         headers: HTTPHeaders([("Retry-After", retryAfter)])))
                 case let .unknown(reason):
                     cluster.metrics.countForward(.unknown)
+                    cluster.forgetHolder(address)
                     responder.respond(.problem(
                         status: 504, detail: "the request reached the node holding this session, but no answer "
                             + "came back (\(reason)): whether it was done is unknown; read the session before retrying"))
