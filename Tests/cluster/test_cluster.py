@@ -31,6 +31,24 @@ def test_actions_round_robin_keep_one_state_and_consecutive_versions(cluster):
     for node in cluster.nodes:
         status, body, _ = node.request("GET", f"/sessions/{session}")
         assert status == 200 and json.loads(body)["state"]["count"] == 30 and json.loads(body)["version"] == 30
+    # Node 1 holds the session; nodes 2 and 3 forwarded their 10 actions and their GET.
+    assert metric(cluster.nodes[0], "reactord_cluster_sessions_held", 1) == 1
+    for node in cluster.nodes[1:]:
+        assert metric(node, 'reactord_cluster_forwarded_total{outcome="answered"}', 11) == 11
+        assert metric(node, "reactord_cluster_sessions_held", 0) == 0
+
+
+def metric(node, name, expected):
+    """The value of `name` in the node's /metrics, polled until it is `expected` (the held-sessions
+    gauge is set by the lease keeper, every second) or 5 s have passed."""
+    deadline = time.monotonic() + 5
+    while True:
+        text = node.request("GET", "/metrics")[1]
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " ")]
+        assert values, f"{name} not in /metrics of {node.name}"
+        if values[0] == expected or time.monotonic() > deadline:
+            return values[0]
+        time.sleep(0.2)
 
 
 def test_a_subscriber_on_another_node_sees_every_change_in_order_and_each_pulse_once(cluster):
