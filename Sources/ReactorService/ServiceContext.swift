@@ -29,6 +29,9 @@ final class ServiceContext: @unchecked Sendable {
     private(set) var persistence: Persistence?
     /// Cluster mode's side, when the store is shared (`postgres://`); set with `persistence`.
     private(set) var cluster: Cluster?
+    /// The routes, for a request a route hands back to them (Forwarding's retry). Set before the
+    /// server listens; emptied by `stop()`, since the routes hold this context.
+    let routes = Locked(Router())
     private let stopping = Locked(false)
     /// The rendered /openapi.yaml and the kinds it was rendered for.
     private let spec = Locked<(kinds: [String], bytes: [UInt8])?>(nil)

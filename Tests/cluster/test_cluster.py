@@ -286,3 +286,22 @@ def test_a_bad_store_url_is_refused_at_start_without_the_password(postgres, chan
     for word in words:
         assert word in output, output
     assert "reactord-test" not in output and "wrong-password" not in output, output
+
+
+def test_a_node_stopped_with_sigterm_gives_its_sessions_back_at_once(cluster):
+    leaving, other = cluster.nodes[0], cluster.nodes[1]
+    session = leaving.create()
+    assert other.act(session, {"type": "increase"})[0] == 200   # forwarded to its holder
+    reader = EventReader(leaving.port, session)
+    assert reader.wait_for(lambda events: len(events) >= 1)
+    leaving.process.terminate()
+    assert leaving.process.wait(timeout=15) == 0
+    # Its stream closed without `event: end` (the session is not over) ...
+    assert reader.closed.wait(5)
+    assert not any(event["event"] == "end" for _, event in reader.events)
+    # ... and the lease was given back: another node takes the session at once, not after the lease.
+    began = time.monotonic()
+    status, body, _ = other.act(session, {"type": "increase"})
+    assert status == 200 and json.loads(body)["state"]["count"] == 2, body
+    assert time.monotonic() - began < LEASE
+    assert cluster.node_holding(session) is other
