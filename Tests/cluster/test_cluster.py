@@ -251,6 +251,8 @@ def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
             time.sleep(1)
             ready = [node.request("GET", "/readyz")[0] for node in made.nodes]
             assert ready == [503, 503], ready
+            health = [node.request("GET", "/healthz")[0] for node in made.nodes]
+            assert health == [503, 503], health
             status, body, headers = made.nodes[1].act(session, {"type": "increase"})
             assert status == 503 and "Retry-After" in headers, body
             assert made.nodes[1].request("POST", "/sessions", {"reactor": "counter"})[0] == 503
@@ -260,6 +262,7 @@ def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
         while time.monotonic() < deadline and [n.request("GET", "/readyz")[0] for n in made.nodes] != [200, 200]:
             time.sleep(0.2)
         assert [node.request("GET", "/readyz")[0] for node in made.nodes] == [200, 200]
+        assert [node.request("GET", "/healthz")[0] for node in made.nodes] == [200, 200]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             status, body, _ = made.nodes[1].act(session, {"type": "increase"})

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import MicroHTTP
+import ReactorStore
 
 extension RouteTable {
     /// Health, metrics and the spec: what operators and tools read.
@@ -11,6 +12,16 @@ extension RouteTable {
         let context = context
         add(.GET, "/healthz") { _ in
             guard !context.isStopping else { return .response(Problems.stopping) }
+            // A cluster node is of no use without its shared store: it reports it here too, so a
+            // balancer's health check takes it out while PostgreSQL is unreachable.
+            if let store = context.cluster?.store {
+                do throws(StoreError) {
+                    _ = try store.loadUser()
+                } catch {
+                    return .response(.problem(status: 503, detail: "the shared store does not answer: \(error)",
+                                              headers: HTTPHeaders([("Retry-After", "1")])))
+                }
+            }
             return .response(.json(JSONText.object([
                 ("status", JSONText.string("ok")),
                 ("sessions", Array(String(context.sessions.sessionCount).utf8)),
