@@ -17,6 +17,8 @@ final class ServiceContext: @unchecked Sendable {
     let currentUser: CurrentValueSubject<User?, Never>
     let adminToken: String
     let metrics = ServiceMetrics()
+    /// Who may do what: tokens, session owners, quotas, the admin (Access/SessionAccess).
+    let access: SessionAccess
     let logger: Logger
     let retryFrame: Frame
     let cors: CORSPolicy
@@ -35,6 +37,7 @@ final class ServiceContext: @unchecked Sendable {
         self.configuration = configuration
         self.adminToken = adminToken
         self.logger = logger
+        access = SessionAccess(configuration: configuration, adminToken: adminToken, metrics: metrics)
         sessions = SessionTable(capacity: configuration.maxSessions)
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
@@ -105,6 +108,7 @@ final class ServiceContext: @unchecked Sendable {
     func adopt(_ session: any Session) {
         sessions.insert(session)
         metrics.sessions.increment()
+        access.sessionOpened(session)
         guard persistence != nil else { return }
         session.hub.onLost { [weak self, weak session] neverStored in
             guard let self, let session else { return }
@@ -118,6 +122,7 @@ final class ServiceContext: @unchecked Sendable {
     func end(_ session: any Session, reason: String?) {
         session.end(reason: reason)
         metrics.sessions.decrement()
+        access.sessionEnded(session)
     }
 
     /// Removes a session for good (DELETE, or its TTL): from the store first when it is

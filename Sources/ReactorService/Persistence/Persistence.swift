@@ -70,7 +70,7 @@ final class Persistence: @unchecked Sendable {
         }
         let hub = context.makeHub(id: id, kind: stored.kind, restoring: stored)
         do {
-            let session = try factory(key, hub, stored.stateJSON)
+            let session = try factory(key, hub, nil, stored.stateJSON)
             context.adopt(session)
             return .success(session)
         } catch {

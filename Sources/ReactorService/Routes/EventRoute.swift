@@ -12,11 +12,18 @@ extension RouteTable {
         let context = context
         add(.GET, "/sessions/{id}/events") { request in
             guard !context.isStopping else { return .response(Problems.stopping) }
+            // EventSource sends no headers: the token may come as `?access_token=` (never logged).
+            let principal: Principal?
+            switch context.access.authenticate(request, queryToken: true) {
+            case let .success(found): principal = found
+            case let .failure(refusal): return .response(refusal.response)
+            }
             let session: any Session
             switch context.session(request.pathParameters["id"] ?? "") {
             case let .success(found): session = found
             case let .failure(error): return .response(Problems.session(error))
             }
+            if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
             var filter: FieldFilter?
             if let fields = request.query["fields"] {
                 let known = FieldFilter.fieldNames(of: session.hub.snapshot.stateJSON)
@@ -38,9 +45,11 @@ extension RouteTable {
             let streamFilter = filter
             let maxAge = context.configuration.streamMaxAge
             let slowConsumers = context.slowConsumers
+            let access = context.access
             return .eventStream(headers: HTTPHeaders()) { stream in
                 session.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
                 slowConsumers.watch(stream, kind: session.kind)
+                access.endAtExpiry(stream, of: principal)
                 // A plain close, no `event: end`: an EventSource reconnects and resumes.
                 if maxAge > 0 {
                     DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
