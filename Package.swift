@@ -85,7 +85,8 @@ let package = Package(
         .target(name: "ServerSupport", dependencies: ["ReactorService", "Examples",
                                                       .product(name: "Logging", package: "swift-log")],
                 path: "Tests/ServerSupport"),
-        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport"]),
+        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport",
+                                                            .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "ServerSupport"]),
     ],
     swiftLanguageModes: [.v5]
