@@ -30,7 +30,8 @@ public final class ReactorServer: @unchecked Sendable {
     public var adminToken: String { context.adminToken }
     /// The bound port, after `start()`.
     public var port: UInt16 { http.port }
-    /// Sessions in memory and, with a durable store, stored ones not loaded yet.
+    /// Sessions in memory and, with a durable store, stored ones not loaded yet (in a cluster,
+    /// only the sessions this node holds).
     public var sessionCount: Int { context.sessions.sessionCount }
     /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
     /// reports its connection completed): for operators' and the fault tests' leak checks.
@@ -134,12 +135,18 @@ public final class ReactorServer: @unchecked Sendable {
                 do { _ = try engine.loadUser(); return nil } catch { return "the store does not answer: \(error)" }
             })
         }
+        let cluster = context.cluster
+        if let cluster, configuration.port != 0 { try cluster.store.advertise(advertisedAddress(port: configuration.port)) }
         do {
             try http.start()
         } catch {
             context.persistence?.journal.stop()
             context.persistence?.engine.close()
             throw error
+        }
+        if let cluster {
+            if configuration.port == 0 { cluster.store.advertise(try advertisedAddress(port: http.port)) }
+            cluster.start(context)
         }
         sweeper = SessionSweeper(context: context)
         context.readiness.setListening(true)
@@ -148,7 +155,18 @@ public final class ReactorServer: @unchecked Sendable {
             "reactors": "\(context.registry.names.joined(separator: ","))",
             "access_log": "\(context.configuration.accessLog ? "on" : "off")",
             "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
-        ])
+        ].merging(cluster.map { ["node": "\($0.store.nodeID)", "advertise": "\(configuration.advertise ?? "")"] } ?? [:]) { $1 })
+    }
+
+    /// Where other nodes of a cluster reach this one: `advertise`, else `http://HOST:PORT`.
+    private func advertisedAddress(port: UInt16) throws(StoreError) -> String {
+        if let advertise = configuration.advertise { return advertise }
+        let host = configuration.host
+        guard !["0.0.0.0", "::", "", "*"].contains(host) else {
+            throw .cannotOpen("cluster mode needs --advertise URL (REACTORD_ADVERTISE) when listening on \(host): "
+                + "other nodes forward requests to that address")
+        }
+        return host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
     }
 
     /// Stops gracefully: new work is refused (503), requests in flight are answered,
@@ -176,8 +194,9 @@ public final class ReactorServer: @unchecked Sendable {
         for session in sessions { session.release() }   // no change after this one...
         persistence.journal.stop()                      // ...so this commits the last of them
         for session in sessions { context.end(session, reason: nil) }
+        context.cluster?.stop()
         http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline)
-        persistence.engine.close()
+        persistence.engine.close()                      // a shared store gives the leases back
         context.logger.info("reactord stopped", metadata: [
             "sessions_in_memory": "\(sessions.count)", "streams_left": "\(http.openStreamCount)",
             "seconds": "\(Self.seconds(since: started))",

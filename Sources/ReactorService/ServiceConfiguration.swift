@@ -8,6 +8,16 @@ public struct ServiceConfiguration: Sendable {
     /// Where sessions outlive the process. `.memory` (this type's default, for tests and
     /// embedding): they do not. The `reactord` executable defaults to `sqlite:reactord.sqlite`.
     public var store: StoreLocation = .memory
+    /// Cluster mode (a `postgres://` store): where other nodes forward requests for the
+    /// sessions this node holds, e.g. `http://10.0.0.5:8080`. nil: `http://HOST:PORT`, which
+    /// needs a concrete host (not 0.0.0.0 or ::).
+    public var advertise: String?
+    /// Cluster mode: seconds a node's lease on a session lasts without renewal (renewed every
+    /// third of it). A dead node's sessions are taken over within about this long.
+    public var leaseDuration: Double = 5
+    /// Cluster mode: seconds to wait for the holder's answer to a forwarded request before
+    /// answering 504 (its outcome unknown).
+    public var forwardTimeout: Double = 10
     public var host = "127.0.0.1"
     /// 0 picks a free port; `ReactorServer.port` tells which after `start()`.
     public var port: UInt16 = 8080

@@ -29,6 +29,8 @@ final class ServiceContext: @unchecked Sendable {
     /// The durable store's side, once `openStore()` opened one; nil with the memory store.
     /// Set before the server listens, never changed after.
     private(set) var persistence: Persistence?
+    /// Cluster mode's side, when the store is shared (`postgres://`); set with `persistence`.
+    private(set) var cluster: Cluster?
     private let stopping = Locked(false)
     /// The rendered /openapi.yaml and the kinds it was rendered for.
     private let spec = Locked<(kinds: [String], bytes: [UInt8])?>(nil)
@@ -48,20 +50,24 @@ final class ServiceContext: @unchecked Sendable {
     /// request: the global user (before any session sees `currentUser`) and the session count.
     /// Sessions themselves come back lazily, on their first request.
     func openStore() throws(StoreError) {
-        guard let engine = try configuration.store.open() else { return }
+        guard let engine = try configuration.store.open(leaseDuration: configuration.leaseDuration) else { return }
+        let shared = (engine as? any ClusterStore).map { Cluster(store: $0, configuration: configuration, metrics: metrics) }
         do throws(StoreError) {
-            if let json = try engine.loadUser() {
+            let stored: [UInt8]?
+            if let shared { stored = try shared.loadUser().user } else { stored = try engine.loadUser() }
+            if let json = stored {
                 guard let user = try? JSONDecoder().decode(User.self, from: Data(json)) else {
                     throw StoreError.cannotOpen("the stored global user does not decode: \(String(decoding: json, as: UTF8.self))")
                 }
                 currentUser.send(user)
             }
-            sessions.addStored(try engine.sessionCount())
+            if shared == nil { sessions.addStored(try engine.sessionCount()) } else { sessions.countsStored = false }
         } catch {
             engine.close()
             throw error
         }
         persistence = Persistence(engine: engine, historyLength: configuration.historyLength)
+        cluster = shared
     }
 
     var isStopping: Bool { stopping.current }
@@ -87,7 +93,11 @@ final class ServiceContext: @unchecked Sendable {
 
     /// The session with this id: in memory, or brought back from the durable store.
     func session(_ id: String) -> Result<any Session, SessionLookupError> {
-        if let loaded = sessions.session(id) { return .success(loaded) }
+        if let loaded = sessions.session(id) {
+            // In a cluster, a session is served from memory only while its lease lasts.
+            guard let cluster, !loaded.hub.isNewSession, !cluster.store.holds(id) else { return .success(loaded) }
+            letGo(loaded)
+        }
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         // Stopping, the sessions have left memory for good: none comes back now.
         guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
@@ -95,9 +105,11 @@ final class ServiceContext: @unchecked Sendable {
     }
 
     /// A hub for a new session (no `restoring`) or a restored one, journaled when the store is durable.
-    func makeHub(id: String, kind: String, restoring stored: StoredSession? = nil) -> EventHub {
+    /// `owner`: the subject that creates a new session (a restored one has its stored owner).
+    func makeHub(id: String, kind: String, owner: String? = nil, restoring stored: StoredSession? = nil) -> EventHub {
         let record = persistence.map {
-            SessionRecord(id: id, kind: kind, journal: $0.journal, stored: stored, ttl: configuration.sessionTTL)
+            SessionRecord(id: id, kind: kind, owner: stored?.owner ?? owner, journal: $0.journal, stored: stored,
+                          ttl: configuration.sessionTTL)
         }
         return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored)
     }
@@ -105,8 +117,8 @@ final class ServiceContext: @unchecked Sendable {
     /// Puts a new or restored session in the table. Should the journal lose one of its
     /// changes, the session leaves memory (its streams close without `event: end`, so clients
     /// resume) and its next request brings back the last committed state.
-    func adopt(_ session: any Session) {
-        sessions.insert(session)
+    func adopt(_ session: any Session, restored: Bool = false) {
+        sessions.insert(session, restored: restored)
         metrics.sessions.increment()
         access.sessionOpened(session)
         guard persistence != nil else { return }
@@ -123,6 +135,15 @@ final class ServiceContext: @unchecked Sendable {
         session.end(reason: reason)
         metrics.sessions.decrement()
         access.sessionEnded(session)
+    }
+
+    /// A session idle past the TTL, already out of the table: removed for good; in a cluster
+    /// only unloaded and its lease given back (it may be watched on another node; the store's
+    /// activity time says when it expires, see `Persistence.deleteExpiredStored`).
+    func expire(_ session: any Session) {
+        guard let cluster else { return remove(session, reason: "expired") }
+        end(session, reason: nil)
+        cluster.store.release([session.id])
     }
 
     /// Removes a session for good (DELETE, or its TTL): from the store first when it is

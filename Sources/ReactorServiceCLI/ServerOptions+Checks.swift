@@ -59,6 +59,12 @@ extension ServerOptions {
                     "session-create-rate", "must be a number of sessions per second, 0 or more", configuration.sessionCreateRate)
         try require(configuration.sessionCreateBurst >= 1, sessionCreateBurst, "session-create-burst", "must be at least 1",
                     configuration.sessionCreateBurst)
+        try require(seconds(configuration.leaseDuration, min: 0.5, exclusive: false) && configuration.leaseDuration <= 3_600,
+                    lease, "lease", "must be a number of seconds from 0.5 to 3600", configuration.leaseDuration)
+        if let address = configuration.advertise {
+            try require(address.hasPrefix("http://") && address.count > "http://".count, advertise, "advertise",
+                        "must be an http:// URL other nodes can reach, e.g. http://10.0.0.5:8080", address)
+        }
         try require(configuration.connectionTimeout >= 1, connectionTimeout, "connection-timeout", "must be at least 1 second",
                     configuration.connectionTimeout)
     }

@@ -65,8 +65,12 @@ public struct ServerOptions: ParsableArguments {
     var corsOrigins: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical. [env: REACTORD_LOG_LEVEL] (default: info)")
     var logLevel: String?
-    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file; 'sqlite:PATH?sync=full' fsyncs every commit) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
+    @Option(help: "Where sessions, their history and the global user outlive the process: 'sqlite:PATH' (one process per file; 'sqlite:PATH?sync=full' fsyncs every commit), 'postgres://USER:PASSWORD@HOST:PORT/DB' (cluster mode: several nodes share it) or 'memory' (nothing survives). [env: REACTORD_STORE] (default: sqlite:reactord.sqlite)")
     var store: String?
+    @Option(help: "Cluster mode: the URL other nodes forward this node's sessions' requests to. [env: REACTORD_ADVERTISE] (default: http://HOST:PORT)")
+    var advertise: String?
+    @Option(help: "Cluster mode: seconds a node's lease on a session lasts; a dead node's sessions move within about this long. [env: REACTORD_LEASE] (default: 5)")
+    var lease: Double?
     @Option(help: "Log format: text, or json (one object per line). [env: REACTORD_LOG_FORMAT] (default: text)")
     var logFormat: LogFormat?
     @Option(help: "One log line per request, at info: on or off. [env: REACTORD_ACCESS_LOG] (default: on)")
@@ -115,6 +119,8 @@ public struct ServerOptions: ParsableArguments {
         } catch {
             throw ValidationError("\(store != nil ? "--store" : "REACTORD_STORE"): \(error)")
         }
+        configuration.advertise = try advertise ?? environment.value("REACTORD_ADVERTISE")
+        configuration.leaseDuration = try lease ?? environment.value("REACTORD_LEASE") ?? configuration.leaseDuration
         configuration.accessLog = try (accessLog ?? environment.value("REACTORD_ACCESS_LOG") ?? .on) == .on
         configuration.adminTokenFile = try adminTokenFile ?? environment.value("REACTORD_ADMIN_TOKEN_FILE")
             ?? "reactord-admin-token"

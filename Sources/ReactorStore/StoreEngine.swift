@@ -22,8 +22,11 @@ public protocol StoreEngine: AnyObject, Sendable {
     func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String]
 
     /// Applies `changes` in order, all or none, durably before it returns. Each session keeps
-    /// only its newest `historyLength` events.
-    func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError)
+    /// only its newest `historyLength` events. Returns the ids of the sessions whose changes the
+    /// store refused because this node no longer holds them (a shared store's fencing; always
+    /// empty for an engine one process owns): the rest of the batch is committed.
+    @discardableResult
+    func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String>
 
     /// Lets go of the database (and its lock); nothing may be called afterwards.
     func close()
@@ -33,6 +36,8 @@ public protocol StoreEngine: AnyObject, Sendable {
 public struct StoredSession: Sendable {
     public var id: String
     public var kind: String
+    /// The authenticated subject that created it; nil when it was created without one.
+    public var owner: String?
     public var stateJSON: [UInt8]
     /// The id of its latest event.
     public var version: UInt64
@@ -42,10 +47,11 @@ public struct StoredSession: Sendable {
     /// The history kept for resumes, oldest first.
     public var events: [StoredEvent]
 
-    public init(id: String, kind: String, stateJSON: [UInt8], version: UInt64,
+    public init(id: String, kind: String, owner: String? = nil, stateJSON: [UInt8], version: UInt64,
                 createdAt: Double, lastActive: Double, events: [StoredEvent]) {
         self.id = id
         self.kind = kind
+        self.owner = owner
         self.stateJSON = stateJSON
         self.version = version
         self.createdAt = createdAt
@@ -73,8 +79,9 @@ public struct StoredEvent: Sendable, Equatable {
 public enum StoreChange: Sendable {
     /// A session's state after its latest events (`isNew`: its first write).
     case session(SessionWrite)
-    /// A session is over: it and its history go.
-    case delete(id: String)
+    /// A session is over: it and its history go. `reason` is what its subscribers are told
+    /// (`event: end`), on any node of a shared store.
+    case delete(id: String, reason: String)
     /// The global user's JSON, or nil to clear it.
     case user([UInt8]?)
 }
@@ -82,6 +89,8 @@ public enum StoreChange: Sendable {
 public struct SessionWrite: Sendable {
     public var id: String
     public var kind: String
+    /// Written with the first write (`isNew`) only: a session's owner never changes.
+    public var owner: String?
     public var isNew: Bool
     public var stateJSON: [UInt8]
     public var version: UInt64
@@ -92,10 +101,11 @@ public struct SessionWrite: Sendable {
     /// The events since the last write, oldest first.
     public var events: [StoredEvent]
 
-    public init(id: String, kind: String, isNew: Bool, stateJSON: [UInt8], version: UInt64,
+    public init(id: String, kind: String, owner: String? = nil, isNew: Bool, stateJSON: [UInt8], version: UInt64,
                 createdAt: Double, lastActive: Double?, events: [StoredEvent]) {
         self.id = id
         self.kind = kind
+        self.owner = owner
         self.isNew = isNew
         self.stateJSON = stateJSON
         self.version = version
@@ -111,12 +121,15 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case full(String)
     /// Any other failure to read or write: 503 for the request.
     case unavailable(String)
+    /// A shared store refused a session's change: another node holds it now (503; the
+    /// client's retry reaches the holder).
+    case notHeld(String)
     /// The store cannot be opened at all: reactord does not start.
     case cannotOpen(String)
 
     public var description: String {
         switch self {
-        case let .full(message), let .unavailable(message), let .cannotOpen(message): message
+        case let .full(message), let .unavailable(message), let .notHeld(message), let .cannotOpen(message): message
         }
     }
 }

@@ -38,7 +38,8 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// Opens the store's engine; nil for `memory`, which keeps sessions in the process alone.
-    public func open() throws(StoreError) -> (any StoreEngine)? {
+    /// `leaseDuration`: a shared store's lease on a session, in seconds.
+    public func open(leaseDuration: Double = 5) throws(StoreError) -> (any StoreEngine)? {
         switch self {
         case .memory: nil
         case let .sqlite(path, sync): try SQLiteStore(path: path, sync: sync)

@@ -45,7 +45,7 @@ final class SQLiteStoreTests: XCTestCase {
         let store = try SQLiteStore(path: folder.appendingPathComponent("b.sqlite").path)
         defer { store.close() }
         try store.commit([write("s1", version: 0, isNew: true, lastActive: 1_000)], historyLength: 10)
-        try store.commit([.delete(id: "s1")], historyLength: 10)
+        try store.commit([.delete(id: "s1", reason: "deleted")], historyLength: 10)
         // Writes of a session deleted meanwhile, with and without an activity time.
         try store.commit([write("s1", version: 1, lastActive: 3_000, events: [event(1)]),
                           write("s1", version: 2, events: [event(2)])], historyLength: 10)
@@ -76,5 +76,39 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertThrowsError(try StoreLocation(parsing: "sqlite:"))
         XCTAssertThrowsError(try StoreLocation(parsing: "sqlite:a?sync=sometimes"))
         XCTAssertThrowsError(try StoreLocation(parsing: "redis://x"))
+    }
+}
+
+extension SQLiteStoreTests {
+    /// Schema 2 keeps a session's owner; a file of schema 1 (written before owners existed)
+    /// is migrated in place, its sessions kept with no owner.
+    func testOwnersAreKeptAndAVersionOneFileIsMigrated() throws {
+        let path = folder.appendingPathComponent("v1.sqlite").path
+        let v1 = """
+            CREATE TABLE reactord_schema (version INTEGER NOT NULL); INSERT INTO reactord_schema VALUES (1);
+            CREATE TABLE sessions (id TEXT PRIMARY KEY NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+              version INTEGER NOT NULL, created_at REAL NOT NULL, last_active REAL NOT NULL) WITHOUT ROWID;
+            CREATE INDEX sessions_by_last_active ON sessions (last_active);
+            CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, pulse TEXT, data TEXT NOT NULL,
+              PRIMARY KEY (session, seq)) WITHOUT ROWID;
+            CREATE TABLE global_user (only INTEGER PRIMARY KEY CHECK (only = 1), data TEXT NOT NULL);
+            INSERT INTO sessions VALUES ('old', 'counter', '{"count":4}', 4, 1000, 1000);
+            """
+        let sqlite = Process()
+        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        sqlite.arguments = [path, v1]
+        try sqlite.run()
+        sqlite.waitUntilExit()
+        XCTAssertEqual(sqlite.terminationStatus, 0)
+
+        let store = try SQLiteStore(path: path)
+        defer { store.close() }
+        let old = try XCTUnwrap(try store.session("old", historyLength: 10))
+        XCTAssertEqual(old.version, 4)
+        XCTAssertNil(old.owner)
+        try store.commit([.session(SessionWrite(id: "new", kind: "counter", owner: "alice", isNew: true,
+                                                stateJSON: Array("{}".utf8), version: 0, createdAt: 1, lastActive: 1,
+                                                events: []))], historyLength: 10)
+        XCTAssertEqual(try store.session("new", historyLength: 10)?.owner, "alice")
     }
 }

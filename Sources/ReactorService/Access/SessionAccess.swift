@@ -83,8 +83,13 @@ final class SessionAccess: Sendable {
 
     /// nil when `principal` may use `session`; else the 403 to answer. Open mode: always nil.
     func authorize(_ session: any Session, for principal: Principal?) -> Response? {
+        authorize(owner: session.owner, for: principal)
+    }
+
+    /// The same for a session known by its owner only (one another node holds, followed here).
+    func authorize(owner: String?, for principal: Principal?) -> Response? {
         guard verification != nil else { return nil }
-        guard let principal, let owner = session.owner else {
+        guard let principal, let owner else {
             metrics.countAuthFailure("forbidden")
             return .problem(status: 403, detail: "this session has no owner (it was made without authentication)")
         }

@@ -80,6 +80,9 @@ final class EventHub: @unchecked Sendable {
 
     var subscriberCount: Int { locked { subscribers.count } }
 
+    /// A durable session not written yet (its first write is queued or in flight).
+    var isNewSession: Bool { locked { record?.isNew ?? false } }
+
     func goLive() { locked { isLive = true } }
 
     func touch() { locked { lastActivity = ProcessClock.now } }
@@ -142,6 +145,18 @@ final class EventHub: @unchecked Sendable {
                 return
             }
             publish(events)
+        }
+    }
+
+    /// A follower's hub (cluster mode: the session lives on another node): events that node
+    /// committed, as the store gave them back, and where the session stands after them.
+    func follow(_ events: [StoredEvent], version: UInt64, stateJSON state: [UInt8]) {
+        locked {
+            guard !isEnded, version > seq else { return }
+            let fresh = events.filter { $0.seq > seq }
+            seq = version
+            stateJSON = state
+            publish(fresh.map(RecordedEvent.init(stored:)))
         }
     }
 

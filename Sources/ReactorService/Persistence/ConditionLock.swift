@@ -27,8 +27,25 @@ final class ConditionLock: @unchecked Sendable {
     func unlock() { pthread_mutex_unlock(mutex) }
     /// Called with the lock held; returns with it held again.
     func wait() { pthread_cond_wait(condition, mutex) }
+    /// `wait()` for at most `seconds`; false when the time ran out.
+    func wait(seconds: Double) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let nanoseconds = Int(deadline.tv_nsec) + Int(seconds * 1e9)
+        deadline.tv_sec += nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        return pthread_cond_timedwait(condition, mutex, &deadline) == 0
+    }
     func signal() { pthread_cond_signal(condition) }
     func broadcast() { pthread_cond_broadcast(condition) }
+}
+
+extension ConditionLock {
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
 }
 
 /// Runs `body` on a new detached thread (Foundation's `Thread` without Foundation); `name`

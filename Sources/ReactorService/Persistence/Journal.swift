@@ -30,7 +30,8 @@ final class Journal: @unchecked Sendable {
     // Guarded by `condition`.
     private var dirty: [any Journaled] = []
     private var changes: [StoreChange] = []
-    private var completions: [Completion] = []
+    /// Each with the session its change is about, when it wrote one (a delete).
+    private var completions: [(session: String?, completion: Completion)] = []
     private var stopping = false
     private var stopped = false
 
@@ -71,6 +72,8 @@ final class Journal: @unchecked Sendable {
     }
 
     private func submit(_ change: StoreChange?, _ completion: @escaping Completion) {
+        var session: String?
+        if case let .delete(id, _) = change { session = id }
         condition.lock()
         if stopped {
             condition.unlock()
@@ -78,7 +81,7 @@ final class Journal: @unchecked Sendable {
             return
         }
         if let change { changes.append(change) }
-        completions.append(completion)
+        completions.append((session, completion))
         condition.signal()
         condition.unlock()
     }
@@ -102,39 +105,37 @@ final class Journal: @unchecked Sendable {
         }
     }
 
-    private func commit(_ entries: [any Journaled], _ explicit: [StoreChange], _ waiting: [Completion]) {
+    private func commit(_ entries: [any Journaled], _ explicit: [StoreChange],
+                        _ waiting: [(session: String?, completion: Completion)]) {
         var batch: [StoreChange] = []
-        var written: [any Journaled] = []
+        var written: [(entry: any Journaled, session: String)] = []
         batch.reserveCapacity(entries.count + explicit.count)
         for entry in entries {
             guard let change = entry.takeChange() else { continue }
             batch.append(.session(change))
-            written.append(entry)
+            written.append((entry, change.id))
         }
         // After the sessions' own writes: a delete is never undone by the same transaction.
         batch += explicit
         var failure: StoreError?
+        var refused: Set<String> = []
         if !batch.isEmpty {
             do throws(StoreError) {
-                try engine.commit(batch, historyLength: historyLength)
+                refused = try engine.commit(batch, historyLength: historyLength)
             } catch {
                 failure = error
             }
         }
+        let notHeld = StoreError.notHeld("another node holds this session now")
+        func outcome(_ session: String?) -> StoreError? {
+            failure ?? (session.map(refused.contains) == true ? notHeld : nil)
+        }
         // Every stream and request this batch wakes is resumed together at its end.
         EventStream.batchingResumes {
-            for entry in written {
-                if let failure { entry.commitFailed(failure) } else { entry.didCommit() }
+            for (entry, session) in written {
+                if let failure = outcome(session) { entry.commitFailed(failure) } else { entry.didCommit() }
             }
-            for completion in waiting { completion(failure) }
+            for (session, completion) in waiting { completion(outcome(session)) }
         }
-    }
-}
-
-extension ConditionLock {
-    fileprivate func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock()
-        defer { unlock() }
-        return try body()
     }
 }

@@ -16,6 +16,8 @@ enum SessionLookupError: Error {
     case unrestorable(String)
     /// The store failed while reading it: 503.
     case store(StoreError)
+    /// Cluster mode: another live node holds it; requests go to `address`.
+    case heldElsewhere(address: String)
 }
 
 /// The service's side of a durable store: the journal that writes every change, and the
@@ -55,7 +57,17 @@ final class Persistence: @unchecked Sendable {
         if tombstones.contains(key) { return .failure(.unknown) }
         let stored: StoredSession?
         do throws(StoreError) {
-            stored = try engine.session(id, historyLength: historyLength)
+            if let shared = context.cluster?.store {
+                switch try shared.claim(id, historyLength: historyLength) {
+                case let .taken(session):
+                    stored = session
+                    context.cluster?.metrics.takeovers.increment()
+                case let .heldElsewhere(address): return .failure(.heldElsewhere(address: address))
+                case .missing: stored = nil
+                }
+            } else {
+                stored = try engine.session(id, historyLength: historyLength)
+            }
         } catch {
             return .failure(.store(error))
         }
@@ -66,15 +78,18 @@ final class Persistence: @unchecked Sendable {
             return .failure(.unknown)
         }
         guard let factory = context.registry.factory(for: stored.kind) else {
+            context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server"))
         }
         let hub = context.makeHub(id: id, kind: stored.kind, restoring: stored)
         do {
-            let session = try factory(key, hub, nil, stored.stateJSON)
-            context.adopt(session)
+            // The store keeps the owner, not the token: the factory gets the subject alone.
+            let session = try factory(key, hub, stored.owner.map { Principal(subject: $0) }, stored.stateJSON)
+            context.adopt(session, restored: true)
             return .success(session)
         } catch {
             hub.end(reason: nil)
+            context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)"))
         }
     }
@@ -85,7 +100,7 @@ final class Persistence: @unchecked Sendable {
     func delete(_ session: any Session, reason: String, from context: ServiceContext,
                 then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
         restoreLock.withLock { _ = tombstones.insert(session.key) }
-        journal.write(.delete(id: session.id)) { [self] failure in
+        journal.write(.delete(id: session.id, reason: reason)) { [self] failure in
             restoreLock.withLock { _ = tombstones.remove(session.key) }
             if failure != nil {
                 context.sessions.addStored(1)
@@ -116,7 +131,7 @@ final class Persistence: @unchecked Sendable {
     /// stopped answers at once, and the answer takes the lock.
     private func writeDeletes(of keys: [SessionKey], from context: ServiceContext) {
         for key in keys {
-            journal.write(.delete(id: key.string)) { [self] failure in
+            journal.write(.delete(id: key.string, reason: "expired")) { [self] failure in
                 restoreLock.withLock { _ = tombstones.remove(key) }
                 if failure == nil { context.sessions.forgetStored() }
             }

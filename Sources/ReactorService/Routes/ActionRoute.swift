@@ -71,6 +71,8 @@ extension RouteTable {
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
                     return .json(SessionJSON.body(of: session, snapshot))
                 }
+            } catch .session(.heldElsewhere(let address)) {
+                return Self.forward(request, to: address, context)
             } catch {
                 return .response(Problems.body(error))
             }

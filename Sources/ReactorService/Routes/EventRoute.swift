@@ -18,21 +18,21 @@ extension RouteTable {
             case let .success(found): principal = found
             case let .failure(refusal): return .response(refusal.response)
             }
-            let session: any Session
-            switch context.session(request.pathParameters["id"] ?? "") {
-            case let .success(found): session = found
+            let source: StreamSource
+            switch Self.streamSource(request.pathParameters["id"] ?? "", context) {
+            case let .success(found): source = found
             case let .failure(error): return .response(Problems.session(error))
             }
-            if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
+            if let refusal = context.access.authorize(owner: source.owner, for: principal) { return .response(refusal) }
             var filter: FieldFilter?
             if let fields = request.query["fields"] {
-                let known = FieldFilter.fieldNames(of: session.hub.snapshot.stateJSON)
+                let known = FieldFilter.fieldNames(of: source.hub.snapshot.stateJSON)
                 do throws(FieldFilterError) {
                     do throws(FieldFilterError) {
                         filter = try FieldFilter(query: fields, knownFields: known)
                     } catch .unknown {
                         // Perhaps a field that is nil now, which the JSON leaves out: ask the State type.
-                        filter = try FieldFilter(query: fields, knownFields: known.union(session.stateFieldNames()))
+                        filter = try FieldFilter(query: fields, knownFields: known.union(source.stateFieldNames()))
                     }
                 } catch {
                     return .response(.problem(status: 400, detail: error.description))
@@ -47,8 +47,8 @@ extension RouteTable {
             let slowConsumers = context.slowConsumers
             let access = context.access
             return .eventStream(headers: HTTPHeaders()) { stream in
-                session.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
-                slowConsumers.watch(stream, kind: session.kind)
+                source.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
+                slowConsumers.watch(stream, kind: source.kind)
                 access.endAtExpiry(stream, of: principal)
                 // A plain close, no `event: end`: an EventSource reconnects and resumes.
                 if maxAge > 0 {
@@ -57,6 +57,37 @@ extension RouteTable {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Where a stream's events come from: the session's own hub, or in cluster mode a follower's
+/// when another node holds the session.
+private struct StreamSource: Sendable {
+    let hub: EventHub
+    let kind: String
+    /// Whose session it is (nil: made without authentication), for SessionAccess.authorize.
+    let owner: String?
+    let stateFieldNames: @Sendable () -> Set<String>
+}
+
+extension RouteTable {
+    private static func streamSource(_ id: String, _ context: ServiceContext) -> Result<StreamSource, SessionLookupError> {
+        switch context.session(id) {
+        case let .success(session):
+            return .success(StreamSource(hub: session.hub, kind: session.kind, owner: session.owner,
+                                         stateFieldNames: { session.stateFieldNames() }))
+        case .failure(.heldElsewhere):
+            guard let followers = context.cluster?.followers else { return .failure(.unknown) }
+            return followers.hub(for: id).map { followed in
+                StreamSource(hub: followed.hub, kind: followed.kind, owner: followed.owner) {
+                    // The kind's State type, from its description: a nil field is absent from the JSON.
+                    let description = context.registry.descriptions().first { $0.name == followed.kind }
+                    return Set((description?.state?["properties"] as? [String: Any])?.keys.map { $0 } ?? [])
+                }
+            }
+        case let .failure(error):
+            return .failure(error)
         }
     }
 }

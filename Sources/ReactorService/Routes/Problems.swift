@@ -18,6 +18,9 @@ enum Problems {
         case .unknown: return unknownSession
         case let .unrestorable(detail): return .problem(status: 409, detail: detail)
         case let .store(error): return store(error)
+        case .heldElsewhere:
+            return .problem(status: 503, detail: "another node holds this session and it has just moved; retry",
+                            headers: HTTPHeaders([("Retry-After", "1")]))
         }
     }
 
@@ -26,7 +29,7 @@ enum Problems {
         switch error {
         case let .full(detail):
             return .problem(status: 507, detail: "\(detail); nothing of this request was stored")
-        case let .unavailable(detail), let .cannotOpen(detail):
+        case let .unavailable(detail), let .notHeld(detail), let .cannotOpen(detail):
             return .problem(status: 503, detail: "\(detail); nothing of this request was stored",
                             headers: HTTPHeaders([("Retry-After", "1")]))
         }

@@ -16,6 +16,8 @@ extension RouteTable {
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
                 session.hub.touch()
                 return .response(.json(SessionJSON.body(of: session, session.hub.snapshot)))
+            case let .failure(.heldElsewhere(address)):
+                return Self.forward(request, to: address, context)
             case let .failure(error):
                 return .response(Problems.session(error))
             }
@@ -29,9 +31,10 @@ extension RouteTable {
             }
             // A stored session is loaded first: one path for deleting it, its reactor and its streams.
             switch context.session(id) {
-            case let .failure(error): return .response(Problems.session(error))
             case let .success(session):
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
+            case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
+            case let .failure(error): return .response(Problems.session(error))
             }
             guard let session = context.sessions.remove(id) else { return .response(Problems.unknownSession) }
             return Self.answer(context) { done in
@@ -90,7 +93,7 @@ extension RouteTable {
         let id = key.string
         let session: any Session
         do {
-            session = try factory(key, context.makeHub(id: id, kind: kind), principal, nil)
+            session = try factory(key, context.makeHub(id: id, kind: kind, owner: principal?.subject), principal, nil)
         } catch {
             ticket.cancel()
             context.sessions.cancelReservation()

@@ -41,7 +41,8 @@ extension RouteTable {
             }
             journal.write(.user(user.map(Self.userJSON))) { failure in
                 if let failure { return done(Problems.store(failure)) }
-                publish()
+                // In a cluster every node, this one too, takes the change from the store, by version.
+                if let cluster = context.cluster { cluster.feedUser(context) } else { publish() }
                 journal.whenCommitted { failure in done(failure.map(Problems.store) ?? answer()) }
             }
         }

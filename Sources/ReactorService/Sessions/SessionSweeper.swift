@@ -18,7 +18,7 @@ final class SessionSweeper: @unchecked Sendable {
         timer.setEventHandler { [weak context] in
             guard let context else { return }
             for session in context.sessions.removeIdle(since: ProcessClock.now - ttl) {
-                context.remove(session, reason: "expired")
+                context.expire(session)
             }
             guard let persistence = context.persistence else { return }
             for session in context.sessions.loaded { session.hub.refreshStoredActivity() }

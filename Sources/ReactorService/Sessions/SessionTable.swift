@@ -1,11 +1,15 @@
 /// The live sessions, in shards each behind its own lock, so actions on different sessions
 /// never wait for one another. Only creating a session touches the shared count, which with a
-/// durable store also counts the stored sessions not loaded yet.
+/// durable store of this process's own also counts the stored sessions not loaded yet; in a
+/// cluster (`countsStored` false) it counts this node's loaded sessions only, the store being
+/// everyone's.
 final class SessionTable: @unchecked Sendable {
     private static let shardCount = 16
     private let shards: [Locked<[SessionKey: any Session]>]
     private let count = Locked(0)
     let capacity: Int
+    /// Set before the server listens, never changed after.
+    var countsStored = true
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -15,7 +19,10 @@ final class SessionTable: @unchecked Sendable {
     var sessionCount: Int { count.current }
 
     /// Counts `stored` sessions that live in a durable store and are not loaded yet.
-    func addStored(_ stored: Int) { count.withLock { $0 += stored } }
+    func addStored(_ stored: Int) {
+        guard countsStored else { return }
+        count.withLock { $0 += stored }
+    }
 
     /// Claims a place for a new session; `false` when the table is full.
     func reserve() -> Bool {
@@ -29,8 +36,10 @@ final class SessionTable: @unchecked Sendable {
     /// Gives back a place claimed with `reserve()` that was not used.
     func cancelReservation() { count.withLock { $0 -= 1 } }
 
-    func insert(_ session: any Session) {
+    /// Puts a session in the table: a new one (its place reserved), or one `restored` from the store.
+    func insert(_ session: any Session, restored: Bool = false) {
         shard(session.key).withLock { $0[session.key] = session }
+        if restored && !countsStored { count.withLock { $0 += 1 } }
     }
 
     func session(_ id: String) -> (any Session)? {
@@ -53,11 +62,14 @@ final class SessionTable: @unchecked Sendable {
             sessions[session.key] = nil
             return true
         }
-        if removed && forget { count.withLock { $0 -= 1 } }
+        if removed && (forget || !countsStored) { count.withLock { $0 -= 1 } }
     }
 
     /// One session fewer that was stored but not loaded (it expired there).
-    func forgetStored() { count.withLock { $0 -= 1 } }
+    func forgetStored() {
+        guard countsStored else { return }
+        count.withLock { $0 -= 1 }
+    }
 
     /// The loaded sessions, for a sweep.
     var loaded: [any Session] { shards.flatMap { shard in shard.withLock { Array($0.values) } } }

@@ -28,6 +28,8 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         CREATE TABLE global_user (only INTEGER PRIMARY KEY CHECK (only = 1), data TEXT NOT NULL);
         """,
+        // 2: the authenticated subject that created a session (NULL: created without one).
+        "ALTER TABLE sessions ADD COLUMN owner TEXT;",
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -71,12 +71,12 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
         try reading { connection in
             let row = try connection.statement(
-                "SELECT kind, state, version, created_at, last_active FROM sessions WHERE id = ?")
+                "SELECT kind, state, version, created_at, last_active, owner FROM sessions WHERE id = ?")
             try row.bind(.text(id))
             guard try row.next() else { return nil }
             var session = StoredSession(
-                id: id, kind: row.string(0), stateJSON: row.bytes(1), version: UInt64(clamping: row.int64(2)),
-                createdAt: row.double(3), lastActive: row.double(4), events: [])
+                id: id, kind: row.string(0), owner: row.isNull(5) ? nil : row.string(5), stateJSON: row.bytes(1),
+                version: UInt64(clamping: row.int64(2)), createdAt: row.double(3), lastActive: row.double(4), events: [])
             let events = try connection.statement(
                 "SELECT seq, pulse, data FROM events WHERE session = ? AND seq > ? ORDER BY seq")
             try events.bind(.text(id), .integer(Int64(clamping: session.version) - Int64(historyLength)))
@@ -99,7 +99,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) {
+    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard let writer else { throw .unavailable("the store \(path) is closed") }
@@ -108,7 +108,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 for change in changes {
                     switch change {
                     case let .session(write): try apply(write, historyLength: historyLength, on: writer)
-                    case let .delete(id):
+                    case let .delete(id, _):
                         try writer.statement("DELETE FROM events WHERE session = ?").bind(.text(id)).run()
                         try writer.statement("DELETE FROM sessions WHERE id = ?").bind(.text(id)).run()
                     case let .user(json?):
@@ -122,6 +122,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         } catch {
             throw Self.storeError(error, opening: nil)
         }
+        return []
     }
 
     public func close() {
@@ -142,10 +143,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     private func apply(_ write: SessionWrite, historyLength: Int, on writer: SQLiteConnection) throws {
         if write.isNew {
             try writer.statement("""
-                INSERT INTO sessions (id, kind, state, version, created_at, last_active) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO sessions (id, kind, state, version, created_at, last_active, owner) VALUES (?, ?, ?, ?, ?, ?, ?)
                 """)
                 .bind(.text(write.id), .text(write.kind), .utf8(write.stateJSON), .integer(Int64(clamping: write.version)),
-                      .real(write.createdAt), .real(write.lastActive ?? write.createdAt)).run()
+                      .real(write.createdAt), .real(write.lastActive ?? write.createdAt),
+                      write.owner.map(SQLiteValue.text) ?? .null).run()
         } else {
             if let lastActive = write.lastActive {
                 try writer.statement("UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")

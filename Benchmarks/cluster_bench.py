@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Cluster mode's speed, against the SQLite store in the same run (issue 12).
+
+    Benchmarks/cluster_bench.py [--rounds 3] [--seconds 8]
+
+A PostgreSQL server is started here (scripts/postgres-test-server, loopback, a temporary
+folder), then for --rounds rounds:
+
+1. POST /action, wrk with 64 keep-alive connections over 64 `counter` sessions, one
+   libmicrohttpd thread per node: a single node on `sqlite:…` (the reference), node A of a
+   two-node cluster for sessions A holds (through the holder, target >= 0.5x), and node B for
+   the same sessions (every request forwarded to A, target >= 0.3x).
+2. Cross-node delivery: a subscriber on node B of each of 8 sessions held by A, while actions
+   go to A at 1,000/s for --seconds: from sending an action to its event arriving on B,
+   p50/p99/max (target p99 <= 100 ms).
+3. Takeover after kill -9, default lease (5 s): node A holds a session and is killed; node B
+   is asked every 50 ms until it answers 200: seconds from the kill (target <= 10 s).
+
+Uses the release build (.build-bench) unless REACTORD_BIN names one; wrk from Debian's packages.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOAD = os.path.join(ROOT, "Benchmarks", "load")
+PG = os.path.join(ROOT, "scripts", "postgres-test-server")
+
+
+def build():
+    binary = os.environ.get("REACTORD_BIN")
+    if binary:
+        return binary
+    subprocess.run(["swift", "build", "-c", "release", "--product", "reactord", "--scratch-path", ".build-bench"],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(ROOT, ".build-bench", "release", "reactord")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Node:
+    def __init__(self, binary, store, *extra):
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen([binary, "--port", str(self.port), "--admin-token", "t", "--access-log", "off",
+                                         "--store", store, *extra], stderr=self.log)
+        for _ in range(2000):
+            try:
+                if self.request("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.01)
+        self.log.seek(0)
+        sys.exit("reactord did not start: " + self.log.read().decode())
+
+    def request(self, method, path, body=None, timeout=10):
+        client = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            client.request(method, path, body=body)
+            response = client.getresponse()
+            return response.status, response.read()
+        finally:
+            client.close()
+
+    def create(self):
+        return json.loads(self.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=15)
+
+
+def wrk(port, sessions, seconds, folder):
+    ids = os.path.join(folder, "sessions.txt")
+    with open(ids, "w") as out:
+        out.write("\n".join(sessions) + "\n")
+    url = "http://127.0.0.1:%d" % port
+    script = os.path.join(LOAD, "action.lua")
+    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", script, url, "--", "reactord", ids],
+                   check=True, stdout=subprocess.DEVNULL)
+    result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", script, url, "--", "reactord", ids],
+                            check=True, capture_output=True, text=True).stdout
+    if "Non-2xx" in result:
+        sys.exit("non-2xx answers under load:\n" + result)
+    return float(re.search(r"Requests/sec:\s+([0-9.]+)", result).group(1))
+
+
+def cross_node_latency(a, b, seconds):
+    sessions = [a.create() for _ in range(8)]
+    sent = {}
+    arrived = {}
+    lock = threading.Lock()
+
+    def subscribe(session):
+        sock = socket.create_connection(("127.0.0.1", b.port))
+        sock.sendall(("GET /sessions/%s/events HTTP/1.1\r\nHost: x\r\n\r\n" % session).encode())
+        buffer = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            now = time.monotonic()
+            buffer += chunk
+            for match in re.finditer(rb"event: state\nid: (\d+)\n", buffer):
+                with lock:
+                    arrived.setdefault((session, int(match.group(1))), now)
+            buffer = buffer[-200:]
+
+    for session in sessions:
+        threading.Thread(target=subscribe, args=(session,), daemon=True).start()
+    time.sleep(0.5)
+    # 1,000 actions/s: 8 senders, 125/s each, paced by the clock.
+    stop = time.monotonic() + seconds
+
+    def send(session):
+        client = http.client.HTTPConnection("127.0.0.1", a.port)
+        body = json.dumps({"session": session, "action": {"type": "increase"}}).encode()
+        tick = time.monotonic()
+        while tick < stop:
+            began = time.monotonic()
+            client.request("POST", "/action", body)
+            response = client.getresponse()
+            version = json.loads(response.read())["version"]
+            with lock:
+                sent[(session, version)] = began
+            tick += 1 / 125
+            time.sleep(max(0, tick - time.monotonic()))
+        client.close()
+
+    senders = [threading.Thread(target=send, args=(session,)) for session in sessions]
+    for thread in senders:
+        thread.start()
+    for thread in senders:
+        thread.join()
+    time.sleep(1)
+    with lock:
+        delays = sorted((arrived[key] - began) * 1000 for key, began in sent.items() if key in arrived)
+        lost = sum(1 for key in sent if key not in arrived)
+    rate = len(sent) / seconds
+    return rate, delays, lost
+
+
+def takeover(binary, dsn):
+    a = Node(binary, dsn)
+    b = Node(binary, dsn)
+    session = a.create()
+    body = json.dumps({"session": session, "action": {"type": "increase"}}).encode()
+    assert b.request("POST", "/action", body)[0] == 200   # forwarded: A holds it
+    killed = time.monotonic()
+    a.process.send_signal(signal.SIGKILL)
+    a.process.wait()
+    statuses = {}
+    while True:
+        try:
+            status, _ = b.request("POST", "/action", body, timeout=15)
+        except OSError:
+            status = None
+        statuses[status] = statuses.get(status, 0) + 1
+        if status == 200:
+            break
+        time.sleep(0.05)
+    seconds = time.monotonic() - killed
+    b.stop()
+    return seconds, statuses
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=8)
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
+    binary = build()
+    folder = tempfile.mkdtemp(prefix="reactord-cluster-bench-")
+    pg_dir = os.path.join(folder, "pg")
+    base = subprocess.run([PG, "start", pg_dir, str(free_port())], check=True, capture_output=True,
+                          text=True).stdout.strip().splitlines()[-1]
+    try:
+        reference, holder, forwarded = [], [], []
+        for round_ in range(args.rounds):
+            single = Node(binary, "sqlite:" + os.path.join(folder, "bench-%d.sqlite" % round_))
+            reference.append(wrk(single.port, [single.create() for _ in range(64)], args.seconds, folder))
+            single.stop()
+            dsn = subprocess.run([PG, "createdb", pg_dir, "bench_%d" % round_], check=True, capture_output=True,
+                                 text=True).stdout.strip().splitlines()[-1]
+            a, b = Node(binary, dsn), Node(binary, dsn)
+            sessions = [a.create() for _ in range(64)]
+            holder.append(wrk(a.port, sessions, args.seconds, folder))
+            forwarded.append(wrk(b.port, sessions, args.seconds, folder))
+            a.stop()
+            b.stop()
+            print("round %d: actions/s sqlite %.0f, postgres via the holder %.0f (%.2fx), forwarded %.0f (%.2fx)"
+                  % (round_ + 1, reference[-1], holder[-1], holder[-1] / reference[-1], forwarded[-1],
+                     forwarded[-1] / reference[-1]), flush=True)
+        ref = statistics.median(reference)
+        print("throughput (medians of %d rounds): sqlite %.0f/s; via the holder %.0f/s = %.2fx (target >= 0.5); "
+              "forwarded %.0f/s = %.2fx (target >= 0.3)"
+              % (args.rounds, ref, statistics.median(holder), statistics.median(holder) / ref,
+                 statistics.median(forwarded), statistics.median(forwarded) / ref), flush=True)
+
+        dsn = subprocess.run([PG, "createdb", pg_dir, "bench_latency"], check=True, capture_output=True,
+                             text=True).stdout.strip().splitlines()[-1]
+        a, b = Node(binary, dsn), Node(binary, dsn)
+        rate, delays, lost = cross_node_latency(a, b, args.seconds)
+        a.stop()
+        b.stop()
+        if not delays:
+            sys.exit("no event reached node B")
+        print("node A -> subscriber on node B at %.0f actions/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d of %d "
+              "events not seen (target p99 <= 100 ms)"
+              % (rate, delays[len(delays) // 2], delays[int(len(delays) * 0.99)], delays[-1], lost,
+                 len(delays) + lost), flush=True)
+
+        dsn = subprocess.run([PG, "createdb", pg_dir, "bench_takeover"], check=True, capture_output=True,
+                             text=True).stdout.strip().splitlines()[-1]
+        seconds, statuses = takeover(binary, dsn)
+        print("takeover after kill -9 (lease 5 s): node B answered 200 after %.2f s; answers meanwhile: %s "
+              "(target <= 10 s)" % (seconds, statuses), flush=True)
+    finally:
+        subprocess.run([PG, "stop", pg_dir], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+@_spi(Lock) import ReactorCore
+import MicroHTTP
+import ReactorStore
+
+/// The service's side of a shared store (cluster mode): the leases kept alive, the sessions
+/// let go when one is lost, the global user fed from the store, the streams of sessions other
+/// nodes hold, and the forwarding of requests to those nodes. Nodes never talk to each other
+/// except to forward a request; everything else goes through the store.
+final class Cluster: @unchecked Sendable {
+    let store: any ClusterStore
+    let forwarder: Forwarder
+    let followers: Followers
+    let metrics: ClusterMetrics
+    /// The global user's version this node's `currentUser` has been given.
+    private let userFeed = Lock.make()
+    private var fedUserVersion: UInt64 = 0
+    private let keeper = ConditionLock()
+    private var stopping = false
+    private var stopped = false
+
+    init(store: any ClusterStore, configuration: ServiceConfiguration, metrics: ServiceMetrics) {
+        self.store = store
+        self.metrics = ClusterMetrics(registry: metrics.registry)
+        forwarder = Forwarder(threads: 32, timeout: configuration.forwardTimeout)
+        followers = Followers(store: store, historyLength: configuration.historyLength,
+                              ttl: configuration.sessionTTL, metrics: metrics, clusterMetrics: self.metrics)
+    }
+
+    /// The global user as the store has it now, and its version: before any session sees
+    /// `currentUser`.
+    func loadUser() throws(StoreError) -> (user: [UInt8]?, version: UInt64) {
+        let changes = try store.userChanges(after: 0)
+        guard let last = changes.last else { return (try store.loadUser(), 0) }
+        userFeed.withLock { fedUserVersion = last.version }
+        return (last.json, last.version)
+    }
+
+    /// Starts listening for wake-ups and keeping leases: every third of a lease (at most a
+    /// second) the leases are renewed, sessions no longer held are let go, and followed
+    /// sessions are checked.
+    func start(_ context: ServiceContext) {
+        store.listen { [weak self, weak context] wake in
+            guard let self, let context else { return }
+            switch wake {
+            case let .events(session, _, sentAt): followers.wake(session, sentAt: sentAt)
+            case let .ended(session, reason): followers.end(session, reason: reason)
+            case .user: feedUser(context)
+            case .reconnected:
+                feedUser(context)
+                followers.check()
+            }
+        }
+        let interval = min(store.leaseDuration / 3, 1)
+        startThread(name: "reactord.leases") { [self, weak context] in
+            while waitOrStop(seconds: interval) {
+                guard let context else { break }
+                keepLeases(context)
+                followers.check()
+            }
+            keeper.withLock {
+                stopped = true
+                keeper.broadcast()
+            }
+        }
+    }
+
+    /// Ends the lease keeper, the forwarding threads and the followers' streams (plain closes:
+    /// clients resume elsewhere). The store's `close` gives the leases back.
+    func stop() {
+        keeper.withLock {
+            stopping = true
+            keeper.broadcast()
+            while !stopped { keeper.wait() }
+        }
+        forwarder.stop()
+        followers.closeAll()
+    }
+
+    /// Gives `currentUser` every change of the global user it has not had yet, in order, once
+    /// each: called after this node's own PUT /user commits, and on every wake-up of another's.
+    func feedUser(_ context: ServiceContext) {
+        userFeed.withLock {
+            let changes: [UserChange]
+            do throws(StoreError) {
+                changes = try store.userChanges(after: fedUserVersion)
+            } catch {
+                context.logger.warning("the global user could not be read from the store", metadata: ["error": "\(error)"])
+                return
+            }
+            for change in changes where change.version > fedUserVersion {
+                fedUserVersion = change.version
+                let user = change.json.flatMap { try? JSONDecoder().decode(User.self, from: Data($0)) }
+                // Every session's streams are resumed together at the end: see batchingResumes.
+                EventStream.batchingResumes { context.currentUser.send(user) }
+                context.logger.info(user == nil ? "current user cleared" : "current user set",
+                                    metadata: ["version": "\(change.version)"].merging(user.map { ["user": "\($0.id)"] } ?? [:]) { $1 })
+            }
+        }
+    }
+
+    private func keepLeases(_ context: ServiceContext) {
+        var lost: [String] = []
+        do throws(StoreError) {
+            lost = try store.renewLeases()
+        } catch {
+            metrics.renewFailures.increment()
+            context.logger.warning("leases could not be renewed; sessions are let go as their leases run out",
+                                   metadata: ["error": "\(error)"])
+        }
+        var held = 0
+        for session in context.sessions.loaded {
+            // A new session holds its lease once its first write commits.
+            if lost.contains(session.id) || (!session.hub.isNewSession && !store.holds(session.id)) {
+                context.letGo(session)
+            } else {
+                held += 1
+            }
+        }
+        metrics.sessionsHeld.set(Double(held))
+    }
+
+    private func waitOrStop(seconds: Double) -> Bool {
+        keeper.withLock {
+            if !stopping { _ = keeper.wait(seconds: seconds) }
+            return !stopping
+        }
+    }
+}
+
+extension ServiceContext {
+    /// `session`'s lease is gone (another node took it over): its reactor stops here and its
+    /// streams close without `event: end`, so clients resume wherever it lives now.
+    func letGo(_ session: any Session) {
+        sessions.unload(session, forget: false)
+        end(session, reason: nil)
+        cluster?.metrics.leasesLost.increment()
+        logger.notice("a session's lease passed to another node; let go here", metadata: ["session": "\(session.id)"])
+    }
+}

@@ -1,0 +1,162 @@
+@_spi(Lock) import ReactorCore
+import ReactorStore
+
+/// The event streams this node serves for sessions another node holds: one hub per followed
+/// session, fed with what the holder committed, read from the store after the hub's last
+/// event whenever a wake-up says there is more. The table is the truth: a lost wake-up is
+/// caught by the periodic `check`, so it delays an event, never loses it.
+final class Followers: @unchecked Sendable {
+    private final class Follower: @unchecked Sendable {
+        let lock = Lock.make()
+        // Guarded by `lock`; nil until the session is read from the store.
+        var hub: EventHub?
+        var kind = ""
+        var owner: String?
+        /// Checks in a row that found no subscriber (see `check`).
+        var unwatchedChecks = 0
+        var lastTouch = 0.0
+    }
+
+    private let store: any ClusterStore
+    private let historyLength: Int
+    private let metrics: ServiceMetrics
+    private let clusterMetrics: ClusterMetrics
+    private let touchInterval: Double
+    private let followers = Locked<[String: Follower]>([:])
+
+    init(store: any ClusterStore, historyLength: Int, ttl: Double, metrics: ServiceMetrics,
+         clusterMetrics: ClusterMetrics) {
+        self.store = store
+        self.historyLength = historyLength
+        self.metrics = metrics
+        self.clusterMetrics = clusterMetrics
+        // As often as the holder writes a watched session's activity (SessionRecord's resolution).
+        touchInterval = ttl / 8
+    }
+
+    /// The hub to subscribe to for session `id`, its kind and owner; read from the store on first use.
+    func hub(for id: String) -> Result<(hub: EventHub, kind: String, owner: String?), SessionLookupError> {
+        // The follower is in the table before it reads the store: a wake-up processed meanwhile
+        // waits for its lock, then reads on from what the first read saw.
+        let follower = followers.withLock { table in
+            if let known = table[id] { return known }
+            let made = Follower()
+            table[id] = made
+            return made
+        }
+        return follower.lock.withLock {
+            if let hub = follower.hub { return .success((hub, follower.kind, follower.owner)) }
+            let stored: StoredSession?
+            do throws(StoreError) {
+                stored = try store.session(id, historyLength: historyLength)
+            } catch {
+                forget(id, follower)
+                return .failure(.store(error))
+            }
+            guard let stored else {
+                forget(id, follower)
+                return .failure(.unknown)
+            }
+            let hub = EventHub(historyLength: historyLength, metrics: metrics, restoring: stored)
+            follower.hub = hub
+            follower.kind = stored.kind
+            follower.owner = stored.owner
+            return .success((hub, stored.kind, stored.owner))
+        }
+    }
+
+    /// The holder committed events of `id` (at `sentAt`, its clock).
+    func wake(_ id: String, sentAt: Double) {
+        guard let follower = followers.withLock({ $0[id] }) else { return }
+        if catchUp(id, follower) { clusterMetrics.notifyLag.record(max(0, WallClock.now - sentAt)) }
+    }
+
+    /// `id` is over: its streams get `event: end` with `reason`.
+    func end(_ id: String, reason: String) {
+        guard let follower = followers.withLock({ $0.removeValue(forKey: id) }) else { return }
+        follower.lock.withLock { follower.hub }?.end(reason: reason)
+    }
+
+    /// The periodic pass: reads on where the store is ahead (a lost wake-up), ends the streams
+    /// of sessions gone from the store, keeps watched sessions from expiring, and drops
+    /// followers nobody has watched for two passes (one pass could fall between a subscriber
+    /// finding the hub and subscribing to it).
+    func check() {
+        let all = followers.withLock { $0 }
+        guard !all.isEmpty else { return }
+        let versions: [String: UInt64]
+        do throws(StoreError) {
+            versions = try store.versions(of: Array(all.keys))
+        } catch {
+            return
+        }
+        var watched: [String] = []
+        let now = WallClock.now
+        for (id, follower) in all {
+            guard let stored = versions[id] else {
+                end(id, reason: "deleted")
+                continue
+            }
+            let (hub, drop, touch): (EventHub?, Bool, Bool) = follower.lock.withLock {
+                guard let hub = follower.hub else { return (nil, false, false) }
+                follower.unwatchedChecks = hub.subscriberCount == 0 ? follower.unwatchedChecks + 1 : 0
+                let due = follower.unwatchedChecks == 0 && now - follower.lastTouch >= touchInterval
+                if due { follower.lastTouch = now }
+                return (hub, follower.unwatchedChecks >= 2, due)
+            }
+            guard let hub else { continue }
+            if drop {
+                followers.withLock { table in if table[id] === follower { table[id] = nil } }
+                continue
+            }
+            if touch { watched.append(id) }
+            if stored > hub.snapshot.version { _ = catchUp(id, follower) }
+        }
+        if !watched.isEmpty { try? store.touch(watched) }
+    }
+
+    /// Ends every stream without `event: end` (this node is stopping: clients resume elsewhere).
+    func closeAll() {
+        let all = followers.withLock { table in
+            defer { table.removeAll() }
+            return Array(table.values)
+        }
+        for follower in all { follower.lock.withLock { follower.hub }?.end(reason: nil) }
+    }
+
+    /// Reads `id`'s events after its hub's last one and publishes them; true when any came.
+    private func catchUp(_ id: String, _ follower: Follower) -> Bool {
+        follower.lock.withLock {
+            guard let hub = follower.hub else { return false }
+            var published = false
+            while true {
+                let after = hub.snapshot.version
+                let read: SessionEvents?
+                do throws(StoreError) {
+                    read = try store.events(of: id, after: after, limit: historyLength)
+                } catch {
+                    return published   // the periodic check tries again
+                }
+                guard let read else {
+                    followers.withLock { table in if table[id] === follower { table[id] = nil } }
+                    hub.end(reason: "deleted")
+                    return published
+                }
+                guard read.version > after else { return published }
+                // A read cut short by `limit` goes on from its last event, not from the newest version.
+                if read.events.count == historyLength, let last = read.events.last, last.seq < read.version {
+                    let state = read.events.last(where: { $0.pulse == nil })?.json ?? hub.snapshot.stateJSON
+                    hub.follow(read.events, version: last.seq, stateJSON: state)
+                    published = true
+                    continue
+                }
+                hub.follow(read.events, version: read.version, stateJSON: read.stateJSON)
+                return true
+            }
+        }
+    }
+
+    private func forget(_ id: String, _ follower: Follower) {
+        followers.withLock { table in if table[id] === follower { table[id] = nil } }
+    }
+}

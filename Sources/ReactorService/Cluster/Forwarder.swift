@@ -1,0 +1,148 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import MicroHTTP
+
+/// Sends a request for a session another node holds to that node, and gives back its answer.
+/// A pool of threads doing blocking I/O, each with a kept-alive connection per node: the
+/// libmicrohttpd thread that received the request is never blocked (its connection is
+/// suspended), so two nodes forwarding to each other cannot deadlock.
+final class Forwarder: @unchecked Sendable {
+    /// What became of a forwarded request.
+    enum Outcome {
+        /// The holder answered: its answer, to relay as it is.
+        case answered(Response)
+        /// Nothing was sent (the holder does not accept connections): safe to retry.
+        case unreachable(String)
+        /// Sent, but no whole answer came back: the holder may or may not have done it.
+        case unknown(String)
+    }
+
+    struct Job {
+        let method: HTTPMethod
+        let path: String
+        let headers: HTTPHeaders
+        let body: [UInt8]
+        let address: String
+        let completion: @Sendable (Outcome) -> Void
+    }
+
+    /// Marks a forwarded request, so that its receiver never forwards it again (a node that
+    /// has just lost the session answers 503 and the client retries).
+    static let marker = "Reactord-Forwarded"
+
+    private let condition = ConditionLock()
+    // Guarded by `condition`.
+    private var jobs: [Job] = []
+    private var head = 0
+    private var stopping = false
+    private let timeout: Double
+
+    /// `timeout`: seconds to wait for the holder's answer before calling the outcome unknown.
+    init(threads: Int, timeout: Double) {
+        self.timeout = timeout
+        for index in 0..<threads {
+            startThread(name: "reactord.forward.\(index)") { [self] in work() }
+        }
+    }
+
+    func forward(_ job: Job) {
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            job.completion(.unreachable("this node is shutting down"))
+            return
+        }
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Ends the threads once the jobs queued are done.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func next() -> Job? {
+        condition.lock()
+        defer { condition.unlock() }
+        while head == jobs.count && !stopping { condition.wait() }
+        guard head < jobs.count else { return nil }
+        let job = jobs[head]
+        head += 1
+        if head == jobs.count {
+            jobs.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return job
+    }
+
+    private func work() {
+        var connections: [String: ForwardConnection] = [:]
+        while let job = next() {
+            job.completion(send(job, over: &connections))
+        }
+        for connection in connections.values { connection.close() }
+    }
+
+    private func send(_ job: Job, over connections: inout [String: ForwardConnection]) -> Outcome {
+        let bytes = Self.requestBytes(job)
+        // A kept-alive connection the holder closed while it was idle is dropped unused. One that
+        // fails once the request is on it, before any answer byte, is tried once more on a new
+        // connection; when that one cannot even connect, the first attempt's fate is unknown
+        // (the holder may have died while doing it).
+        if let kept = connections.removeValue(forKey: job.address) {
+            guard !kept.isClosedByPeer else {
+                kept.close()
+                return attempt(bytes, job.address, &connections)
+            }
+            switch kept.exchange(bytes, timeout: timeout) {
+            case let .answered(response, keepAlive):
+                if keepAlive { connections[job.address] = kept } else { kept.close() }
+                return .answered(response)
+            case .notSent:
+                kept.close()
+                return attempt(bytes, job.address, &connections)
+            case let .failed(reason, answerStarted):
+                kept.close()
+                if answerStarted { return .unknown(reason) }
+            }
+            switch attempt(bytes, job.address, &connections) {
+            case let .unreachable(reason): return .unknown("the holder closed the connection and then \(reason)")
+            case let other: return other
+            }
+        }
+        return attempt(bytes, job.address, &connections)
+    }
+
+    private func attempt(_ bytes: [UInt8], _ address: String,
+                         _ connections: inout [String: ForwardConnection]) -> Outcome {
+        let connection: ForwardConnection
+        switch ForwardConnection.open(address, timeout: timeout) {
+        case let .success(opened): connection = opened
+        case let .failure(error): return .unreachable(error.reason)
+        }
+        switch connection.exchange(bytes, timeout: timeout) {
+        case let .answered(response, keepAlive):
+            if keepAlive { connections[address] = connection } else { connection.close() }
+            return .answered(response)
+        case let .notSent(reason):
+            connection.close()
+            return .unreachable(reason)
+        case let .failed(reason, _):
+            connection.close()
+            return .unknown(reason)
+        }
+    }
+
+    private static func requestBytes(_ job: Job) -> [UInt8] {
+        var head = "\(job.method.rawValue) \(job.path) HTTP/1.1\r\nHost: \(ForwardConnection.hostPort(job.address))\r\n"
+        head += "\(marker): 1\r\nContent-Length: \(job.body.count)\r\n"
+        for (name, value) in job.headers { head += "\(name): \(value)\r\n" }
+        head += "\r\n"
+        return Array(head.utf8) + job.body
+    }
+}

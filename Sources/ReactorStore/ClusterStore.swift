@@ -1,0 +1,102 @@
+/// A store several nodes share (cluster mode): on top of `StoreEngine`, the leases that keep
+/// one live reactor per session, the reads that let any node follow any session, and the
+/// wake-ups that tell a node something changed. PostgreSQL does the hard part (transactions,
+/// row locks, LISTEN/NOTIFY); nodes never talk to each other except to forward requests.
+///
+/// A node holds a session under a lease: a row with the holder, its address, an expiry on
+/// the database's clock and a fencing token that grows on every takeover. `commit` writes a
+/// session's changes only while this node's token is still the session's (the rest are
+/// refused, see `StoreEngine.commit`); a new session's first write takes its lease.
+public protocol ClusterStore: StoreEngine {
+    /// This node's id (new at every start, so a restarted node holds nothing).
+    var nodeID: String { get }
+    /// Seconds a lease lasts without renewal.
+    var leaseDuration: Double { get }
+
+    /// Where other nodes forward requests for the sessions this node holds (`http://host:port`);
+    /// set before the first session is claimed or created.
+    func advertise(_ address: String)
+
+    /// Takes `id`'s lease when nobody holds it or its holder's lease has passed (or this node
+    /// holds it already), and returns the session with its newest `historyLength` events; or
+    /// tells which live node holds it; or that no such session is stored.
+    func claim(_ id: String, historyLength: Int) throws(StoreError) -> SessionClaim
+
+    /// Whether this node holds `id` now, by its own monotonic clock: a lease counts until its
+    /// expiry as last confirmed, less a safety margin, so a node frozen past it (SIGSTOP, a
+    /// pause, a partition) stops serving from memory before another node can take over.
+    func holds(_ id: String) -> Bool
+
+    /// Renews every lease this node holds; returns the ids it turned out no longer to hold
+    /// (taken over while it was frozen or cut off). Throws when the database cannot be
+    /// reached; leases then run out by themselves.
+    func renewLeases() throws(StoreError) -> [String]
+
+    /// Gives up the leases on `ids` (unloaded or stopping), so another node takes them at once.
+    func release(_ ids: [String])
+
+    /// `id`'s events after `seq`, oldest first, at most `limit`, with its state and version
+    /// now; nil when the session is not stored (deleted or expired).
+    func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents?
+
+    /// The versions of those of `ids` still stored (for a periodic check that catches a lost
+    /// wake-up).
+    func versions(of ids: [String]) throws(StoreError) -> [String: UInt64]
+
+    /// Marks `ids` as active now (they are watched on this node), so they do not expire.
+    func touch(_ ids: [String]) throws(StoreError)
+
+    /// The global user's changes after `version`, oldest first (the newest few hundred are kept).
+    func userChanges(after version: UInt64) throws(StoreError) -> [UserChange]
+
+    /// Starts delivering wake-ups to `wake`, on the store's own listener thread, until `close`.
+    func listen(_ wake: @escaping @Sendable (StoreWakeup) -> Void)
+}
+
+/// What `claim` found.
+public enum SessionClaim: Sendable {
+    /// This node holds it now.
+    case taken(StoredSession)
+    /// A live node holds it; requests go to `address`.
+    case heldElsewhere(address: String)
+    /// No such session is stored.
+    case missing
+}
+
+/// A session's committed events after a point, and where it stands now.
+public struct SessionEvents: Sendable {
+    public var version: UInt64
+    public var stateJSON: [UInt8]
+    public var events: [StoredEvent]
+
+    public init(version: UInt64, stateJSON: [UInt8], events: [StoredEvent]) {
+        self.version = version
+        self.stateJSON = stateJSON
+        self.events = events
+    }
+}
+
+/// One committed change of the global user: its JSON, or nil when it was cleared.
+public struct UserChange: Sendable, Equatable {
+    public var version: UInt64
+    public var json: [UInt8]?
+
+    public init(version: UInt64, json: [UInt8]?) {
+        self.version = version
+        self.json = json
+    }
+}
+
+/// A notification from the shared store: a wake-up, never the truth (the tables are; a lost
+/// wake-up only delays what the next read or periodic check finds).
+public enum StoreWakeup: Sendable, Equatable {
+    /// `session` committed events up to `seq`; `sentAt` is the committing node's clock
+    /// (seconds since 1970), for the notification lag.
+    case events(session: String, seq: UInt64, sentAt: Double)
+    /// `session` was deleted or expired; its subscribers get `event: end` with `reason`.
+    case ended(session: String, reason: String)
+    /// The global user changed; its changes up to `version` are stored.
+    case user(version: UInt64)
+    /// The listener's connection was lost and is back: anything may have been missed.
+    case reconnected
+}

@@ -1,0 +1,243 @@
+"""A real PostgreSQL server and real reactord nodes for the cluster tests.
+
+PostgreSQL is Debian's, started once per run by scripts/postgres-test-server (initdb as the
+postgres user, loopback only); every test gets a database of its own and three nodes on it.
+Run by scripts/check-cluster (scripts/test): REACTORD_BINARY names the binary.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.environ.get("REACTORD_BINARY", os.path.join(ROOT, ".build/debug/reactord"))
+TOKEN = "cluster-test-admin"
+# Short leases keep takeovers quick here; the benchmark measures the default (5 s).
+LEASE = 2.0
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Postgres:
+    def __init__(self):
+        self.directory = tempfile.mkdtemp(prefix="reactord-pg-")
+        self.port = free_port()
+        self.script = os.path.join(ROOT, "scripts/postgres-test-server")
+        out = subprocess.run([self.script, "start", self.directory, str(self.port)], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+        self.dsn = out.strip().splitlines()[-1]
+        self.databases = 0
+
+    def create_database(self):
+        self.databases += 1
+        name = f"cluster_{os.getpid()}_{self.databases}"
+        out = subprocess.run([self.script, "createdb", self.directory, name], check=True, capture_output=True,
+                             text=True, timeout=30).stdout
+        return out.strip().splitlines()[-1]
+
+    def sql(self, dsn, query):
+        return subprocess.run(["psql", "-qAt", "-v", "ON_ERROR_STOP=1", dsn, "-c", query], check=True,
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+
+    def stop_server(self):
+        subprocess.run([self.script, "halt", self.directory], check=True, capture_output=True, timeout=60)
+
+    def start_server(self):
+        subprocess.run([self.script, "resume", self.directory], check=True, capture_output=True, timeout=60)
+
+    def close(self):
+        subprocess.run([self.script, "stop", self.directory], capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    server = Postgres()
+    yield server
+    server.close()
+
+
+class Node:
+    def __init__(self, dsn, name, *extra):
+        self.name = name
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(
+            [BINARY, "--store", dsn, "--port", str(self.port), "--admin-token", TOKEN, "--lease", str(LEASE),
+             "--access-log", "off", *extra],
+            stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"{name} exited {self.process.returncode}: {self.output()}")
+            try:
+                if self.request("GET", "/healthz", timeout=1)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"{name} did not answer /healthz: {self.output()}")
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def request(self, method, path, body=None, headers=None, timeout=15):
+        data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
+                                         headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read().decode(), dict(response.headers)
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode(), dict(error.headers)
+
+    def create(self):
+        status, body, _ = self.request("POST", "/sessions", {"reactor": "counter"})
+        assert status == 201, body
+        return json.loads(body)["session"]
+
+    def act(self, session, action, timeout=15):
+        return self.request("POST", "/action", {"session": session, "action": action}, timeout=timeout)
+
+    def put_user(self, user_id):
+        return self.request("PUT", "/user", {"id": user_id, "name": user_id},
+                            headers={"Authorization": f"Bearer {TOKEN}"})
+
+    def signal(self, number):
+        self.process.send_signal(number)
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class Cluster:
+    def __init__(self, postgres, count=3, *extra):
+        self.postgres = postgres
+        self.dsn = postgres.create_database()
+        self.nodes = []
+        for index in range(count):
+            self.nodes.append(Node(self.dsn, f"node{index + 1}", *extra))
+
+    def holder_port(self, session):
+        address = self.postgres.sql(self.dsn, f"SELECT holder_address FROM reactord_sessions WHERE id = '{session}'")
+        return int(address.rsplit(":", 1)[1]) if address else None
+
+    def node_holding(self, session):
+        port = self.holder_port(session)
+        return next((node for node in self.nodes if node.port == port), None)
+
+    def close(self):
+        for node in self.nodes:
+            node.kill()
+
+
+@pytest.fixture()
+def cluster(postgres):
+    made = Cluster(postgres)
+    yield made
+    made.close()
+
+
+class EventReader:
+    """One SSE subscriber on a raw socket, its events collected with their arrival times."""
+
+    def __init__(self, port, session, last_event_id=None):
+        self.events = []
+        self.closed = threading.Event()
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        head = f"GET /sessions/{session}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+        if last_event_id is not None:
+            head += f"Last-Event-ID: {last_event_id}\r\n"
+        self.sock.sendall((head + "\r\n").encode())
+        self.status = None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        buffer = b""
+        try:
+            while b"\r\n\r\n" not in buffer:
+                chunk = self.sock.recv(4096)
+                if not chunk:
+                    return
+                buffer += chunk
+            head, buffer = buffer.split(b"\r\n\r\n", 1)
+            self.status = int(head.split(b" ")[1])
+            text = ""
+            while True:
+                text += self._dechunk(buffer)
+                buffer = b""
+                while "\n\n" in text:
+                    block, text = text.split("\n\n", 1)
+                    event = {"event": "message", "data": ""}
+                    for line in block.split("\n"):
+                        if line.startswith(":") or ":" not in line:
+                            continue
+                        field, value = line.split(":", 1)
+                        event[field] = value[1:] if value.startswith(" ") else value
+                    if "id" in event or event["event"] == "end":
+                        self.events.append((time.monotonic(), event))
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return
+                buffer = chunk
+        except OSError:
+            return
+        finally:
+            self.closed.set()
+
+    _pending = b""
+
+    def _dechunk(self, data):
+        # reactord's streams are chunked: strip the chunk-size lines.
+        self._pending += data
+        out = b""
+        while True:
+            line_end = self._pending.find(b"\r\n")
+            if line_end < 0:
+                break
+            size = int(self._pending[:line_end].split(b";")[0] or b"0", 16)
+            if len(self._pending) < line_end + 2 + size + 2:
+                break
+            out += self._pending[line_end + 2:line_end + 2 + size]
+            self._pending = self._pending[line_end + 2 + size + 2:]
+        return out.decode()
+
+    def wait_for(self, predicate, timeout=15):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate([event for _, event in self.events]):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass

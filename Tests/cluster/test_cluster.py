@@ -1,0 +1,269 @@
+"""Cluster mode against a real PostgreSQL and three real reactord processes: any node serves
+any session, one state and one history per session, the global user once per change on every
+node, and what kill -9, SIGSTOP and a stopped database look like to clients."""
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import LEASE, BINARY, Cluster, EventReader, Node
+
+
+def state_events(reader):
+    return [event for _, event in reader.events if event["event"] == "state"]
+
+
+def test_actions_round_robin_keep_one_state_and_consecutive_versions(cluster):
+    session = cluster.nodes[0].create()
+    versions = []
+    for index in range(30):
+        node = cluster.nodes[index % 3]
+        status, body, _ = node.act(session, {"type": "increase"})
+        assert status == 200, (node.name, body)
+        answer = json.loads(body)
+        versions.append(answer["version"])
+        assert answer["state"]["count"] == index + 1
+    assert versions == list(range(1, 31))
+    for node in cluster.nodes:
+        status, body, _ = node.request("GET", f"/sessions/{session}")
+        assert status == 200 and json.loads(body)["state"]["count"] == 30 and json.loads(body)["version"] == 30
+
+
+def test_a_subscriber_on_another_node_sees_every_change_in_order_and_each_pulse_once(cluster):
+    session = cluster.nodes[0].create()
+    reader = EventReader(cluster.nodes[2].port, session)
+    assert reader.wait_for(lambda events: len(events) >= 1), "the stream opened with the current state"
+    for index in range(20):
+        node = cluster.nodes[index % 2]
+        action = {"type": "alert", "message": f"m{index}"} if index % 5 == 4 else {"type": "increase"}
+        assert node.act(session, action)[0] == 200
+    assert reader.wait_for(lambda events: len(events) >= 21), reader.events
+    time.sleep(0.5)   # nothing more may come: no duplicate
+    events = [event for _, event in reader.events]
+    ids = [int(event["id"]) for event in events]
+    assert ids == list(range(0, 21)), ids
+    counts = [json.loads(event["data"])["count"] for event in events if event["event"] == "state"]
+    assert counts == list(range(0, 17)), counts
+    pulses = [json.loads(event["data"]) for event in events if event["event"] == "alertMessage"]
+    assert pulses == ["m4", "m9", "m14", "m19"], pulses
+    reader.close()
+
+
+def test_a_resume_on_another_node_continues_after_last_event_id(cluster):
+    session = cluster.nodes[0].create()
+    for _ in range(5):
+        assert cluster.nodes[0].act(session, {"type": "increase"})[0] == 200
+    reader = EventReader(cluster.nodes[1].port, session, last_event_id=3)
+    assert reader.wait_for(lambda events: len(events) >= 2)
+    time.sleep(0.3)
+    assert [int(event["id"]) for _, event in reader.events] == [4, 5]
+    reader.close()
+
+
+def test_put_user_through_different_nodes_reaches_every_node_once_per_change(cluster):
+    sessions = [node.create() for node in cluster.nodes]
+    readers = [EventReader(cluster.nodes[(index + 1) % 3].port, session) for index, session in enumerate(sessions)]
+    local = [EventReader(cluster.nodes[index].port, session) for index, session in enumerate(sessions)]
+    for reader in readers + local:
+        assert reader.wait_for(lambda events: len(events) >= 1)
+    for index in range(5):
+        status, body, _ = cluster.nodes[index % 3].put_user(f"u{index}")
+        assert status == 200, body
+    expected = [None] + [f"u{index}" for index in range(5)]
+    for reader in readers + local:
+        assert reader.wait_for(lambda events: len(events) >= 6), reader.events
+    time.sleep(0.5)
+    for reader in readers + local:
+        users = [(json.loads(event["data"])["user"] or {}).get("id") for event in state_events(reader)]
+        assert users == expected, users
+        reader.close()
+    for node in cluster.nodes:
+        assert json.loads(node.request("GET", "/user")[1])["id"] == "u4"
+
+
+def load(cluster, sessions, seconds, nodes=None, record=None):
+    """Random-node increases on `sessions` from 4 threads; the 200s per session, and every other answer."""
+    oks = {session: 0 for session in sessions}
+    others = []
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def client():
+        rng = random.Random()
+        while time.monotonic() < stop:
+            session = rng.choice(sessions)
+            node = rng.choice(nodes or cluster.nodes)
+            try:
+                status, body, headers = node.act(session, {"type": "increase"}, timeout=20)
+            except OSError as error:
+                status, body, headers = None, str(error), {}
+            with lock:
+                if status == 200:
+                    oks[session] += 1
+                else:
+                    others.append((status, body, headers, node.name))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    if record:
+        record()
+    for thread in threads:
+        thread.join()
+    return oks, others
+
+
+def counts(cluster, sessions, node):
+    result = {}
+    for session in sessions:
+        status, body, _ = node.request("GET", f"/sessions/{session}")
+        assert status == 200, body
+        result[session] = json.loads(body)["state"]["count"]
+    return result
+
+
+def test_random_node_load_every_count_equals_its_200_answers(cluster):
+    sessions = [cluster.nodes[index % 3].create() for index in range(12)]
+    oks, others = load(cluster, sessions, 5)
+    assert others == [], others[:5]
+    assert sum(oks.values()) > 100
+    assert counts(cluster, sessions, cluster.nodes[1]) == oks
+
+
+def test_kill_9_of_a_node_under_load_loses_nothing_answered_and_never_404s(cluster):
+    sessions = [cluster.nodes[index % 3].create() for index in range(12)]
+    victim = cluster.nodes[0]
+    survivors = cluster.nodes[1:]
+    killed_at = []
+
+    def kill_midway():
+        time.sleep(2)
+        killed_at.append(time.monotonic())
+        victim.kill()
+
+    oks, others = load(cluster, sessions, 2 + LEASE * 2 + 4, nodes=survivors, record=kill_midway)
+    statuses = sorted({status for status, *_ in others})
+    assert 404 not in statuses, others[:5]
+    # The window while the dead node's leases run out: 503 with Retry-After, or 504 for a
+    # request it had taken when it died.
+    for status, body, headers, _ in others:
+        assert status in (503, 504), (status, body)
+        if status == 503:
+            assert "Retry-After" in headers, headers
+    unknown = sum(1 for status, *_ in others if status == 504)
+    final = counts(cluster, sessions, survivors[0])
+    for session in sessions:
+        # An answered action is never lost; an unknown outcome may or may not have been applied.
+        assert oks[session] <= final[session] <= oks[session] + unknown, (session, oks[session], final[session])
+    # Every session of the dead node is served again.
+    for session in sessions:
+        assert survivors[1].act(session, {"type": "increase"})[0] == 200
+
+
+def test_a_frozen_holder_loses_its_sessions_and_cannot_fork_them(cluster):
+    holder = cluster.nodes[0]
+    session = holder.create()
+    for _ in range(3):
+        assert holder.act(session, {"type": "increase"})[0] == 200
+    holder.signal(signal.SIGSTOP)
+    try:
+        other = cluster.nodes[1]
+        deadline = time.monotonic() + LEASE * 2 + 20
+        while time.monotonic() < deadline:
+            status, body, _ = other.act(session, {"type": "increase"}, timeout=LEASE * 2 + 12)
+            if status == 200:
+                break
+            assert status in (503, 504), body
+        assert status == 200, "another node took the session over"
+        assert json.loads(body)["state"]["count"] == 4 and json.loads(body)["version"] == 4
+        assert cluster.node_holding(session) is other
+    finally:
+        holder.signal(signal.SIGCONT)
+    # The woken node must not answer from its stale memory (count 3) nor write a fork.
+    status, body, _ = holder.act(session, {"type": "increase"})
+    assert status == 200, body
+    assert json.loads(body)["state"]["count"] == 5 and json.loads(body)["version"] == 5
+    status, body, _ = holder.request("GET", f"/sessions/{session}")
+    assert json.loads(body)["version"] == 5
+    history = cluster.postgres.sql(cluster.dsn, f"SELECT string_agg(seq::text, ',' ORDER BY seq) "
+                                                f"FROM reactord_events WHERE session = '{session}'")
+    assert history == "1,2,3,4,5", history
+
+
+def test_an_unknown_outcome_is_504_never_a_guess(cluster):
+    holder, other = cluster.nodes[0], cluster.nodes[1]
+    session = holder.create()
+    holder.signal(signal.SIGSTOP)   # the forwarded request is accepted by the kernel, never answered
+    result = []
+    thread = threading.Thread(target=lambda: result.append(other.act(session, {"type": "increase"}, timeout=30)))
+    thread.start()
+    time.sleep(1)
+    holder.kill()
+    thread.join(timeout=30)
+    status, body, _ = result[0]
+    assert status == 504, body
+    assert "unknown" in json.loads(body)["detail"]
+
+
+def test_delete_through_one_node_ends_a_subscriber_on_another(cluster):
+    session = cluster.nodes[0].create()
+    reader = EventReader(cluster.nodes[2].port, session)
+    assert reader.wait_for(lambda events: len(events) >= 1)
+    status, _, _ = cluster.nodes[1].request("DELETE", f"/sessions/{session}")
+    assert status == 204
+    assert reader.wait_for(lambda events: any(event["event"] == "end" for event in events), timeout=10)
+    end = next(event for _, event in reader.events if event["event"] == "end")
+    assert json.loads(end["data"]) == {"reason": "deleted"}
+    assert reader.closed.wait(5)
+    for node in cluster.nodes:
+        assert node.request("GET", f"/sessions/{session}")[0] == 404
+
+
+def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
+    made = Cluster(postgres, 2)
+    try:
+        session = made.nodes[0].create()
+        postgres.stop_server()
+        try:
+            time.sleep(1)
+            ready = [node.request("GET", "/readyz")[0] for node in made.nodes]
+            assert ready == [503, 503], ready
+            status, body, headers = made.nodes[1].act(session, {"type": "increase"})
+            assert status == 503 and "Retry-After" in headers, body
+            assert made.nodes[1].request("POST", "/sessions", {"reactor": "counter"})[0] == 503
+        finally:
+            postgres.start_server()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and [n.request("GET", "/readyz")[0] for n in made.nodes] != [200, 200]:
+            time.sleep(0.2)
+        assert [node.request("GET", "/readyz")[0] for node in made.nodes] == [200, 200]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            status, body, _ = made.nodes[1].act(session, {"type": "increase"})
+            if status == 200:
+                break
+            time.sleep(0.2)
+        assert status == 200, body
+        assert all(node.process.poll() is None for node in made.nodes), "nothing crashed"
+    finally:
+        made.close()
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda dsn: dsn.replace("reactord-test@", "wrong-password@"), ["password"]),
+    (lambda dsn: dsn.rsplit("/", 1)[0] + "/no_such_database", ["no_such_database"]),
+    (lambda dsn: dsn.rsplit(":", 1)[0] + ":1/reactord", ["127.0.0.1", "1"]),
+    (lambda dsn: "postgres://", ["postgres"]),
+])
+def test_a_bad_store_url_is_refused_at_start_without_the_password(postgres, change, words):
+    dsn = change(postgres.dsn)
+    run = subprocess.run([BINARY, "--store", dsn, "--port", "0"], capture_output=True, text=True, timeout=30)
+    assert run.returncode != 0
+    output = run.stdout + run.stderr
+    for word in words:
+        assert word in output, output
+    assert "reactord-test" not in output and "wrong-password" not in output, output
