@@ -450,3 +450,42 @@ def test_a_private_or_short_rsa_key_refuses_to_start(keys):
         result = subprocess.run([BINARY, "--port", "0", "--store", "memory", "--jwt-key", path],
                                 capture_output=True, text=True, timeout=20)
         assert result.returncode == 2 and "--jwt-key" in result.stderr, result.stderr
+
+
+# --- durable owners ------------------------------------------------------------------------------
+
+def test_the_owner_is_stored_with_the_session_and_checked_after_a_restart():
+    directory = tempfile.TemporaryDirectory(prefix="reactord-auth-store-")
+    store = ("--store", f"sqlite:{directory.name}/auth.sqlite")
+    alice, bob = token("alice"), token("bob")
+    server = Server("--jwt-secret", SECRET, *store)
+    try:
+        status, _, created = server.create(alice)
+        assert status == 201, created
+        session = created["session"]
+        assert server.request("POST", "/action", {"session": session, "action": {"type": "increase"}}, alice)[0] == 200
+    finally:
+        assert server.stop() == 0
+    server = Server("--jwt-secret", SECRET, *store)
+    try:
+        # Restored from the store on first use, by whichever request comes first: the owner's check holds.
+        assert_problem(*server.request("GET", f"/sessions/{session}", bearer=bob), 403)
+        status, _, body = server.request("GET", f"/sessions/{session}", bearer=alice)
+        assert status == 200 and json.loads(body)["state"]["count"] == 1, body
+        assert_problem(*server.open_stream(session, query_token=bob), 403)
+        assert_problem(*server.request("DELETE", f"/sessions/{session}", bearer=bob), 403)
+        assert server.request("DELETE", f"/sessions/{session}", bearer=alice)[0] == 204
+    finally:
+        assert_no_token_leaked(server)
+    # Made in open mode, it has no owner: nobody may use it once authentication is on.
+    server = Server(*store)
+    try:
+        session = server.create()[2]["session"]
+    finally:
+        server.stop()
+    server = Server("--jwt-secret", SECRET, *store)
+    try:
+        problem = assert_problem(*server.request("GET", f"/sessions/{session}", bearer=alice), 403)
+        assert "no owner" in problem["detail"]
+    finally:
+        server.stop()
