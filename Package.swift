@@ -44,8 +44,15 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // libpq, PostgreSQL's own client: blocking calls suit the store's writer thread, and
+        // its URI passes sslmode and the rest straight through; no package to build.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         // The store seam and its engines; SQL lives here and nowhere else.
-        .target(name: "ReactorStore", dependencies: ["CSQLite"]),
+        .target(name: "ReactorStore", dependencies: ["CSQLite", "CLibPQ"]),
         .target(
             name: "ReactorService",
             dependencies: [
@@ -77,7 +84,7 @@ let package = Package(
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
         .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
-        .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore"]),
+        .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore", "TestSupport"]),
         // The raw-socket test clients, one piece of code shared by the HTTP test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),

@@ -1,10 +1,13 @@
-/// Which store a server uses, as `--store` names it: `memory`, `sqlite:PATH` or
-/// `sqlite:PATH?sync=full`.
+/// Which store a server uses, as `--store` names it: `memory`, `sqlite:PATH`,
+/// `sqlite:PATH?sync=full` or `postgres://user:password@host:port/db` (cluster mode).
 public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
     /// Nothing outlives the process.
     case memory
     /// An embedded SQLite database file, one process at a time.
     case sqlite(path: String, sync: SQLiteSync = .normal)
+    /// A PostgreSQL database several nodes share: a libpq URI (`postgres://` or
+    /// `postgresql://`), its options (`sslmode` and the rest) passed through to libpq.
+    case postgres(url: String)
 
     /// Reads `memory` or `sqlite:PATH[?sync=normal|full]` (a relative path is the working
     /// directory's).
@@ -24,8 +27,11 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
             }
             guard !path.isEmpty else { throw .cannotOpen("'sqlite:' needs a file path, e.g. sqlite:reactord.sqlite") }
             self = .sqlite(path: String(path), sync: sync)
+        } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            self = .postgres(url: text)
         } else {
-            throw .cannotOpen("unknown store '\(text)'; expected 'memory' or 'sqlite:PATH'")
+            throw .cannotOpen("unknown store '\(Self.redacted(text))'; expected 'memory', 'sqlite:PATH' or "
+                + "'postgres://user:password@host:port/db'")
         }
     }
 
@@ -34,16 +40,67 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
         case .memory: "memory"
         case let .sqlite(path, .normal): "sqlite:\(path)"
         case let .sqlite(path, sync): "sqlite:\(path)?sync=\(sync.rawValue)"
+        case let .postgres(url): Self.redacted(url)
         }
     }
 
     /// Opens the store's engine; nil for `memory`, which keeps sessions in the process alone.
-    /// `leaseDuration`: a shared store's lease on a session, in seconds.
+    /// `leaseDuration`: seconds a shared store's lease lasts without renewal (PostgreSQL only).
     public func open(leaseDuration: Double = 5) throws(StoreError) -> (any StoreEngine)? {
         switch self {
         case .memory: nil
         case let .sqlite(path, sync): try SQLiteStore(path: path, sync: sync)
+        case let .postgres(url): try PostgresStore(url: url, leaseDuration: leaseDuration)
         }
+    }
+
+    /// The URI's password as written (percent-encoded) and as libpq reads it (decoded), from
+    /// its user info or a `password=` option; empty when it has none.
+    static func passwords(in url: String) -> [String] {
+        var found: [String] = []
+        if let range = passwordRange(in: url) { found.append(String(url[range])) }
+        if let query = url.firstIndex(of: "?") {
+            for option in url[url.index(after: query)...].split(separator: "&") where option.hasPrefix("password=") {
+                found.append(String(option.dropFirst("password=".count)))
+            }
+        }
+        found = found.filter { !$0.isEmpty }
+        return found + found.map(percentDecoded).filter { !found.contains($0) }
+    }
+
+    /// The URI with its password (user info or `password=` option) replaced by `***`.
+    static func redacted(_ url: String) -> String {
+        var text = url
+        if let range = passwordRange(in: text) { text.replaceSubrange(range, with: "***") }
+        guard let query = text.firstIndex(of: "?") else { return text }
+        let options = text[text.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix("password=") ? "password=***" : String($0) }
+        return text[...query] + options.joined(separator: "&")
+    }
+
+    /// Where the password sits in `scheme://user:password@host…`.
+    private static func passwordRange(in url: String) -> Range<String.Index>? {
+        guard let scheme = url.firstRange(of: "://") else { return nil }
+        let rest = url[scheme.upperBound...]
+        let authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex)]
+        guard let at = authority.lastIndex(of: "@"),
+              let colon = authority[..<at].firstIndex(of: ":") else { return nil }
+        return authority.index(after: colon)..<at
+    }
+
+    private static func percentDecoded(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        var input = Array(text.utf8)[...]
+        while let byte = input.popFirst() {
+            if byte == UInt8(ascii: "%"), input.count >= 2,
+               let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16) {
+                bytes.append(value)
+                input = input.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

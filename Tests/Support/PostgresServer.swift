@@ -48,6 +48,7 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     private init() throws {
+        Self.stopLeftovers()
         let port = try Self.freePort()
         let directory = "/tmp/reactord-pg-\(getpid())-\(port)"
         self.port = port
@@ -58,6 +59,16 @@ public final class PostgresServer: @unchecked Sendable {
             let reason = "PostgreSQL is not installed (scripts/setup installs it): " + failure.description
             print("skipped: \(reason)")
             throw Unavailable(reason: reason)
+        }
+    }
+
+    /// Servers of test processes that died before their atexit (a crash, kill -9).
+    private static func stopLeftovers() {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+        for entry in entries where entry.hasPrefix("reactord-pg-") && !entry.hasPrefix("reactord-pg-run-") {
+            let fields = entry.split(separator: "-")
+            guard fields.count == 4, let pid = Int32(fields[2]), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            _ = try? run(["stop", "/tmp/" + entry])
         }
     }
 
@@ -91,23 +102,31 @@ public final class PostgresServer: @unchecked Sendable {
         return url.appendingPathComponent("scripts/postgres-test-server").path
     }()
 
+    /// Runs the script with its output in files: Foundation's Process waited forever here
+    /// once the server it started outlived the script.
     private static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: scriptPath)
-        process.arguments = arguments
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        // Read before waiting: a full pipe would block the script.
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failed(description: "exit \(process.terminationStatus): postgres-test-server \(arguments.joined(separator: " ")): "
-                + String(decoding: err, as: UTF8.self))
+        let base = "/tmp/reactord-pg-run-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        defer { unlink(base + ".out"); unlink(base + ".err") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, base + ".out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, base + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv = ([scriptPath] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, scriptPath, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw Failed(description: "cannot run \(scriptPath): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let out = (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? ""
+        let err = (try? String(contentsOfFile: base + ".err", encoding: .utf8)) ?? ""
+        let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        guard code == 0 else {
+            throw Failed(description: "exit \(code): postgres-test-server \(arguments.joined(separator: " ")): \(err)")
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 
     /// A port the kernel just handed out on 127.0.0.1, closed again for the server to take.

@@ -41,15 +41,16 @@ def test_a_subscriber_on_another_node_sees_every_change_in_order_and_each_pulse_
         node = cluster.nodes[index % 2]
         action = {"type": "alert", "message": f"m{index}"} if index % 5 == 4 else {"type": "increase"}
         assert node.act(session, action)[0] == 200
-    assert reader.wait_for(lambda events: len(events) >= 21), reader.events
+    # 16 increases (a state each) and 4 alerts (a state with the new alertMessage, then its pulse).
+    assert reader.wait_for(lambda events: len(events) >= 25), reader.events
     time.sleep(0.5)   # nothing more may come: no duplicate
     events = [event for _, event in reader.events]
     ids = [int(event["id"]) for event in events]
-    assert ids == list(range(0, 21)), ids
+    assert ids == list(range(0, 25)), ids
     counts = [json.loads(event["data"])["count"] for event in events if event["event"] == "state"]
-    assert counts == list(range(0, 17)), counts
-    pulses = [json.loads(event["data"]) for event in events if event["event"] == "alertMessage"]
-    assert pulses == ["m4", "m9", "m14", "m19"], pulses
+    assert sorted(set(counts)) == list(range(0, 17)) and counts == sorted(counts), counts
+    pulses = [json.loads(event["data"]) for event in events if event["event"] == "pulse"]
+    assert pulses == [{"name": "alertMessage", "value": f"m{index}"} for index in (4, 9, 14, 19)], pulses
     reader.close()
 
 

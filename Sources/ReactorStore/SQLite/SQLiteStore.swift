@@ -99,6 +99,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
+    @discardableResult
     public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
         writeLock.lock()
         defer { writeLock.unlock() }

@@ -1,0 +1,148 @@
+import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A failed libpq call: PostgreSQL's message, its SQLSTATE when the server sent one, and
+/// whether the connection itself is gone (then it is dropped and a new one made).
+struct PostgresError: Error, CustomStringConvertible {
+    var message: String
+    var sqlState: String?
+    var connectionLost: Bool
+    var description: String { message }
+}
+
+/// One blocking libpq connection. Not thread-safe: its owner serialises the calls (the store
+/// gives each call a connection of its own). C stays in this file.
+final class PostgresConnection {
+    private let handle: OpaquePointer
+    /// Scrubbed from every message: libpq seldom repeats a password, but a DSN in an error can.
+    private let secrets: [String]
+
+    /// Connects with a `postgres://` URI (libpq passes `sslmode` and the rest through).
+    init(uri: String, secrets: [String], connectTimeout: Int = 5) throws(PostgresError) {
+        self.secrets = secrets
+        // Ours first: a setting in the URI overrides them (libpq's expand_dbname order).
+        // Keepalives find a server that vanished without closing the connection (a partition).
+        let settings = [("connect_timeout", String(connectTimeout)), ("application_name", "reactord"),
+                        ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+                        ("dbname", uri)]
+        let keywords = settings.map { Optional($0.0) } + [nil]
+        let values = settings.map { Optional($0.1) } + [nil]
+        let connection = Self.withCStrings(keywords) { keywordPointers in
+            Self.withCStrings(values) { valuePointers in
+                PQconnectdbParams(keywordPointers, valuePointers, 1)
+            }
+        }
+        guard let connection else { throw PostgresError(message: "out of memory", sqlState: nil, connectionLost: true) }
+        handle = connection
+        // libpq prints notices (and a server's farewell) to stderr by default; the errors that
+        // matter reach the caller as PostgresError, so the rest stays out of reactord's output.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = Self.scrub(String(cString: PQerrorMessage(connection)), secrets)
+            // deinit finishes the connection
+            throw PostgresError(message: message.trimmingTrailingNewlines, sqlState: nil, connectionLost: true)
+        }
+    }
+
+    deinit { PQfinish(handle) }
+
+    var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
+
+    /// Runs one statement with text parameters `$1…` (nil is NULL).
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresResult {
+        let result: OpaquePointer?
+        if parameters.isEmpty {
+            // Without parameters libpq takes several statements at once (the schema's migrations).
+            result = PQexec(handle, sql)
+        } else {
+            result = Self.withCStrings(parameters) { pointers in
+                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            }
+        }
+        guard let result else { throw failure(nil) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let error = failure(result)
+            PQclear(result)
+            throw error
+        }
+        return PostgresResult(result)
+    }
+
+    /// The socket to poll for notifications.
+    var socket: Int32 { PQsocket(handle) }
+
+    /// Reads what the server sent; false when the connection is gone.
+    func consumeInput() -> Bool { PQconsumeInput(handle) == 1 && !isBroken }
+
+    /// The next notification received: (channel, payload).
+    func nextNotification() -> (channel: String, payload: String)? {
+        guard let notify = PQnotifies(handle) else { return nil }
+        defer { PQfreemem(notify) }
+        return (String(cString: notify.pointee.relname), String(cString: notify.pointee.extra))
+    }
+
+    private func failure(_ result: OpaquePointer?) -> PostgresError {
+        var message = String(cString: result.map { PQresultErrorMessage($0) } ?? PQerrorMessage(handle))
+        if message.isEmpty { message = String(cString: PQerrorMessage(handle)) }
+        var sqlState: String?
+        if let result, let field = PQresultErrorField(result, Int32(UInt8(ascii: "C"))) {
+            sqlState = String(cString: field)
+        }
+        // Class 08 is a connection exception, 57P0x the server shutting down or restarting.
+        let lost = isBroken || sqlState?.hasPrefix("08") == true || sqlState?.hasPrefix("57P0") == true
+        return PostgresError(message: Self.scrub(message, secrets).trimmingTrailingNewlines, sqlState: sqlState,
+                             connectionLost: lost)
+    }
+
+    static func scrub(_ message: String, _ secrets: [String]) -> String {
+        secrets.reduce(message) { $1.isEmpty ? $0 : $0.replacing($1, with: "***") }
+    }
+
+    /// Calls `body` with a C array of copies of `strings` (nil stays NULL), freed afterwards.
+    private static func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        let copies = strings.map { $0.flatMap { strdup($0) } }
+        defer { copies.forEach { free($0) } }
+        return body(copies.map { $0.map { UnsafePointer($0) } })
+    }
+}
+
+/// A statement's rows; text columns read as strings or bytes (NULL is nil).
+final class PostgresResult {
+    private let result: OpaquePointer
+
+    init(_ result: OpaquePointer) { self.result = result }
+    deinit { PQclear(result) }
+
+    var count: Int { Int(PQntuples(result)) }
+
+    func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(result, Int32(row), Int32(column)) == 1 }
+
+    func string(_ row: Int, _ column: Int) -> String? {
+        isNull(row, column) ? nil : String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+    }
+
+    func bytes(_ row: Int, _ column: Int) -> [UInt8]? {
+        if isNull(row, column) { return nil }
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        guard let value = PQgetvalue(result, Int32(row), Int32(column)) else { return [] }
+        return value.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+
+    func int64(_ row: Int, _ column: Int) -> Int64? { string(row, column).flatMap { Int64($0) } }
+
+    func double(_ row: Int, _ column: Int) -> Double? { string(row, column).flatMap { Double($0) } }
+
+    func bool(_ row: Int, _ column: Int) -> Bool { string(row, column) == "t" }
+}
+
+extension String {
+    var trimmingTrailingNewlines: String {
+        var text = Substring(self)
+        while let last = text.last, last == "\n" || last == " " { text = text.dropLast() }
+        return String(text)
+    }
+}

@@ -1,0 +1,115 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The store's wake-ups: a connection of its own on a thread of its own, `LISTEN reactord`,
+/// polling its socket. A lost connection is made again with backoff, then `.reconnected` tells
+/// the service that anything may have been missed meanwhile.
+final class PostgresListener: @unchecked Sendable {
+    static let channel = "reactord"
+
+    private let connect: () throws(PostgresError) -> PostgresConnection
+    private let wake: @Sendable (StoreWakeup) -> Void
+    private let lock = StoreLock()
+    private var stopped = false   // guarded by lock
+    private var thread: pthread_t?
+
+    init(connect: @escaping () throws(PostgresError) -> PostgresConnection,
+         wake: @escaping @Sendable (StoreWakeup) -> Void) {
+        self.connect = connect
+        self.wake = wake
+    }
+
+    func start() {
+        let box = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        pthread_create(&thread, nil, { argument in
+            let listener = Unmanaged<PostgresListener>.fromOpaque(argument!).takeRetainedValue()
+            listener.run()
+            return nil
+        }, box)
+        self.thread = thread
+    }
+
+    /// Stops the thread and waits for it (at most one poll interval).
+    func stop() {
+        lock.lock()
+        stopped = true
+        lock.unlock()
+        if let thread {
+            pthread_join(thread, nil)
+            self.thread = nil
+        }
+    }
+
+    private var isStopped: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopped
+    }
+
+    private func run() {
+        var connection: PostgresConnection?
+        var backoff = 0.1
+        var missed = false
+        while !isStopped {
+            guard let listening = connection else {
+                do {
+                    let fresh = try connect()
+                    try fresh.execute("LISTEN \(Self.channel)")
+                    connection = fresh
+                    backoff = 0.1
+                    if missed {
+                        missed = false
+                        wake(.reconnected)
+                    }
+                } catch {
+                    missed = true
+                    pause(backoff)
+                    backoff = min(backoff * 2, 2)
+                }
+                continue
+            }
+            while let notification = listening.nextNotification() {
+                if notification.channel == Self.channel, let wakeup = Self.parse(notification.payload) { wake(wakeup) }
+            }
+            var descriptor = pollfd(fd: listening.socket, events: Int16(POLLIN), revents: 0)
+            // Short enough that `stop` is quick; a notification wakes the poll at once.
+            let ready = poll(&descriptor, 1, 250)
+            if ready < 0 && errno == EINTR { continue }
+            if ready != 0 && !listening.consumeInput() {
+                connection = nil
+                missed = true
+            }
+        }
+    }
+
+    /// Sleeps `seconds` in slices, returning early when stopped.
+    private func pause(_ seconds: Double) {
+        var left = seconds
+        while left > 0 && !isStopped {
+            usleep(UInt32(min(left, 0.05) * 1_000_000))
+            left -= 0.05
+        }
+    }
+
+    /// `e <seq> <sentAt> <id>`, `d <reason> <id>` (the reason may hold spaces; ids never do)
+    /// or `u <version>`.
+    static func parse(_ payload: String) -> StoreWakeup? {
+        let parts = payload.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+        switch parts.first {
+        case "e":
+            guard parts.count == 4, let seq = UInt64(parts[1]), let sentAt = Double(parts[2]) else { return nil }
+            return .events(session: String(parts[3]), seq: seq, sentAt: sentAt)
+        case "d":
+            let rest = payload.dropFirst(2)
+            guard let space = rest.lastIndex(of: " ") else { return nil }
+            return .ended(session: String(rest[rest.index(after: space)...]), reason: String(rest[..<space]))
+        case "u":
+            guard parts.count == 2, let version = UInt64(parts[1]) else { return nil }
+            return .user(version: version)
+        default:
+            return nil
+        }
+    }
+}

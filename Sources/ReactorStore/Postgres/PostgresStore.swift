@@ -1,0 +1,630 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The cluster engine: one PostgreSQL database several nodes share. `commit` goes through one
+/// connection (the service calls it from one thread) in one statement per batch whatever its
+/// size; reads, claims and renewals through a small pool; wake-ups through a listener
+/// connection. A broken connection is made again on the next call, so a node rides out a
+/// PostgreSQL restart by itself (calls throw `.unavailable` meanwhile).
+///
+/// Leases: the database's clock decides expiry (`lease_until`), so node clocks do not matter;
+/// each node also keeps, per lease, its fence and a deadline on its own monotonic clock, taken
+/// before the statement that set the lease was sent, less a margin: `holds` turns false
+/// before any other node can take the session over.
+public final class PostgresStore: ClusterStore, @unchecked Sendable {
+    public let name: String
+    public let nodeID: String
+    public let leaseDuration: Double
+    /// How long before the lease's expiry, by this node's clock, it stops counting on it.
+    private let margin: Double
+    private let url: String
+    private let secrets: [String]
+
+    private let writeLock = StoreLock()
+    private var writer: PostgresConnection?   // guarded by writeLock; nil until (re)connected
+    private let pool: PostgresPool
+
+    private struct Lease {
+        var fence: Int64
+        /// Monotonic seconds: the lease counts until then.
+        var validUntil: Double
+        /// Monotonic seconds when it was taken (a renewal started earlier says nothing of it).
+        var since: Double
+    }
+
+    private let leaseLock = StoreLock()
+    // Guarded by leaseLock.
+    private var leases: [String: Lease] = [:]
+    private var address = ""
+    private var listener: PostgresListener?
+    private var closed = false
+
+    /// Connects to `url` (a libpq URI) and creates or migrates the schema. Refuses, naming the
+    /// server, database and user but never the password: an unreachable server, a failed
+    /// login, a missing database, a schema of a newer reactord.
+    public init(url: String, leaseDuration: Double = 5, poolSize: Int = 3) throws(StoreError) {
+        self.url = url
+        name = StoreLocation.postgres(url: url).description
+        secrets = StoreLocation.passwords(in: url)
+        self.leaseDuration = leaseDuration
+        margin = min(1, leaseDuration / 4)
+        nodeID = (0..<2).map { _ in String(UInt64.random(in: .min ... .max), radix: 16) }.joined(separator: "-")
+        let connect = Self.connector(url: url, secrets: secrets)
+        pool = PostgresPool(limit: max(1, poolSize), connect: connect)
+        do {
+            let writer = try connect()
+            try PostgresSchema.migrate(writer, database: name)
+            self.writer = writer
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw .cannotOpen("cannot open the store \(name): \(error)")
+        }
+    }
+
+    deinit { close() }
+
+    // MARK: - StoreEngine
+
+    public func loadUser() throws(StoreError) -> [UInt8]? {
+        try reading { connection in
+            try connection.execute("SELECT data FROM reactord_user WHERE id = 1").bytes(0, 0)
+        }
+    }
+
+    public func sessionCount() throws(StoreError) -> Int {
+        try reading { connection in
+            Int(try connection.execute("SELECT count(*) FROM reactord_sessions").int64(0, 0) ?? 0)
+        }
+    }
+
+    public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
+        try reading { connection in
+            let rows = try connection.execute("""
+                SELECT s.kind, s.owner, s.state, s.version, s.created_at, s.last_active, e.seq, e.pulse, e.data
+                FROM reactord_sessions s
+                LEFT JOIN reactord_events e ON e.session = s.id AND e.seq > s.version - $2
+                WHERE s.id = $1 ORDER BY e.seq
+                """, [id, String(historyLength)])
+            return Self.storedSession(id, rows)
+        }
+    }
+
+    public func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] {
+        try reading { connection in
+            // A session some node holds live is in use there, whatever its stored time says.
+            let rows = try connection.execute("""
+                SELECT id FROM reactord_sessions
+                WHERE last_active < $1 AND (holder IS NULL OR lease_until < now()) LIMIT $2
+                """, [String(time), String(limit)])
+            return (0..<rows.count).compactMap { rows.string($0, 0) }
+        }
+    }
+
+    @discardableResult
+    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        let steps = Self.plan(changes)
+        if steps.isEmpty { return [] }
+        let connection = try writerConnection()
+        // One statement commits by itself; several share a transaction.
+        let transaction = steps.count > 1
+        var outcome = CommitOutcome()
+        do {
+            if transaction { try connection.execute("BEGIN") }
+            for step in steps {
+                switch step {
+                case let .sessions(writes): try write(writes, historyLength: historyLength, on: connection, into: &outcome)
+                case let .delete(id, reason): try delete(id, reason: reason, on: connection, into: &outcome)
+                case let .user(json): try writeUser(json, on: connection)
+                }
+            }
+            if transaction { try connection.execute("COMMIT") }
+        } catch {
+            if transaction && !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
+            if connection.isBroken { writer = nil }
+            throw storeError(error)
+        }
+        leaseLock.lock()
+        for (id, lease) in outcome.taken { leases[id] = lease }
+        for id in outcome.dropped { leases[id] = nil }
+        leaseLock.unlock()
+        return outcome.refused
+    }
+
+    public func close() {
+        leaseLock.lock()
+        let wasOpen = !closed
+        closed = true
+        let held = Array(leases.keys)
+        let listener = self.listener
+        self.listener = nil
+        leaseLock.unlock()
+        guard wasOpen else { return }
+        releaseInDatabase(held)
+        listener?.stop()
+        pool.close()
+        writeLock.lock()
+        writer = nil
+        writeLock.unlock()
+    }
+
+    // MARK: - ClusterStore
+
+    public func advertise(_ address: String) {
+        leaseLock.lock()
+        self.address = address
+        leaseLock.unlock()
+    }
+
+    public func claim(_ id: String, historyLength: Int) throws(StoreError) -> SessionClaim {
+        let address = currentAddress()
+        for _ in 0..<3 {
+            let started = monotonicNow()
+            let claimed: (StoredSession?, Int64, String?, Bool) = try reading { connection in
+                let rows = try connection.execute("""
+                    WITH c AS (
+                        UPDATE reactord_sessions
+                        SET holder = $2, holder_address = $3,
+                            fence = CASE WHEN holder = $2 THEN fence ELSE fence + 1 END,
+                            lease_until = now() + $4::float8 * interval '1 second'
+                        WHERE id = $1 AND (holder IS NULL OR holder = $2 OR lease_until < now())
+                        RETURNING kind, owner, state, version, created_at, last_active, fence)
+                    SELECT c.kind, c.owner, c.state, c.version, c.created_at, c.last_active, e.seq, e.pulse, e.data,
+                           c.fence
+                    FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
+                    ORDER BY e.seq
+                    """, [id, nodeID, address, String(leaseDuration), String(historyLength)])
+                if let session = Self.storedSession(id, rows) {
+                    return (session, rows.int64(0, 9) ?? 0, nil, false)
+                }
+                let holder = try connection.execute("""
+                    SELECT holder_address, holder IS NOT NULL AND lease_until >= now() FROM reactord_sessions WHERE id = $1
+                    """, [id])
+                return (nil, 0, holder.count == 0 ? nil : holder.string(0, 0) ?? "", holder.count > 0 && holder.bool(0, 1))
+            }
+            if let session = claimed.0 {
+                leaseLock.lock()
+                leases[id] = Lease(fence: claimed.1, validUntil: started + leaseDuration - margin, since: started)
+                leaseLock.unlock()
+                return .taken(session)
+            }
+            guard let holderAddress = claimed.2 else { return .missing }
+            if claimed.3 { return .heldElsewhere(address: holderAddress) }
+            // The lease passed between the two statements: try again.
+        }
+        throw .unavailable("could not claim session \(id): its lease kept changing hands")
+    }
+
+    public func holds(_ id: String) -> Bool {
+        leaseLock.lock()
+        defer { leaseLock.unlock() }
+        guard let lease = leases[id] else { return false }
+        return monotonicNow() < lease.validUntil
+    }
+
+    public func renewLeases() throws(StoreError) -> [String] {
+        let started = monotonicNow()
+        leaseLock.lock()
+        let held = leases.map { ($0.key, $0.value.fence) }
+        leaseLock.unlock()
+        if held.isEmpty { return [] }
+        // Only leases this node still counts as its own: one it let go of locally runs out.
+        let renewed: [String: Int64] = try reading { connection in
+            let rows = try connection.execute("""
+                UPDATE reactord_sessions SET lease_until = now() + $2::float8 * interval '1 second'
+                WHERE holder = $1 AND id = ANY($3::text[]) RETURNING id, fence
+                """, [nodeID, String(leaseDuration), Self.array(strings: held.map(\.0))])
+            var renewed: [String: Int64] = [:]
+            for row in 0..<rows.count { renewed[rows.string(row, 0) ?? ""] = rows.int64(row, 1) }
+            return renewed
+        }
+        var lost: [String] = []
+        leaseLock.lock()
+        for (id, _) in held {
+            guard var lease = leases[id] else { continue }
+            if let fence = renewed[id], fence == lease.fence {
+                lease.validUntil = max(lease.validUntil, started + leaseDuration - margin)
+                leases[id] = lease
+            } else if lease.since < started {
+                leases[id] = nil
+                lost.append(id)
+            }
+        }
+        leaseLock.unlock()
+        return lost
+    }
+
+    public func release(_ ids: [String]) {
+        leaseLock.lock()
+        for id in ids { leases[id] = nil }
+        leaseLock.unlock()
+        releaseInDatabase(ids)
+    }
+
+    public func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents? {
+        try reading { connection in
+            // One statement, one snapshot: the events and the state agree.
+            let rows = try connection.execute("""
+                SELECT s.state, s.version, e.seq, e.pulse, e.data FROM reactord_sessions s
+                LEFT JOIN LATERAL (
+                    SELECT seq, pulse, data FROM reactord_events
+                    WHERE session = s.id AND seq > $2 ORDER BY seq LIMIT $3) e ON true
+                WHERE s.id = $1 ORDER BY e.seq
+                """, [id, String(seq), String(limit)])
+            guard rows.count > 0 else { return nil }
+            var result = SessionEvents(version: UInt64(clamping: rows.int64(0, 1) ?? 0), stateJSON: rows.bytes(0, 0) ?? [],
+                                       events: [])
+            for row in 0..<rows.count where !rows.isNull(row, 2) {
+                result.events.append(StoredEvent(seq: UInt64(clamping: rows.int64(row, 2) ?? 0), pulse: rows.string(row, 3),
+                                                 json: rows.bytes(row, 4) ?? []))
+            }
+            return result
+        }
+    }
+
+    public func versions(of ids: [String]) throws(StoreError) -> [String: UInt64] {
+        if ids.isEmpty { return [:] }
+        return try reading { connection in
+            let rows = try connection.execute("SELECT id, version FROM reactord_sessions WHERE id = ANY($1::text[])",
+                                              [Self.array(strings: ids)])
+            var versions: [String: UInt64] = [:]
+            for row in 0..<rows.count {
+                versions[rows.string(row, 0) ?? ""] = UInt64(clamping: rows.int64(row, 1) ?? 0)
+            }
+            return versions
+        }
+    }
+
+    public func touch(_ ids: [String]) throws(StoreError) {
+        if ids.isEmpty { return }
+        _ = try reading { connection in
+            try connection.execute("""
+                UPDATE reactord_sessions SET last_active = $2 WHERE id = ANY($1::text[]) AND last_active < $2
+                """, [Self.array(strings: ids), String(wallClockNow())])
+        }
+    }
+
+    public func userChanges(after version: UInt64) throws(StoreError) -> [UserChange] {
+        try reading { connection in
+            let rows = try connection.execute(
+                "SELECT version, data FROM reactord_user_changes WHERE version > $1 ORDER BY version", [String(version)])
+            return (0..<rows.count).map {
+                UserChange(version: UInt64(clamping: rows.int64($0, 0) ?? 0), json: rows.bytes($0, 1))
+            }
+        }
+    }
+
+    public func listen(_ wake: @escaping @Sendable (StoreWakeup) -> Void) {
+        let listener = PostgresListener(connect: Self.connector(url: url, secrets: secrets, timeout: 2), wake: wake)
+        leaseLock.lock()
+        guard !closed, self.listener == nil else {
+            leaseLock.unlock()
+            return
+        }
+        self.listener = listener
+        leaseLock.unlock()
+        listener.start()
+    }
+
+    // MARK: - Commit
+
+    private enum Step {
+        case sessions([SessionWrite])
+        case delete(id: String, reason: String)
+        case user([UInt8]?)
+    }
+
+    private struct CommitOutcome {
+        var refused: Set<String> = []
+        var taken: [String: Lease] = [:]
+        var dropped: Set<String> = []
+    }
+
+    /// The batch as few statements: every session write in one (a session written several
+    /// times counts once, with its last state and all its events), a delete or a user change
+    /// on its own. A delete of a session written earlier in the batch comes after that write.
+    private static func plan(_ changes: [StoreChange]) -> [Step] {
+        var steps: [Step] = []
+        var pending: [SessionWrite] = []
+        var index: [String: Int] = [:]
+        func flush() {
+            if !pending.isEmpty { steps.append(.sessions(pending)) }
+            pending = []
+            index = [:]
+        }
+        for change in changes {
+            switch change {
+            case let .session(write):
+                if let at = index[write.id] {
+                    var merged = pending[at]
+                    merged.stateJSON = write.stateJSON
+                    merged.version = write.version
+                    merged.lastActive = write.lastActive ?? merged.lastActive
+                    merged.events += write.events
+                    pending[at] = merged
+                } else {
+                    index[write.id] = pending.count
+                    pending.append(write)
+                }
+            case let .delete(id, reason):
+                if index[id] != nil { flush() }
+                steps.append(.delete(id: id, reason: reason))
+            case let .user(json):
+                steps.append(.user(json))
+            }
+        }
+        flush()
+        return steps
+    }
+
+    private static let trimStep: Int64 = 64
+
+    private static let writeSessions = """
+        WITH u AS (
+            SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[], $8::float8[], $9::bigint[])
+                AS u(id, state, version, last_active, fence)),
+        updated AS (
+            UPDATE reactord_sessions s
+            SET state = u.state, version = u.version, last_active = coalesce(u.last_active, s.last_active)
+            FROM u WHERE s.id = u.id AND s.holder = $1 AND s.fence = u.fence
+            RETURNING s.id),
+        inserted AS (
+            INSERT INTO reactord_sessions
+                (id, kind, owner, state, version, created_at, last_active, holder, holder_address, lease_until, fence)
+            SELECT n.id, n.kind, n.owner, n.state, n.version, n.created_at, n.last_active, $1, $2,
+                   now() + $3::float8 * interval '1 second', 1
+            FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::float8[], $16::float8[])
+                AS n(id, kind, owner, state, version, created_at, last_active)
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id),
+        written AS (SELECT id FROM updated UNION ALL SELECT id FROM inserted),
+        added AS (
+            INSERT INTO reactord_events (session, seq, pulse, data)
+            SELECT e.session, e.seq, e.pulse, e.data
+            FROM unnest($17::text[], $18::bigint[], $19::text[], $20::text[]) AS e(session, seq, pulse, data)
+            WHERE e.session IN (SELECT id FROM written)
+            ON CONFLICT (session, seq) DO UPDATE SET pulse = excluded.pulse, data = excluded.data),
+        trimmed AS (
+            DELETE FROM reactord_events d USING unnest($21::text[], $22::bigint[]) AS t(session, upto)
+            WHERE d.session = t.session AND d.seq <= t.upto AND t.session IN (SELECT id FROM written))
+        SELECT w.id, CASE WHEN x.seq IS NOT NULL THEN pg_notify('reactord', 'e ' || x.seq || ' ' || $4 || ' ' || w.id) END
+        FROM written w LEFT JOIN unnest($23::text[], $24::bigint[]) AS x(id, seq) ON x.id = w.id
+        """
+
+    /// Every session write of the batch in one statement: the fence check in the UPDATE's
+    /// WHERE, events inserted only for the sessions it wrote, one notification per session.
+    private func write(_ writes: [SessionWrite], historyLength: Int, on connection: PostgresConnection,
+                       into outcome: inout CommitOutcome) throws {
+        leaseLock.lock()
+        let fences = writes.map { $0.isNew ? 0 : leases[$0.id]?.fence }
+        let address = self.address
+        leaseLock.unlock()
+        var updates = (ids: [String?](), states: [String?](), versions: [String?](), lastActive: [String?](),
+                       fences: [String?]())
+        var news = (ids: [String?](), kinds: [String?](), owners: [String?](), states: [String?](), versions: [String?](),
+                    createdAt: [String?](), lastActive: [String?]())
+        var events = (sessions: [String?](), seqs: [String?](), pulses: [String?](), data: [String?]())
+        var trims = (sessions: [String?](), upto: [String?]())
+        var notify = (ids: [String?](), seqs: [String?]())
+        var sent: [String] = []
+        for (write, fence) in zip(writes, fences) {
+            let version = Int64(clamping: write.version)
+            if write.isNew {
+                news.ids.append(write.id)
+                news.kinds.append(write.kind)
+                news.owners.append(write.owner)
+                news.states.append(String(decoding: write.stateJSON, as: UTF8.self))
+                news.versions.append(String(version))
+                news.createdAt.append(String(write.createdAt))
+                news.lastActive.append(String(write.lastActive ?? write.createdAt))
+            } else if let fence {
+                updates.ids.append(write.id)
+                updates.states.append(String(decoding: write.stateJSON, as: UTF8.self))
+                updates.versions.append(String(version))
+                updates.lastActive.append(write.lastActive.map { String($0) })
+                updates.fences.append(String(fence))
+            } else {
+                // This node does not hold it (never took it, or lost it): nothing of it is written.
+                outcome.refused.insert(write.id)
+                continue
+            }
+            sent.append(write.id)
+            guard let last = write.events.last else { continue }
+            notify.ids.append(write.id)
+            notify.seqs.append(String(last.seq))
+            guard historyLength > 0 else { continue }
+            // Only what the history keeps: the trim below never meets a row inserted here.
+            let oldestKept = version - Int64(historyLength)
+            for event in write.events where Int64(clamping: event.seq) > oldestKept {
+                events.sessions.append(write.id)
+                events.seqs.append(String(event.seq))
+                events.pulses.append(event.pulse)
+                events.data.append(String(decoding: event.json, as: UTF8.self))
+            }
+            // Trimmed in steps of `trimStep` events, as the SQLite engine does.
+            let previous = Int64(clamping: write.events[0].seq) - 1 - Int64(historyLength)
+            if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
+                trims.sessions.append(write.id)
+                trims.upto.append(String(oldestKept))
+            }
+        }
+        if sent.isEmpty { return }
+        let started = monotonicNow()
+        let columns: [[String?]] = [
+            updates.ids, updates.states, updates.versions, updates.lastActive, updates.fences,
+            news.ids, news.kinds, news.owners, news.states, news.versions, news.createdAt, news.lastActive,
+            events.sessions, events.seqs, events.pulses, events.data,
+            trims.sessions, trims.upto, notify.ids, notify.seqs,
+        ]
+        let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
+        let rows = try connection.execute(Self.writeSessions, parameters)
+        var written = Set<String>()
+        for row in 0..<rows.count { written.insert(rows.string(row, 0) ?? "") }
+        for (write, fence) in zip(writes, fences) where fence != nil {
+            if !written.contains(write.id) {
+                // Another node took it over (its fence moved on), or it was deleted meanwhile.
+                outcome.refused.insert(write.id)
+                outcome.dropped.insert(write.id)
+            } else if write.isNew {
+                outcome.taken[write.id] = Lease(fence: 1, validUntil: started + leaseDuration - margin, since: started)
+            }
+        }
+    }
+
+    /// Deleted when this node holds it or nobody holds it live; a live lease of another node
+    /// refuses it; a session not stored is already gone.
+    private func delete(_ id: String, reason: String, on connection: PostgresConnection,
+                        into outcome: inout CommitOutcome) throws {
+        let result = try connection.execute("""
+            WITH d AS (
+                DELETE FROM reactord_sessions
+                WHERE id = $1 AND (holder = $2 OR holder IS NULL OR lease_until < now()) RETURNING id),
+            e AS (DELETE FROM reactord_events WHERE session = $1 AND EXISTS (SELECT 1 FROM d))
+            SELECT (SELECT count(*) FROM d), EXISTS (SELECT 1 FROM reactord_sessions WHERE id = $1)
+            """, [id, nodeID])
+        if result.int64(0, 0) ?? 0 > 0 {
+            try connection.execute("SELECT pg_notify('reactord', $1)", ["d \(reason) \(id)"])
+            outcome.dropped.insert(id)
+        } else if result.bool(0, 1) {
+            outcome.refused.insert(id)
+        }
+    }
+
+    private func writeUser(_ json: [UInt8]?, on connection: PostgresConnection) throws {
+        try connection.execute("""
+            WITH v AS (UPDATE reactord_user SET data = $1::text, version = version + 1 WHERE id = 1 RETURNING version),
+            c AS (INSERT INTO reactord_user_changes (version, data) SELECT version, $1::text FROM v),
+            t AS (DELETE FROM reactord_user_changes WHERE version <= (SELECT version FROM v) - 1000)
+            SELECT version, pg_notify('reactord', 'u ' || version) FROM v
+            """, [json.map { String(decoding: $0, as: UTF8.self) }])
+    }
+
+    // MARK: - Connections
+
+    private static func connector(url: String, secrets: [String], timeout: Int = 5)
+        -> () throws(PostgresError) -> PostgresConnection {
+        { () throws(PostgresError) in try PostgresConnection(uri: url, secrets: secrets, connectTimeout: timeout) }
+    }
+
+    private func writerConnection() throws(StoreError) -> PostgresConnection {
+        if let writer, !writer.isBroken { return writer }
+        writer = nil
+        if isClosed { throw .unavailable("the store \(name) is closed") }
+        do {
+            let fresh = try PostgresConnection(uri: url, secrets: secrets)
+            writer = fresh
+            return fresh
+        } catch {
+            throw storeError(error)
+        }
+    }
+
+    private var isClosed: Bool {
+        leaseLock.lock()
+        defer { leaseLock.unlock() }
+        return closed
+    }
+
+    private func currentAddress() -> String {
+        leaseLock.lock()
+        defer { leaseLock.unlock() }
+        return address
+    }
+
+    private func reading<T>(_ body: (PostgresConnection) throws -> T) throws(StoreError) -> T {
+        do {
+            guard let result = try pool.with(body) else { throw StoreError.unavailable("the store \(name) is closed") }
+            return result
+        } catch {
+            throw storeError(error)
+        }
+    }
+
+    private func releaseInDatabase(_ ids: [String]) {
+        if ids.isEmpty { return }
+        // Best effort: a lease not released runs out by itself.
+        _ = try? pool.with { connection in
+            try connection.execute("""
+                UPDATE reactord_sessions SET holder = NULL, holder_address = NULL
+                WHERE holder = $1 AND id = ANY($2::text[])
+                """, [nodeID, Self.array(strings: ids)])
+        }
+    }
+
+    /// A full disk is 507 to the client; anything else 503.
+    private func storeError(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        guard let error = error as? PostgresError else { return .unavailable("the store \(name) failed: \(error)") }
+        if error.sqlState == "53100" { return .full("the store \(name) is out of disk space: \(error.message)") }
+        if error.connectionLost { return .unavailable("PostgreSQL is unreachable (\(name)): \(error.message)") }
+        return .unavailable("the store \(name) failed: \(error.message)")
+    }
+
+    // MARK: - Values
+
+    private static func storedSession(_ id: String, _ rows: PostgresResult) -> StoredSession? {
+        guard rows.count > 0 else { return nil }
+        var session = StoredSession(
+            id: id, kind: rows.string(0, 0) ?? "", owner: rows.string(0, 1), stateJSON: rows.bytes(0, 2) ?? [],
+            version: UInt64(clamping: rows.int64(0, 3) ?? 0), createdAt: rows.double(0, 4) ?? 0,
+            lastActive: rows.double(0, 5) ?? 0, events: [])
+        for row in 0..<rows.count where !rows.isNull(row, 6) {
+            session.events.append(StoredEvent(seq: UInt64(clamping: rows.int64(row, 6) ?? 0), pulse: rows.string(row, 7),
+                                              json: rows.bytes(row, 8) ?? []))
+        }
+        return session
+    }
+
+    /// A PostgreSQL array literal of `items` (NULL for nil), every element quoted.
+    static func array(_ items: [String?]) -> String {
+        var text = "{"
+        text.reserveCapacity(items.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
+        for (index, item) in items.enumerated() {
+            if index > 0 { text += "," }
+            guard let item else {
+                text += "NULL"
+                continue
+            }
+            text += "\""
+            if item.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                for character in item.unicodeScalars {
+                    if character == "\"" || character == "\\" { text += "\\" }
+                    text.unicodeScalars.append(character)
+                }
+            } else {
+                text += item
+            }
+            text += "\""
+        }
+        return text + "}"
+    }
+
+    static func array(strings items: [String]) -> String { array(items.map(Optional.some)) }
+
+    /// This node's clock in seconds since 1970, to the millisecond (the notification lag).
+    private static func sentAt() -> String {
+        let milliseconds = Int64(wallClockNow() * 1000)
+        let fraction = String(milliseconds % 1000)
+        return "\(milliseconds / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
+    }
+}
+
+private func monotonicNow() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+private func wallClockNow() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}

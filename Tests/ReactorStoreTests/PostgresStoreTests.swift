@@ -1,0 +1,367 @@
+import Foundation
+import XCTest
+@testable import ReactorStore
+import TestSupport
+
+/// The PostgreSQL engine against a real server (scripts/postgres-test-server), each test on a
+/// fresh database: what a commit keeps, leases and fencing between two store instances (two
+/// nodes), wake-ups, refusals at open, and riding out a PostgreSQL restart.
+final class PostgresStoreTests: XCTestCase {
+    private var stores: [PostgresStore] = []
+
+    override func tearDown() {
+        stores.forEach { $0.close() }
+        stores = []
+    }
+
+    private func server() throws -> PostgresServer {
+        do {
+            return try PostgresServer.shared()
+        } catch let unavailable as PostgresServer.Unavailable {
+            throw XCTSkip(unavailable.reason)
+        }
+    }
+
+    private func database(_ name: String = #function) throws -> String {
+        try server().createDatabase(String(name.prefix { $0 != "(" }))
+    }
+
+    private func open(_ dsn: String, lease: Double = 30, address: String = "http://node") throws -> PostgresStore {
+        let store = try PostgresStore(url: dsn, leaseDuration: lease)
+        store.advertise(address)
+        stores.append(store)
+        return store
+    }
+
+    private func write(_ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
+                       events: [StoredEvent] = []) -> StoreChange {
+        .session(SessionWrite(id: id, kind: "counter", owner: owner, isNew: isNew,
+                              stateJSON: Array(#"{"count":\#(version),"q":"\"\\"}"#.utf8),
+                              version: version, createdAt: 1_000, lastActive: lastActive, events: events))
+    }
+
+    private func event(_ seq: UInt64) -> StoredEvent {
+        StoredEvent(seq: seq, pulse: seq % 2 == 0 ? "alert" : nil, json: Array(#"{"count":\#(seq),"s":"a,b {c} \"d\""}"#.utf8))
+    }
+
+    private func text(_ bytes: [UInt8]?) -> String? { bytes.map { String(decoding: $0, as: UTF8.self) } }
+
+    // MARK: - Schema
+
+    func testTwoStoresOpeningAtOnceCreateTheSchemaOnce() throws {
+        let dsn = try database()
+        let results = Locked<[Result<PostgresStore, StoreError>]>([])
+        DispatchQueue.concurrentPerform(iterations: 3) { _ in
+            let result = Result { () throws(StoreError) in try PostgresStore(url: dsn) }
+            results.update { $0.append(result) }
+        }
+        let opened = try results.value.map { try $0.get() }
+        stores += opened
+        XCTAssertEqual(opened.count, 3)
+        try opened[0].commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        XCTAssertEqual(try opened[2].sessionCount(), 1)
+        let check = try PostgresConnection(uri: dsn, secrets: [])
+        XCTAssertEqual(try check.execute("SELECT version FROM reactord_schema").string(0, 0), "1")
+        XCTAssertEqual(try check.execute("SELECT count(*) FROM reactord_schema").string(0, 0), "1")
+    }
+
+    func testASchemaOfANewerReactordIsRefused() throws {
+        let dsn = try database()
+        try open(dsn).close()
+        try PostgresConnection(uri: dsn, secrets: []).execute("UPDATE reactord_schema SET version = 99")
+        XCTAssertThrowsError(try PostgresStore(url: dsn)) { error in
+            guard case let .cannotOpen(message)? = error as? StoreError else { return XCTFail("\(error)") }
+            XCTAssertTrue(message.contains("newer reactord") && message.contains("99"), message)
+            XCTAssertFalse(message.contains("reactord-test"), message)
+        }
+    }
+
+    // MARK: - Commit
+
+    func testACommitKeepsStateVersionHistoryOwnerAndUser() throws {
+        let store = try open(try database())
+        let refused = try store.commit([write("s1", version: 0, isNew: true, owner: "alice", lastActive: 1_000),
+                                        write("s1", version: 3, lastActive: 2_000, events: [event(1), event(2), event(3)]),
+                                        .user(Array(#"{"id":"u","name":"n"}"#.utf8))], historyLength: 2)
+        XCTAssertEqual(refused, [])
+        let session = try XCTUnwrap(try store.session("s1", historyLength: 2))
+        XCTAssertEqual(session.version, 3)
+        XCTAssertEqual(session.kind, "counter")
+        XCTAssertEqual(session.owner, "alice")
+        XCTAssertEqual(text(session.stateJSON), #"{"count":3,"q":"\"\\"}"#)
+        XCTAssertEqual(session.createdAt, 1_000)
+        XCTAssertEqual(session.lastActive, 2_000)
+        XCTAssertEqual(session.events, [event(2), event(3)], "the newest historyLength events, oldest first")
+        XCTAssertEqual(text(try store.loadUser()), #"{"id":"u","name":"n"}"#)
+        XCTAssertEqual(try store.sessionCount(), 1)
+        XCTAssertTrue(store.holds("s1"), "a new session's first write takes its lease")
+        // A write without an activity time leaves the stored one.
+        try store.commit([write("s1", version: 4, events: [event(4)])], historyLength: 2)
+        XCTAssertEqual(try store.session("s1", historyLength: 2)?.lastActive, 2_000)
+        XCTAssertNil(try store.session("nope", historyLength: 2))
+    }
+
+    func testHistoryIsTrimmedToTheNewestEvents() throws {
+        let dsn = try database()
+        let store = try open(dsn)
+        try store.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        for version in stride(from: 10, through: 300, by: 10) {
+            try store.commit([write("s1", version: UInt64(version),
+                                    events: (version - 9...version).map { event(UInt64($0)) })], historyLength: 10)
+        }
+        let session = try XCTUnwrap(try store.session("s1", historyLength: 10))
+        XCTAssertEqual(session.events.map(\.seq), Array(291...300))
+        let check = try PostgresConnection(uri: dsn, secrets: [])
+        let kept = Int(try check.execute("SELECT count(*) FROM reactord_events").string(0, 0) ?? "") ?? -1
+        XCTAssertLessThanOrEqual(kept, 10 + 64 + 10, "trimmed in steps")
+    }
+
+    // MARK: - Leases and fencing
+
+    func testALeaseFencesOutTheNodeThatLostIt() throws {
+        let dsn = try database()
+        let a = try open(dsn, lease: 1, address: "http://a")
+        let b = try open(dsn, lease: 1, address: "http://b")
+        XCTAssertNotEqual(a.nodeID, b.nodeID)
+        try a.commit(["s1", "s2", "s3"].map { write($0, version: 0, isNew: true) }, historyLength: 10)
+        guard case let .heldElsewhere(address) = try b.claim("s1", historyLength: 10) else { return XCTFail("taken") }
+        XCTAssertEqual(address, "http://a")
+        guard case .missing = try b.claim("nope", historyLength: 10) else { return XCTFail("not missing") }
+
+        Thread.sleep(forTimeInterval: 1.2)   // a's leases pass; a does not renew
+        XCTAssertFalse(a.holds("s1"), "a stops counting on its lease before it passes")
+        for id in ["s1", "s3"] {
+            guard case let .taken(session) = try b.claim(id, historyLength: 10) else { return XCTFail("not taken") }
+            XCTAssertEqual(session.version, 0)
+        }
+        XCTAssertTrue(b.holds("s1"))
+        let check = try PostgresConnection(uri: dsn, secrets: [])
+        XCTAssertEqual(try check.execute("SELECT fence, holder_address FROM reactord_sessions WHERE id = 's1'").string(0, 0), "2")
+
+        // a's stale write of s1 is refused, s2 in the same batch is written.
+        let refused = try a.commit([write("s1", version: 1, events: [event(1)]), write("s2", version: 1, events: [event(1)])],
+                                   historyLength: 10)
+        XCTAssertEqual(refused, ["s1"])
+        XCTAssertEqual(try b.session("s1", historyLength: 10)?.version, 0)
+        XCTAssertEqual(try b.session("s1", historyLength: 10)?.events, [], "a refused write's events are not inserted")
+        XCTAssertEqual(try b.session("s2", historyLength: 10)?.version, 1)
+        XCTAssertEqual(try b.session("s2", historyLength: 10)?.events, [event(1)])
+        // Without a lease it is refused without asking the database.
+        XCTAssertEqual(try a.commit([write("s1", version: 2)], historyLength: 10), ["s1"])
+
+        XCTAssertEqual(try a.renewLeases(), ["s3"], "the renewal reports the lease taken over")
+        XCTAssertTrue(a.holds("s2"), "a renewed lease counts again")
+        XCTAssertFalse(a.holds("s3"))
+        // b writes on with its fence.
+        XCTAssertEqual(try b.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10), [])
+        XCTAssertEqual(try b.renewLeases(), [])
+    }
+
+    func testAReleasedSessionIsTakenAtOnce() throws {
+        let dsn = try database()
+        let a = try open(dsn, address: "http://a")
+        let b = try open(dsn, address: "http://b")
+        try a.commit([write("s1", version: 0, isNew: true, lastActive: 1_000)], historyLength: 10)
+        XCTAssertEqual(try a.sessions(lastActiveBefore: 2_000, limit: 10), [], "a live lease keeps a session from expiring")
+        guard case .heldElsewhere = try b.claim("s1", historyLength: 10) else { return XCTFail("taken") }
+        a.release(["s1"])
+        XCTAssertFalse(a.holds("s1"))
+        XCTAssertEqual(try a.sessions(lastActiveBefore: 2_000, limit: 10), ["s1"])
+        guard case .taken = try b.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
+        // Claiming what it holds keeps its fence.
+        guard case .taken = try b.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
+        XCTAssertEqual(try b.commit([write("s1", version: 1)], historyLength: 10), [])
+        // a closing releases what it holds.
+        try a.commit([write("s2", version: 0, isNew: true)], historyLength: 10)
+        a.close()
+        guard case .taken = try b.claim("s2", historyLength: 10) else { return XCTFail("not released by close") }
+    }
+
+    // MARK: - Deletes, wake-ups
+
+    func testADeleteEndsTheSessionOnAnotherNode() throws {
+        let dsn = try database()
+        let a = try open(dsn, address: "http://a")
+        let b = try open(dsn, address: "http://b")
+        let wakeups = Locked<[StoreWakeup]>([])
+        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
+        Thread.sleep(forTimeInterval: 0.3)   // the listener's LISTEN is in place
+        try a.commit([write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true)], historyLength: 10)
+        try b.commit([write("s3", version: 0, isNew: true)], historyLength: 10)
+        XCTAssertEqual(try a.commit([.delete(id: "s1", reason: "deleted"), .delete(id: "s3", reason: "deleted"),
+                                     .delete(id: "missing", reason: "deleted")], historyLength: 10),
+                       ["s3"], "another node's live session is not deleted; a missing one is no refusal")
+        XCTAssertTrue(waitUntil(timeout: 5) { wakeups.value.contains(.ended(session: "s1", reason: "deleted")) })
+        XCTAssertNil(try b.session("s1", historyLength: 10))
+        XCTAssertNotNil(try b.session("s3", historyLength: 10))
+        XCTAssertFalse(a.holds("s1"))
+        // A reason with spaces, and a write then a delete in one batch.
+        try a.commit([write("s2", version: 1, events: [event(1)]), .delete(id: "s2", reason: "session expired")],
+                     historyLength: 10)
+        XCTAssertTrue(waitUntil(timeout: 5) { wakeups.value.contains(.ended(session: "s2", reason: "session expired")) })
+        XCTAssertEqual(try b.sessionCount(), 1)
+        XCTAssertFalse(wakeups.value.contains(.ended(session: "s3", reason: "deleted")))
+    }
+
+    func testCommittedEventsWakeAnotherNodeWhichReadsThem() throws {
+        let dsn = try database()
+        let a = try open(dsn)
+        let b = try open(dsn)
+        let wakeups = Locked<[StoreWakeup]>([])
+        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
+        Thread.sleep(forTimeInterval: 0.3)
+        let before = Date().timeIntervalSince1970
+        try a.commit([write("s1", version: 0, isNew: true),
+                      write("s1", version: 3, events: [event(1), event(2), event(3)])], historyLength: 10)
+        XCTAssertTrue(waitUntil(timeout: 5) {
+            wakeups.value.contains { if case .events("s1", 3, _) = $0 { true } else { false } }
+        })
+        if case let .events(_, _, sentAt)? = wakeups.value.first(where: { if case .events = $0 { true } else { false } }) {
+            XCTAssertEqual(sentAt, before, accuracy: 2)
+        }
+        let read = try XCTUnwrap(try b.events(of: "s1", after: 1, limit: 10))
+        XCTAssertEqual(read.version, 3)
+        XCTAssertEqual(read.events, [event(2), event(3)])
+        XCTAssertEqual(text(read.stateJSON), #"{"count":3,"q":"\"\\"}"#)
+        XCTAssertEqual(try b.events(of: "s1", after: 3, limit: 10)?.events, [])
+        XCTAssertEqual(try b.events(of: "s1", after: 0, limit: 2)?.events.map(\.seq), [1, 2])
+        XCTAssertNil(try b.events(of: "nope", after: 0, limit: 2))
+        XCTAssertEqual(try b.versions(of: ["s1", "nope"]), ["s1": 3])
+        XCTAssertEqual(try b.versions(of: []), [:])
+    }
+
+    func testUserChangesAreVersionedAndInOrder() throws {
+        let dsn = try database()
+        let a = try open(dsn)
+        let b = try open(dsn)
+        let wakeups = Locked<[StoreWakeup]>([])
+        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
+        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertNil(try b.loadUser())
+        XCTAssertEqual(try b.userChanges(after: 0), [])
+        try a.commit([.user(Array(#"{"id":"1"}"#.utf8))], historyLength: 10)
+        try b.commit([.user(Array(#"{"id":"2"}"#.utf8)), .user(nil)], historyLength: 10)
+        let changes = try a.userChanges(after: 0)
+        XCTAssertEqual(changes.map(\.version), [1, 2, 3])
+        XCTAssertEqual(changes.map { text($0.json) }, [#"{"id":"1"}"#, #"{"id":"2"}"#, nil])
+        XCTAssertEqual(try a.userChanges(after: 2), [UserChange(version: 3, json: nil)])
+        XCTAssertNil(try a.loadUser())
+        XCTAssertTrue(waitUntil(timeout: 5) { wakeups.value.contains(.user(version: 3)) })
+        XCTAssertEqual(wakeups.value.filter { if case .user = $0 { true } else { false } },
+                       [.user(version: 1), .user(version: 2), .user(version: 3)])
+    }
+
+    func testTouchMarksSessionsActiveNow() throws {
+        let store = try open(try database())
+        try store.commit([write("s1", version: 0, isNew: true, lastActive: 1_000),
+                          write("s2", version: 0, isNew: true, lastActive: 1_000)], historyLength: 10)
+        store.release(["s1", "s2"])
+        XCTAssertEqual(Set(try store.sessions(lastActiveBefore: 2_000, limit: 10)), ["s1", "s2"])
+        try store.touch(["s1"])
+        XCTAssertEqual(try store.sessions(lastActiveBefore: 2_000, limit: 10), ["s2"])
+        let now = Date().timeIntervalSince1970
+        XCTAssertEqual(try store.session("s1", historyLength: 1)?.lastActive ?? 0, now, accuracy: 5)
+        try store.touch([])
+    }
+
+    // MARK: - Opening
+
+    func testOpeningRefusalsNameTheProblemButNotThePassword() throws {
+        let server = try server()
+        let secret = "s3cret-Pw-91"
+        let cases: [(String, [String])] = [
+            (server.dsn(password: secret), ["password authentication failed", "reactord"]),
+            (server.dsn(database: "no_such_db"), ["no_such_db", "does not exist"]),
+            ("postgres://reactord:\(secret)@127.0.0.1:1/reactord", ["127.0.0.1", "port 1", "refused"]),
+            ("postgres://reactord:\(secret)@127.0.0.1:\(server.port)/nodb?sslmode=bogus", ["sslmode"]),
+        ]
+        for (dsn, expected) in cases {
+            XCTAssertThrowsError(try PostgresStore(url: dsn)) { error in
+                guard case let .cannotOpen(message)? = error as? StoreError else { return XCTFail("\(error)") }
+                for part in expected { XCTAssertTrue(message.contains(part), "\(part) not in: \(message)") }
+                XCTAssertFalse(message.contains(secret), message)
+                XCTAssertFalse(message.contains("reactord-test"), message)
+            }
+        }
+    }
+
+    func testTheLocationParsesPostgresAndNeverShowsThePassword() throws {
+        let location = try StoreLocation(parsing: "postgres://u:p%40ss@db.example:5432/app?sslmode=require")
+        XCTAssertEqual(location, .postgres(url: "postgres://u:p%40ss@db.example:5432/app?sslmode=require"))
+        XCTAssertEqual(location.description, "postgres://u:***@db.example:5432/app?sslmode=require")
+        XCTAssertEqual(try StoreLocation(parsing: "postgresql://h/db?password=x&sslmode=disable").description,
+                       "postgresql://h/db?password=***&sslmode=disable")
+        XCTAssertEqual(try StoreLocation(parsing: "postgres://u@h/db").description, "postgres://u@h/db")
+        XCTAssertEqual(StoreLocation.passwords(in: "postgres://u:p%40ss@h/db"), ["p%40ss", "p@ss"])
+    }
+
+    // MARK: - PostgreSQL down and back
+
+    func testPostgresDownThenBack() throws {
+        let server = try server()
+        let dsn = try database()
+        let a = try open(dsn)
+        let b = try open(dsn)
+        let wakeups = Locked<[StoreWakeup]>([])
+        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
+        try a.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        XCTAssertEqual(try a.sessionCount(), 1)
+
+        try server.stop()
+        defer { try? server.start() }
+        for call in [{ _ = try a.sessionCount() },
+                     { try a.commit([self.write("s1", version: 1, events: [self.event(1)])], historyLength: 10) },
+                     { _ = try a.claim("s1", historyLength: 10) }] as [() throws -> Void] {
+            XCTAssertThrowsError(try call()) { error in
+                guard case let .unavailable(message)? = error as? StoreError else { return XCTFail("\(error)") }
+                XCTAssertFalse(message.contains("reactord-test"), message)
+            }
+        }
+        XCTAssertThrowsError(try a.renewLeases())
+
+        try server.start()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? a.sessionCount()) == 1 }, "reads work again")
+        XCTAssertTrue(waitUntil(timeout: 10) { wakeups.value.contains(.reconnected) }, "the listener says it was cut off")
+        XCTAssertEqual(try a.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10), [])
+        XCTAssertEqual(try a.renewLeases(), [])
+        XCTAssertTrue(waitUntil(timeout: 5) {
+            wakeups.value.contains { if case .events("s1", 1, _) = $0 { true } else { false } }
+        }, "wake-ups flow again")
+    }
+
+    // MARK: - Speed
+
+    /// Round trips per commit do not grow with the batch: prints the latency of a batch of 1
+    /// and of 64 session writes (each with one event).
+    func testCommitLatencyOfOneAndSixtyFourWrites() throws {
+        let store = try open(try database())
+        let ids = (0..<64).map { "s\($0)" }
+        try store.commit(ids.map { write($0, version: 0, isNew: true) }, historyLength: 100)
+        var version: UInt64 = 0
+        func measure(_ count: Int, rounds: Int) throws -> Double {
+            let start = monotonicNow()
+            for _ in 0..<rounds {
+                version += 1
+                let refused = try store.commit(ids.prefix(count).map { write($0, version: version, events: [event(version)]) },
+                                               historyLength: 100)
+                XCTAssertEqual(refused, [])
+            }
+            return (monotonicNow() - start) / Double(rounds)
+        }
+        _ = try measure(64, rounds: 5)
+        let one = try measure(1, rounds: 200)
+        let many = try measure(64, rounds: 50)
+        print(String(format: "postgres commit latency: batch of 1: %.2f ms, batch of 64: %.2f ms (%.3f ms a write)",
+                     one * 1000, many * 1000, many * 1000 / 64))
+        XCTAssertEqual(try store.session("s63", historyLength: 1)?.version, version)
+    }
+}
+
+/// A value several threads read and change.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value { lock.withLock { stored } }
+    func update(_ body: (inout Value) -> Void) { lock.withLock { body(&stored) } }
+}
