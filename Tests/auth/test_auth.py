@@ -489,3 +489,23 @@ def test_the_owner_is_stored_with_the_session_and_checked_after_a_restart():
         assert "no owner" in problem["detail"]
     finally:
         server.stop()
+
+
+def test_a_token_accepted_before_is_refused_once_it_expires():
+    """Verified tokens are remembered (their signature is checked once), their time never."""
+    server = Server("--jwt-secret", SECRET, "--jwt-leeway", "0")
+    try:
+        alice = token("alice", lifetime=2)
+        status, _, created = server.create(alice)
+        assert status == 201, created
+        session = created["session"]
+        assert server.request("GET", f"/sessions/{session}", bearer=alice)[0] == 200
+        expiry = jwt.decode(alice, options={"verify_signature": False})["exp"]
+        while time.time() <= expiry + 1:
+            time.sleep(0.2)
+        problem = assert_problem(*server.request("GET", f"/sessions/{session}", bearer=alice), 401,
+                                 challenge='Bearer error="invalid_token"')
+        assert "expired" in problem["detail"], problem
+        assert server.request("GET", f"/sessions/{session}", bearer=token("alice"))[0] == 200
+    finally:
+        assert_no_token_leaked(server)

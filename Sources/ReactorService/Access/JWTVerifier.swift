@@ -95,16 +95,14 @@ public struct JWTVerification: Sendable {
 
     private func checkClaims(_ claims: [String: ClaimValue], now: Double) -> Result<Principal, TokenRejection> {
         guard let exp = claims["exp"] else { return .failure(TokenRejection(.claims, "the token has no 'exp'")) }
-        guard let expiry = exp.number else { return .failure(TokenRejection(.claims, "the token's 'exp' is not a number")) }
-        guard now <= expiry + leeway else { return .failure(TokenRejection(.expired, "the token has expired")) }
-        if let nbf = claims["nbf"] {
-            guard let notBefore = nbf.number else { return .failure(TokenRejection(.claims, "the token's 'nbf' is not a number")) }
-            guard now + leeway >= notBefore else { return .failure(TokenRejection(.notYetValid, "the token is not valid yet ('nbf')")) }
+        guard exp.number != nil else { return .failure(TokenRejection(.claims, "the token's 'exp' is not a number")) }
+        if let nbf = claims["nbf"], nbf.number == nil {
+            return .failure(TokenRejection(.claims, "the token's 'nbf' is not a number"))
         }
-        if let iat = claims["iat"] {
-            guard let issuedAt = iat.number else { return .failure(TokenRejection(.claims, "the token's 'iat' is not a number")) }
-            guard issuedAt <= now + leeway else { return .failure(TokenRejection(.notYetValid, "the token is issued in the future ('iat')")) }
+        if let iat = claims["iat"], iat.number == nil {
+            return .failure(TokenRejection(.claims, "the token's 'iat' is not a number"))
         }
+        if let rejection = checkTime(claims, now: now) { return .failure(rejection) }
         if let issuer {
             guard case let .string(iss)? = claims["iss"], iss == issuer else {
                 return .failure(TokenRejection(.issuer, "the token's 'iss' is not this server's issuer"))
@@ -123,6 +121,22 @@ public struct JWTVerification: Sendable {
             return .failure(TokenRejection(.claims, "the token has no 'sub' (a non-empty string)"))
         }
         return .success(Principal(subject: subject, claims: claims))
+    }
+
+    /// Why the token is not valid at `now` (`exp`, `nbf`, `iat` with the leeway), or nil; the
+    /// only checks whose answer changes for the same token, so the only ones a cached
+    /// verification repeats.
+    func checkTime(_ claims: [String: ClaimValue], now: Double) -> TokenRejection? {
+        if let expiry = claims["exp"]?.number, now > expiry + leeway {
+            return TokenRejection(.expired, "the token has expired")
+        }
+        if let notBefore = claims["nbf"]?.number, now + leeway < notBefore {
+            return TokenRejection(.notYetValid, "the token is not valid yet ('nbf')")
+        }
+        if let issuedAt = claims["iat"]?.number, issuedAt > now + leeway {
+            return TokenRejection(.notYetValid, "the token is issued in the future ('iat')")
+        }
+        return nil
     }
 
     /// True when the claims make the token an admin's.

@@ -21,6 +21,7 @@ final class SessionAccess: Sendable {
     private let quota: SubjectQuota
     private let createRate: CreationRateLimit?
     private let quotaRetryAfter: Int
+    private let verified = VerifiedTokens()
 
     init(configuration: ServiceConfiguration, adminToken: String, metrics: ServiceMetrics) {
         verification = configuration.jwt
@@ -46,10 +47,22 @@ final class SessionAccess: Sendable {
         case let .success(found): token = found
         case let .failure(rejection): return .failure(refuse(rejection))
         }
-        switch verification.verify(token, now: WallClock.now) {
+        switch verify(token, with: verification) {
         case let .success(principal): return .success(principal)
         case let .failure(rejection): return .failure(refuse(rejection))
         }
+    }
+
+    /// `verification.verify`, answered from the tokens verified before when it can.
+    private func verify(_ token: Substring, with verification: JWTVerification) -> Result<Principal, TokenRejection> {
+        let now = WallClock.now
+        if let known = verified.principal(for: token) {
+            if let rejection = verification.checkTime(known.claims, now: now) { return .failure(rejection) }
+            return .success(known)
+        }
+        let result = verification.verify(token, now: now)
+        if case let .success(principal) = result { verified.insert(principal, for: token, now: now) }
+        return result
     }
 
     /// A refusal, as the response to send.
@@ -178,7 +191,7 @@ final class SessionAccess: Sendable {
         let token = parts[1]
         if AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8)) { return nil }
         if let verification, token.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 {
-            switch verification.verify(token, now: WallClock.now) {
+            switch verify(token, with: verification) {
             case let .failure(rejection):
                 return refuse(rejection).response
             case let .success(principal) where verification.isAdmin(principal):
