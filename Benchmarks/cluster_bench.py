@@ -36,6 +36,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOAD = os.path.join(ROOT, "Benchmarks", "load")
 PG = os.path.join(ROOT, "scripts", "postgres-test-server")
+STARTED = []   # every node, killed on the way out whatever happens
 
 
 def build():
@@ -58,7 +59,8 @@ class Node:
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen([binary, "--port", str(self.port), "--admin-token", "t", "--access-log", "off",
-                                         "--store", store, *extra], stderr=self.log)
+                                         "--store", store, *extra], stdout=subprocess.DEVNULL, stderr=self.log)
+        STARTED.append(self)
         for _ in range(2000):
             try:
                 if self.request("GET", "/healthz")[0] == 200:
@@ -86,6 +88,14 @@ class Node:
             self.process.wait(timeout=15)
 
 
+def warnings(nodes):
+    lines = []
+    for node in nodes:
+        node.log.seek(0)
+        lines += [line for line in node.log.read().decode().splitlines() if "info" not in line.split(" ", 3)[1:2]]
+    return "\n".join(lines[-20:])
+
+
 def wrk(port, sessions, seconds, folder):
     ids = os.path.join(folder, "sessions.txt")
     with open(ids, "w") as out:
@@ -97,7 +107,7 @@ def wrk(port, sessions, seconds, folder):
     result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", script, url, "--", "reactord", ids],
                             check=True, capture_output=True, text=True).stdout
     if "Non-2xx" in result:
-        sys.exit("non-2xx answers under load:\n" + result)
+        sys.exit("non-2xx answers under load:\n" + result + "\nthe nodes' log:\n" + warnings(STARTED))
     return float(re.search(r"Requests/sec:\s+([0-9.]+)", result).group(1))
 
 
@@ -189,7 +199,7 @@ def main():
         subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
     binary = build()
     folder = tempfile.mkdtemp(prefix="reactord-cluster-bench-")
-    pg_dir = os.path.join(folder, "pg")
+    pg_dir = tempfile.mkdtemp(prefix="reactord-cluster-bench-pg-")   # its own: the script hands it to postgres
     base = subprocess.run([PG, "start", pg_dir, str(free_port())], check=True, capture_output=True,
                           text=True).stdout.strip().splitlines()[-1]
     try:
@@ -234,6 +244,9 @@ def main():
         print("takeover after kill -9 (lease 5 s): node B answered 200 after %.2f s; answers meanwhile: %s "
               "(target <= 10 s)" % (seconds, statuses), flush=True)
     finally:
+        for node in STARTED:
+            if node.process.poll() is None:
+                node.process.kill()
         subprocess.run([PG, "stop", pg_dir], capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -67,6 +67,16 @@ public struct Router: Sendable {
         }
     }
 
+    /// The reply of the handler `request`'s method and path route to, its path parameters
+    /// filled in; nil when no route takes it. For a request a handler passes on to another
+    /// (a service retrying one it could not forward), not for libmicrohttpd's.
+    public func reply(to request: Request) -> Reply? {
+        guard case let .found(handler, parameters) = resolve(request.method, request.path) else { return nil }
+        var routed = request
+        routed.pathParameters = parameters
+        return handler(routed)
+    }
+
     enum Resolution {
         case found(Handler, parameters: [String: String])
         case notFound

@@ -41,9 +41,11 @@ public final class ReactorServer: @unchecked Sendable {
     public init(configuration: ServiceConfiguration = ServiceConfiguration(),
                 logger: Logger = Logger(label: "reactord")) {
         let token = configuration.adminToken ?? Self.randomToken()
-        context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
+        let context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
+        context.routes.withLock { $0 = RouteTable(context: context).router }
+        self.context = context
         http = HTTPServer(configuration: Self.httpConfiguration(configuration, logger: logger),
-                          router: RouteTable(context: context).router)
+                          router: context.routes.current)
         if configuration.adminToken == nil { Self.announceGenerated(token, configuration, logger) }
     }
 
@@ -175,6 +177,7 @@ public final class ReactorServer: @unchecked Sendable {
     /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
+        defer { context.routes.withLock { $0 = Router() } }   // they hold the context: no cycle once stopped
         let started = DispatchTime.now().uptimeNanoseconds
         context.logger.info("reactord stopping", metadata: [
             "sessions": "\(context.sessions.sessionCount)", "streams": "\(http.openStreamCount)",

@@ -31,6 +31,9 @@ final class ServiceContext: @unchecked Sendable {
     private(set) var persistence: Persistence?
     /// Cluster mode's side, when the store is shared (`postgres://`); set with `persistence`.
     private(set) var cluster: Cluster?
+    /// The routes, for a request a route hands back to them (Forwarding's retry). Set before the
+    /// server listens; emptied by `stop()`, since the routes hold this context.
+    let routes = Locked(Router())
     private let stopping = Locked(false)
     /// The rendered /openapi.yaml and the kinds it was rendered for.
     private let spec = Locked<(kinds: [String], bytes: [UInt8])?>(nil)
@@ -101,7 +104,10 @@ final class ServiceContext: @unchecked Sendable {
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         // Stopping, the sessions have left memory for good: none comes back now.
         guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
-        return persistence.restore(key, into: self)
+        if let address = cluster?.knownHolder(of: key) { return .failure(.heldElsewhere(address: address)) }
+        let found = persistence.restore(key, into: self)
+        if case let .failure(.heldElsewhere(address)) = found { cluster?.remember(address, asHolderOf: key) }
+        return found
     }
 
     /// A hub for a new session (no `restoring`) or a restored one, journaled when the store is durable.

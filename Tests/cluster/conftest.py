@@ -154,6 +154,9 @@ class Cluster:
     def close(self):
         for node in self.nodes:
             node.kill()
+        # Under a ThreadSanitizer build (scripts/test runs one), any report fails the test.
+        reports = [node.name + ":\n" + node.output() for node in self.nodes if "ThreadSanitizer" in node.output()]
+        assert not reports, "\n".join(reports)
 
 
 @pytest.fixture()

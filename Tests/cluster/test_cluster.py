@@ -31,6 +31,24 @@ def test_actions_round_robin_keep_one_state_and_consecutive_versions(cluster):
     for node in cluster.nodes:
         status, body, _ = node.request("GET", f"/sessions/{session}")
         assert status == 200 and json.loads(body)["state"]["count"] == 30 and json.loads(body)["version"] == 30
+    # Node 1 holds the session; nodes 2 and 3 forwarded their 10 actions and their GET.
+    assert metric(cluster.nodes[0], "reactord_cluster_sessions_held", 1) == 1
+    for node in cluster.nodes[1:]:
+        assert metric(node, 'reactord_cluster_forwarded_total{outcome="answered"}', 11) == 11
+        assert metric(node, "reactord_cluster_sessions_held", 0) == 0
+
+
+def metric(node, name, expected):
+    """The value of `name` in the node's /metrics, polled until it is `expected` (the held-sessions
+    gauge is set by the lease keeper, every second) or 5 s have passed."""
+    deadline = time.monotonic() + 5
+    while True:
+        text = node.request("GET", "/metrics")[1]
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " ")]
+        assert values, f"{name} not in /metrics of {node.name}"
+        if values[0] == expected or time.monotonic() > deadline:
+            return values[0]
+        time.sleep(0.2)
 
 
 def test_a_subscriber_on_another_node_sees_every_change_in_order_and_each_pulse_once(cluster):
@@ -268,3 +286,22 @@ def test_a_bad_store_url_is_refused_at_start_without_the_password(postgres, chan
     for word in words:
         assert word in output, output
     assert "reactord-test" not in output and "wrong-password" not in output, output
+
+
+def test_a_node_stopped_with_sigterm_gives_its_sessions_back_at_once(cluster):
+    leaving, other = cluster.nodes[0], cluster.nodes[1]
+    session = leaving.create()
+    assert other.act(session, {"type": "increase"})[0] == 200   # forwarded to its holder
+    reader = EventReader(leaving.port, session)
+    assert reader.wait_for(lambda events: len(events) >= 1)
+    leaving.process.terminate()
+    assert leaving.process.wait(timeout=15) == 0
+    # Its stream closed without `event: end` (the session is not over) ...
+    assert reader.closed.wait(5)
+    assert not any(event["event"] == "end" for _, event in reader.events)
+    # ... and the lease was given back: another node takes the session at once, not after the lease.
+    began = time.monotonic()
+    status, body, _ = other.act(session, {"type": "increase"})
+    assert status == 200 and json.loads(body)["state"]["count"] == 2, body
+    assert time.monotonic() - began < LEASE
+    assert cluster.node_holding(session) is other

@@ -19,6 +19,9 @@ final class Cluster: @unchecked Sendable {
     /// The global user's version this node's `currentUser` has been given.
     private let userFeed = Lock.make()
     private var fedUserVersion: UInt64 = 0
+    /// Where sessions held elsewhere live, as a claim last found (by session, with when to ask
+    /// again), so requests are forwarded without a database round trip each.
+    private let holders = Locked<[SessionKey: (address: String, until: Double)]>([:])
     private let keeper = ConditionLock()
     private var stopping = false
     private var stopped = false
@@ -101,6 +104,35 @@ final class Cluster: @unchecked Sendable {
                                     metadata: ["version": "\(change.version)"].merging(user.map { ["user": "\($0.id)"] } ?? [:]) { $1 })
             }
         }
+    }
+
+    /// The holder a recent claim named for `key`, if it is still to be trusted.
+    func knownHolder(of key: SessionKey) -> String? {
+        let now = ProcessClock.now
+        return holders.withLock { table in
+            guard let known = table[key] else { return nil }
+            guard known.until > now else {
+                table[key] = nil
+                return nil
+            }
+            return known.address
+        }
+    }
+
+    /// Remembers `address` as `key`'s holder for a lease's length: a holder keeps a session until
+    /// it dies or freezes (a forward to it then fails, and `forgetHolder` drops what is known of
+    /// it) or gives it back (it then takes the forwarded request itself, the session being free).
+    func remember(_ address: String, asHolderOf key: SessionKey) {
+        let until = ProcessClock.now + store.leaseDuration
+        holders.withLock { table in
+            if table.count >= 100_000 { table.removeAll() }   // bounded; it refills from claims
+            table[key] = (address, until)
+        }
+    }
+
+    /// Every session known to be held at `address`: it did not answer, or no longer holds one.
+    func forgetHolder(_ address: String) {
+        holders.withLock { table in table = table.filter { $0.value.address != address } }
     }
 
     private func keepLeases(_ context: ServiceContext) {

@@ -22,15 +22,24 @@ extension RouteTable {
                 switch outcome {
                 case let .answered(response):
                     cluster.metrics.countForward(.answered)
+                    // The node let the session go meanwhile (or is stopping): the next request asks the store.
+                    if response.status == 503 { cluster.forgetHolder(address) }
                     responder.respond(response)
                 case let .unreachable(reason):
                     cluster.metrics.countForward(.unreachable)
+                    cluster.forgetHolder(address)
+                    // The node named by what this node remembered is gone (a stop gives its
+                    // sessions back at once): once more, from the store's word. Nothing was sent.
+                    if request.headers[Self.retryMarker] == nil, let retry = Self.retry(request, context) {
+                        return retry(responder)
+                    }
                     responder.respond(.problem(
                         status: 503, detail: "the node holding this session does not answer (\(reason)); "
                             + "another node takes it over once its lease runs out: retry",
                         headers: HTTPHeaders([("Retry-After", retryAfter)])))
                 case let .unknown(reason):
                     cluster.metrics.countForward(.unknown)
+                    cluster.forgetHolder(address)
                     responder.respond(.problem(
                         status: 504, detail: "the request reached the node holding this session, but no answer "
                             + "came back (\(reason)): whether it was done is unknown; read the session before retrying"))
@@ -38,6 +47,21 @@ extension RouteTable {
             }
         }
         return .deferred { responder in cluster.forwarder.forward(job(responder)) }
+    }
+
+    /// Marks a request handed back to the routes after a failed forward: it is not retried twice.
+    private static let retryMarker = "Reactord-Forward-Retry"
+
+    private static func retry(_ request: Request, _ context: ServiceContext) -> ((Responder) -> Void)? {
+        var headers = request.headers
+        headers.add(retryMarker, "1")
+        let again = Request(method: request.method, path: request.path, query: request.query, headers: headers,
+                            body: request.body, peer: request.peer)
+        switch context.routes.current.reply(to: again) {
+        case let .response(response)?: return { $0.respond(response) }
+        case let .deferred(work)?: return work
+        case .eventStream?, nil: return nil
+        }
     }
 
     /// The request's path and query, encoded again (session ids and reactord's query values
