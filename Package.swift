@@ -19,6 +19,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // JWT verification: HMAC, P-256 and (CryptoExtras) RSA; FoundationEssentials only.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -58,6 +60,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
             // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).
@@ -88,7 +92,8 @@ let package = Package(
         .target(name: "ServerSupport", dependencies: ["ReactorService", "Examples",
                                                       .product(name: "Logging", package: "swift-log")],
                 path: "Tests/ServerSupport"),
-        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport"]),
+        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport",
+                                                            .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "ServerSupport"]),
     ],
     swiftLanguageModes: [.v5]

@@ -168,7 +168,7 @@ start_reactord() {   # start_reactord NAME [extra flags]
     RD_PORT=$(free_port)
     ( ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
       exec "$REACTORD_BIN" --port "$RD_PORT" --host 127.0.0.1 --admin-token "$TOKEN" \
-          --threads "$THREADS" --log-level warning --connection-limit 19000 "$@" ) \
+          --threads "$THREADS" --log-level warning --connection-limit 19000 --session-create-rate 0 "$@" ) \
         >"$OUT/reactord-$name.log" 2>&1 &
     RD_PID=$!
     if ! wait_http "http://127.0.0.1:$RD_PORT/healthz"; then

@@ -46,13 +46,12 @@ public final class ReactorServer: @unchecked Sendable {
         self.context = context
         http = HTTPServer(configuration: Self.httpConfiguration(configuration, logger: logger),
                           router: context.routes.current)
-        if configuration.adminToken == nil {
-            logger.notice("no admin token configured; made one for this run", metadata: ["admin_token": "\(token)"])
-        }
+        if configuration.adminToken == nil { Self.announceGenerated(token, configuration, logger) }
     }
 
     /// Adds a reactor kind. `make` builds one reactor per session and is handed the global
-    /// current user, which the reactor merges in its `transform(mutation:)`.
+    /// current user, which the reactor merges in its `transform(mutation:)`. (The overloads that
+    /// take `(currentUser, principal)` also hand it who created the session.)
     ///
     /// `make` is `@Sendable` because it runs on libmicrohttpd's threads, one call per
     /// `POST /sessions`, possibly several at once. Without it, Swift 6 infers a closure written
@@ -71,7 +70,7 @@ public final class ReactorServer: @unchecked Sendable {
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Encodable {
-        add(kind, make) { _ in
+        add(kind, { currentUser, _ in make(currentUser) }) { _ in
             throw RestoreError(description: "\(R.self).State is not Decodable, so it cannot be restored")
         }
     }
@@ -82,12 +81,33 @@ public final class ReactorServer: @unchecked Sendable {
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Codable {
+        add(kind, { currentUser, _ in make(currentUser) }) { json in try JSONDecoder().decode(R.State.self, from: Data(json)) }
+    }
+
+    /// Adds a reactor kind whose factory is also handed the `Principal` that creates the session:
+    /// the verified token's subject and claims, so a reactor can scope what it does to its
+    /// owner. `nil` without authentication, and for the spec's probe reactor. A session brought
+    /// back from a durable store gets its owner's subject only (the store keeps no claims).
+    public func register<R: Reactor>(
+        _ kind: String,
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R
+    ) where R.Action: Decodable, R.State: Encodable {
+        add(kind, make) { _ in
+            throw RestoreError(description: "\(R.self).State is not Decodable, so it cannot be restored")
+        }
+    }
+
+    /// The principal-aware factory of a kind whose sessions a durable store can bring back.
+    public func register<R: Reactor>(
+        _ kind: String,
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R
+    ) where R.Action: Decodable, R.State: Codable {
         add(kind, make) { json in try JSONDecoder().decode(R.State.self, from: Data(json)) }
     }
 
     private func add<R: Reactor>(
         _ kind: String,
-        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R,
+        _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R,
         decode: @escaping ([UInt8]) throws -> R.State
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
@@ -97,12 +117,13 @@ public final class ReactorServer: @unchecked Sendable {
         let sessionKind = SessionKind(name: kind) { error in
             logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
-        context.registry.register(kind, factory: { key, hub, storedState in
+        context.registry.register(kind, factory: { key, hub, principal, storedState in
             let state = try storedState.map(decode)
-            return ReactorSession(key: key, kind: sessionKind, reactor: make(currentUser), hub: hub, restoring: state)
+            return ReactorSession(key: key, kind: sessionKind, owner: principal?.subject,
+                                  reactor: make(currentUser, principal), hub: hub, restoring: state)
         }, describe: {
             // A reactor made only to read its initial state (its pipeline is never started).
-            KindDescription.of(kind: kind, initialState: make(currentUser).initialState, action: R.Action.self)
+            KindDescription.of(kind: kind, initialState: make(currentUser, nil).initialState, action: R.Action.self)
         })
     }
 
@@ -235,6 +256,38 @@ public final class ReactorServer: @unchecked Sendable {
 
     private struct RestoreError: Error, CustomStringConvertible {
         let description: String
+    }
+
+    /// A generated admin token is never logged (a log is shipped, kept and read by many): it is
+    /// written to `adminTokenFile` with mode 0600, and printed once to stderr when that is a
+    /// terminal, where only the person who started the server sees it.
+    private static func announceGenerated(_ token: String, _ configuration: ServiceConfiguration, _ logger: Logger) {
+        var metadata: Logger.Metadata = [:]
+        if let path = configuration.adminTokenFile {
+            if let failure = writePrivately(token + "\n", to: path) {
+                logger.warning("no admin token configured, and the generated one could not be written",
+                               metadata: ["admin_token_file": "\(path)", "error": "\(failure)"])
+            } else {
+                metadata["admin_token_file"] = "\(path)"
+            }
+        }
+        if isatty(STDERR_FILENO) == 1 {
+            fputs("reactord: this run's admin token (also in the file named in the log, if any): \(token)\n", stderr)
+            metadata["printed_to"] = "stderr (a terminal)"
+        }
+        logger.info("no admin token configured; made one for this run (set REACTORD_ADMIN_TOKEN to choose it)",
+                    metadata: metadata)
+    }
+
+    /// Writes `text` to `path`, readable by its owner only (0600, whatever the file was before).
+    private static func writePrivately(_ text: String, to path: String) -> String? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(fd) }
+        guard fchmod(fd, 0o600) == 0 else { return String(cString: strerror(errno)) }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        return written == bytes.count ? nil : String(cString: strerror(errno))
     }
 
     private static func randomToken() -> String {

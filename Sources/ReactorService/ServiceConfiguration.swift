@@ -22,8 +22,21 @@ public struct ServiceConfiguration: Sendable {
     /// 0 picks a free port; `ReactorServer.port` tells which after `start()`.
     public var port: UInt16 = 8080
     public var threads = 1
-    /// Bearer token for writes to `/user`. `nil`: a random one is made at start and logged.
+    /// Bearer token for writes to `/user`. `nil`: a random one is made at start, written to
+    /// `adminTokenFile` when set (mode 0600) and printed to stderr when it is a terminal; it is
+    /// never logged. `ReactorServer.adminToken` has it.
     public var adminToken: String?
+    /// Where a generated admin token is written (mode 0600); nil: nowhere.
+    public var adminTokenFile: String?
+    /// Bearer-token authentication (JWT): with it, sessions belong to the token's subject. nil:
+    /// open mode, where knowing a session's id is all it takes to use it (see the README).
+    public var jwt: JWTVerification?
+    /// With authentication, the most sessions one subject may hold at once (429 past it).
+    public var maxSessionsPerSubject = 100
+    /// Without authentication, sessions one client address may create per second (a token
+    /// bucket of `sessionCreateBurst`; 429 past it). 0: no limit.
+    public var sessionCreateRate: Double = 10
+    public var sessionCreateBurst = 100
     /// Seconds a session may stay without an action and without a subscriber.
     public var sessionTTL: Double = 30 * 60
     public var maxSessions = 100_000

@@ -17,6 +17,8 @@ final class ServiceContext: @unchecked Sendable {
     let currentUser: CurrentValueSubject<User?, Never>
     let adminToken: String
     let metrics = ServiceMetrics()
+    /// Who may do what: tokens, session owners, quotas, the admin (Access/SessionAccess).
+    let access: SessionAccess
     let logger: Logger
     let retryFrame: Frame
     let cors: CORSPolicy
@@ -40,6 +42,7 @@ final class ServiceContext: @unchecked Sendable {
         self.configuration = configuration
         self.adminToken = adminToken
         self.logger = logger
+        access = SessionAccess(configuration: configuration, adminToken: adminToken, metrics: metrics)
         sessions = SessionTable(capacity: configuration.maxSessions)
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
@@ -108,9 +111,11 @@ final class ServiceContext: @unchecked Sendable {
     }
 
     /// A hub for a new session (no `restoring`) or a restored one, journaled when the store is durable.
-    func makeHub(id: String, kind: String, restoring stored: StoredSession? = nil) -> EventHub {
+    /// `owner`: the subject that creates a new session (a restored one has its stored owner).
+    func makeHub(id: String, kind: String, owner: String? = nil, restoring stored: StoredSession? = nil) -> EventHub {
         let record = persistence.map {
-            SessionRecord(id: id, kind: kind, journal: $0.journal, stored: stored, ttl: configuration.sessionTTL)
+            SessionRecord(id: id, kind: kind, owner: stored?.owner ?? owner, journal: $0.journal, stored: stored,
+                          ttl: configuration.sessionTTL)
         }
         return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored)
     }
@@ -121,6 +126,7 @@ final class ServiceContext: @unchecked Sendable {
     func adopt(_ session: any Session, restored: Bool = false) {
         sessions.insert(session, restored: restored)
         metrics.sessions.increment()
+        access.sessionOpened(session)
         guard persistence != nil else { return }
         session.hub.onLost { [weak self, weak session] neverStored in
             guard let self, let session else { return }
@@ -134,6 +140,7 @@ final class ServiceContext: @unchecked Sendable {
     func end(_ session: any Session, reason: String?) {
         session.end(reason: reason)
         metrics.sessions.decrement()
+        access.sessionEnded(session)
     }
 
     /// A session idle past the TTL, already out of the table: removed for good; in a cluster

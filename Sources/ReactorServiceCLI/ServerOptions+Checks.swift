@@ -53,6 +53,12 @@ extension ServerOptions {
                     "must be a number of seconds from 0 to 1e9", configuration.streamMaxAge)
         try require(configuration.connectionsPerIP >= 0, connectionsPerIP, "connections-per-ip", "must not be negative",
                     configuration.connectionsPerIP)
+        try require(configuration.maxSessionsPerSubject >= 1, maxSessionsPerSubject, "max-sessions-per-subject",
+                    "must be at least 1", configuration.maxSessionsPerSubject)
+        try require(configuration.sessionCreateRate.isFinite && configuration.sessionCreateRate >= 0, sessionCreateRate,
+                    "session-create-rate", "must be a number of sessions per second, 0 or more", configuration.sessionCreateRate)
+        try require(configuration.sessionCreateBurst >= 1, sessionCreateBurst, "session-create-burst", "must be at least 1",
+                    configuration.sessionCreateBurst)
         try require(seconds(configuration.leaseDuration, min: 0.5, exclusive: false) && configuration.leaseDuration <= 3_600,
                     lease, "lease", "must be a number of seconds from 0.5 to 3600", configuration.leaseDuration)
         if let address = configuration.advertise {

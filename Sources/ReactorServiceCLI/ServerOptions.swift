@@ -21,8 +21,28 @@ public struct ServerOptions: ParsableArguments {
     var port: UInt16?
     @Option(help: "libmicrohttpd worker threads. [env: REACTORD_THREADS] (default: 1)")
     var threads: Int?
-    @Option(help: "Bearer token for PUT/DELETE /user; random and logged when unset. [env: REACTORD_ADMIN_TOKEN]")
+    @Option(help: "Bearer token for PUT/DELETE /user; when unset a random one is written to --admin-token-file (never logged). [env: REACTORD_ADMIN_TOKEN]")
     var adminToken: String?
+    @Option(help: "Where a generated admin token is written, mode 0600. [env: REACTORD_ADMIN_TOKEN_FILE] (default: reactord-admin-token)")
+    var adminTokenFile: String?
+    @Option(help: "HS256 secret (at least 32 bytes) that turns on authentication: every session route needs a JWT, and sessions belong to its 'sub'. [env: REACTORD_JWT_SECRET]")
+    var jwtSecret: String?
+    @Option(help: "PEM public key file (RSA for RS256, P-256 for ES256) that turns on authentication, instead of --jwt-secret. [env: REACTORD_JWT_KEY]")
+    var jwtKey: String?
+    @Option(help: "When set, a token's 'iss' must equal it. [env: REACTORD_JWT_ISSUER]")
+    var jwtIssuer: String?
+    @Option(help: "When set, a token's 'aud' must contain it. [env: REACTORD_JWT_AUDIENCE]")
+    var jwtAudience: String?
+    @Option(help: "Seconds of clock skew allowed on a token's exp, nbf and iat. [env: REACTORD_JWT_LEEWAY] (default: 30)")
+    var jwtLeeway: Double?
+    @Option(help: "The claim whose value true makes a JWT an admin's (may write /user). [env: REACTORD_JWT_ADMIN_CLAIM] (default: reactord_admin)")
+    var jwtAdminClaim: String?
+    @Option(help: "With authentication, most sessions one subject may hold; past it POST /sessions answers 429. [env: REACTORD_MAX_SESSIONS_PER_SUBJECT] (default: 100)")
+    var maxSessionsPerSubject: Int?
+    @Option(help: "Without authentication, sessions one client address may create per second, 0 for no limit; past it 429. [env: REACTORD_SESSION_CREATE_RATE] (default: 10)")
+    var sessionCreateRate: Double?
+    @Option(help: "The burst --session-create-rate allows. [env: REACTORD_SESSION_CREATE_BURST] (default: 100)")
+    var sessionCreateBurst: Int?
     @Option(help: "Seconds a session lives without actions or subscribers. [env: REACTORD_SESSION_TTL] (default: 1800)")
     var sessionTTL: Double?
     @Option(help: "Most sessions at once; past it POST /sessions answers 503. [env: REACTORD_MAX_SESSIONS] (default: 100000)")
@@ -102,6 +122,15 @@ public struct ServerOptions: ParsableArguments {
         configuration.advertise = try advertise ?? environment.value("REACTORD_ADVERTISE")
         configuration.leaseDuration = try lease ?? environment.value("REACTORD_LEASE") ?? configuration.leaseDuration
         configuration.accessLog = try (accessLog ?? environment.value("REACTORD_ACCESS_LOG") ?? .on) == .on
+        configuration.adminTokenFile = try adminTokenFile ?? environment.value("REACTORD_ADMIN_TOKEN_FILE")
+            ?? "reactord-admin-token"
+        configuration.maxSessionsPerSubject = try maxSessionsPerSubject
+            ?? environment.value("REACTORD_MAX_SESSIONS_PER_SUBJECT") ?? configuration.maxSessionsPerSubject
+        configuration.sessionCreateRate = try sessionCreateRate ?? environment.value("REACTORD_SESSION_CREATE_RATE")
+            ?? configuration.sessionCreateRate
+        configuration.sessionCreateBurst = try sessionCreateBurst ?? environment.value("REACTORD_SESSION_CREATE_BURST")
+            ?? configuration.sessionCreateBurst
+        configuration.jwt = try jwtVerification(environment)
         try check(configuration)
         return configuration
     }

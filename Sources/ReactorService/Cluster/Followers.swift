@@ -11,6 +11,7 @@ final class Followers: @unchecked Sendable {
         // Guarded by `lock`; nil until the session is read from the store.
         var hub: EventHub?
         var kind = ""
+        var owner: String?
         /// Checks in a row that found no subscriber (see `check`).
         var unwatchedChecks = 0
         var lastTouch = 0.0
@@ -33,8 +34,8 @@ final class Followers: @unchecked Sendable {
         touchInterval = ttl / 8
     }
 
-    /// The hub to subscribe to for session `id` and its kind; read from the store on first use.
-    func hub(for id: String) -> Result<(hub: EventHub, kind: String), SessionLookupError> {
+    /// The hub to subscribe to for session `id`, its kind and owner; read from the store on first use.
+    func hub(for id: String) -> Result<(hub: EventHub, kind: String, owner: String?), SessionLookupError> {
         // The follower is in the table before it reads the store: a wake-up processed meanwhile
         // waits for its lock, then reads on from what the first read saw.
         let follower = followers.withLock { table in
@@ -44,7 +45,7 @@ final class Followers: @unchecked Sendable {
             return made
         }
         return follower.lock.withLock {
-            if let hub = follower.hub { return .success((hub, follower.kind)) }
+            if let hub = follower.hub { return .success((hub, follower.kind, follower.owner)) }
             let stored: StoredSession?
             do throws(StoreError) {
                 stored = try store.session(id, historyLength: historyLength)
@@ -59,7 +60,8 @@ final class Followers: @unchecked Sendable {
             let hub = EventHub(historyLength: historyLength, metrics: metrics, restoring: stored)
             follower.hub = hub
             follower.kind = stored.kind
-            return .success((hub, stored.kind))
+            follower.owner = stored.owner
+            return .success((hub, stored.kind, stored.owner))
         }
     }
 

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import MicroHTTP
 
 /// What went wrong with a request body, already worded for the problem document.
 enum RequestError: Error {
@@ -14,6 +15,8 @@ enum RequestError: Error {
     case unknownSession
     /// The body names a session that cannot be served now (409, 503).
     case session(SessionLookupError)
+    /// The caller may not use the session the body names (403): the answer, already made.
+    case refused(Response)
 }
 
 /// Decodes request bodies, telling unparseable JSON (400) from well-formed JSON of the

@@ -32,8 +32,8 @@ struct RequestObserver: Sendable {
         if isAction, let outcome = ServiceMetrics.actionOutcome(status: status) {
             serviceMetrics.countAction(kind: "unknown", outcome: outcome)
         }
-        if status == 503, case let .response(response) = reply, response.headers["Retry-After"] != nil {
-            limits.hit("\(request.method.rawValue) \(route) refused: a limit was reached (503 with Retry-After)")
+        if status == 503 || status == 429, case let .response(response) = reply, response.headers["Retry-After"] != nil {
+            limits.hit("\(request.method.rawValue) \(route) refused: a limit was reached (\(status) with Retry-After)")
         }
         accessLog?.record(request, route: route, reply: reply, nanoseconds: nanoseconds)
     }

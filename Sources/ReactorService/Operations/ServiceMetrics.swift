@@ -10,6 +10,11 @@ import Prometheus
 /// - `reactord_actions_total{reactor,outcome}`: applied, or why not (then `reactor="unknown"`).
 /// - `reactord_http_requests_total` and `reactord_http_request_duration_seconds`
 ///   `{method,route,status_class}`: every routed request, by route pattern.
+/// - `reactord_auth_failures_total{reason}`: requests refused for their credentials (401: missing,
+///   malformed, algorithm, signature, expired, not_yet_valid, issuer, audience, claims; 403:
+///   forbidden, not_admin). No label carries a token or a subject.
+/// - `reactord_limited_total{limit}`: 429s, by the limit that answered (sessions_per_subject,
+///   session_create_rate).
 /// - `process_*`: resident and virtual memory, open and max fds, CPU seconds, start time.
 final class ServiceMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
@@ -33,6 +38,7 @@ final class ServiceMetrics: Sendable {
 
     enum ActionOutcome: String, CaseIterable {
         case applied, malformed, invalid, unknownSession = "unknown_session", tooLarge = "too_large", unavailable
+        case refused
     }
 
     /// By kind, then by outcome (its index in `ActionOutcome.allCases`); made on first use.
@@ -57,10 +63,34 @@ final class ServiceMetrics: Sendable {
         switch status {
         case 200..<300: return nil
         case 400: return .malformed
+        case 401, 403: return .refused
         case 404: return .unknownSession
         case 413: return .tooLarge
         case 422: return .invalid
         default: return .unavailable
+        }
+    }
+
+    // MARK: access
+
+    private let accessCounters = Locked<[String: Counter]>([:])
+
+    /// One request refused for its credentials, by reason (a fixed set: see the type's comment).
+    func countAuthFailure(_ reason: String) {
+        counter("reactord_auth_failures_total", "Requests refused for their credentials, by reason.", "reason", reason).increment()
+    }
+
+    /// One 429, by the limit that answered it.
+    func countLimited(_ limit: String) {
+        counter("reactord_limited_total", "Requests answered 429, by the limit that refused them.", "limit", limit).increment()
+    }
+
+    private func counter(_ name: String, _ help: String, _ label: String, _ value: String) -> Counter {
+        accessCounters.withLock { counters in
+            if let counter = counters[name + "\u{0}" + value] { return counter }
+            let counter = registry.makeCounter(descriptor: .help(name, help), labels: [(label, value)])
+            counters[name + "\u{0}" + value] = counter
+            return counter
         }
     }
 

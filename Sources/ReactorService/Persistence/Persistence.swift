@@ -83,7 +83,8 @@ final class Persistence: @unchecked Sendable {
         }
         let hub = context.makeHub(id: id, kind: stored.kind, restoring: stored)
         do {
-            let session = try factory(key, hub, stored.stateJSON)
+            // The store keeps the owner, not the token: the factory gets the subject alone.
+            let session = try factory(key, hub, stored.owner.map { Principal(subject: $0) }, stored.stateJSON)
             context.adopt(session, restored: true)
             return .success(session)
         } catch {

@@ -14,6 +14,8 @@ import ReactorStore
 final class SessionRecord: @unchecked Sendable {
     let id: String
     let kind: String
+    /// The subject that created it (kept with the session's first write); nil without authentication.
+    let owner: String?
     let createdAt: Double
     let journal: Journal
     /// Not written yet: the first write inserts it.
@@ -45,9 +47,10 @@ final class SessionRecord: @unchecked Sendable {
         var waiters: [Journal.Completion]
     }
 
-    init(id: String, kind: String, journal: Journal, stored: StoredSession?, ttl: Double) {
+    init(id: String, kind: String, owner: String?, journal: Journal, stored: StoredSession?, ttl: Double) {
         self.id = id
         self.kind = kind
+        self.owner = owner
         self.journal = journal
         activityResolution = ttl / 8
         createdAt = stored?.createdAt ?? WallClock.now
@@ -64,7 +67,7 @@ final class SessionRecord: @unchecked Sendable {
         inFlight = InFlight(events: events, seq: version, json: state, lastActive: stale ? lastActive : nil,
                             waiters: pendingWaiters)
         pendingWaiters = []
-        return SessionWrite(id: id, kind: kind, isNew: isNew, stateJSON: state, version: version,
+        return SessionWrite(id: id, kind: kind, owner: owner, isNew: isNew, stateJSON: state, version: version,
                             createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events.map(\.stored))
     }
 

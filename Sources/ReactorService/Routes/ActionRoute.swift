@@ -10,6 +10,9 @@ import MicroHTTP
 /// decodes the action.
 private struct ActionRequest: Decodable {
     static let contextKey = CodingUserInfoKey(rawValue: "reactord.serviceContext")!
+    /// The caller's `Principal`, with authentication on: checked against the session's owner
+    /// before the action is decoded.
+    static let principalKey = CodingUserInfoKey(rawValue: "reactord.principal")!
 
     let session: any Session
     let run: () -> EventHub.Snapshot?
@@ -24,6 +27,9 @@ private struct ActionRequest: Decodable {
         case let .success(session): self.session = session
         case .failure(.unknown): throw RequestError.unknownSession
         case let .failure(error): throw RequestError.session(error)
+        }
+        if let refusal = context.access.authorize(session, for: decoder.userInfo[Self.principalKey] as? Principal) {
+            throw RequestError.refused(refusal)
         }
         run = try session.decodeAction(from: container.superDecoder(forKey: .action))
     }
@@ -41,8 +47,20 @@ extension RouteTable {
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
             guard !context.isStopping else { return .response(Problems.stopping) }
+            var requestInfo = userInfo
+            var requestDecoder = decoder
+            if context.access.isAuthenticating {
+                switch context.access.authenticate(request) {
+                case let .success(principal): requestInfo[ActionRequest.principalKey] = principal
+                case let .failure(refusal): return .response(refusal.response)
+                }
+                // The caller travels with this request's decoding only (the shared decoder is never mutated).
+                requestDecoder = JSONDecoder()
+                requestDecoder.userInfo = requestInfo
+            }
             do throws(RequestError) {
-                let action = try RequestDecoding.decode(ActionRequest.self, from: request.body, with: decoder, userInfo: userInfo)
+                let action = try RequestDecoding.decode(ActionRequest.self, from: request.body, with: requestDecoder,
+                                                        userInfo: requestInfo)
                 guard let snapshot = action.run() else {
                     // The session ended while the action was on its way: deleted or expired, or shut down.
                     return .response(context.isStopping ? Problems.stopping : Problems.unknownSession)

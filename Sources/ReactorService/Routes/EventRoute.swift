@@ -12,11 +12,18 @@ extension RouteTable {
         let context = context
         add(.GET, "/sessions/{id}/events") { request in
             guard !context.isStopping else { return .response(Problems.stopping) }
+            // EventSource sends no headers: the token may come as `?access_token=` (never logged).
+            let principal: Principal?
+            switch context.access.authenticate(request, queryToken: true) {
+            case let .success(found): principal = found
+            case let .failure(refusal): return .response(refusal.response)
+            }
             let source: StreamSource
             switch Self.streamSource(request.pathParameters["id"] ?? "", context) {
             case let .success(found): source = found
             case let .failure(error): return .response(Problems.session(error))
             }
+            if let refusal = context.access.authorize(owner: source.owner, for: principal) { return .response(refusal) }
             var filter: FieldFilter?
             if let fields = request.query["fields"] {
                 let known = FieldFilter.fieldNames(of: source.hub.snapshot.stateJSON)
@@ -38,9 +45,11 @@ extension RouteTable {
             let streamFilter = filter
             let maxAge = context.configuration.streamMaxAge
             let slowConsumers = context.slowConsumers
+            let access = context.access
             return .eventStream(headers: HTTPHeaders()) { stream in
                 source.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
                 slowConsumers.watch(stream, kind: source.kind)
+                access.endAtExpiry(stream, of: principal)
                 // A plain close, no `event: end`: an EventSource reconnects and resumes.
                 if maxAge > 0 {
                     DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
@@ -57,6 +66,8 @@ extension RouteTable {
 private struct StreamSource: Sendable {
     let hub: EventHub
     let kind: String
+    /// Whose session it is (nil: made without authentication), for SessionAccess.authorize.
+    let owner: String?
     let stateFieldNames: @Sendable () -> Set<String>
 }
 
@@ -64,11 +75,12 @@ extension RouteTable {
     private static func streamSource(_ id: String, _ context: ServiceContext) -> Result<StreamSource, SessionLookupError> {
         switch context.session(id) {
         case let .success(session):
-            return .success(StreamSource(hub: session.hub, kind: session.kind, stateFieldNames: { session.stateFieldNames() }))
+            return .success(StreamSource(hub: session.hub, kind: session.kind, owner: session.owner,
+                                         stateFieldNames: { session.stateFieldNames() }))
         case .failure(.heldElsewhere):
             guard let followers = context.cluster?.followers else { return .failure(.unknown) }
             return followers.hub(for: id).map { followed in
-                StreamSource(hub: followed.hub, kind: followed.kind) {
+                StreamSource(hub: followed.hub, kind: followed.kind, owner: followed.owner) {
                     // The kind's State type, from its description: a nil field is absent from the JSON.
                     let description = context.registry.descriptions().first { $0.name == followed.kind }
                     return Set((description?.state?["properties"] as? [String: Any])?.keys.map { $0 } ?? [])

@@ -9,6 +9,7 @@ enum Problems {
         case let .invalid(detail): return .problem(status: 422, detail: detail)
         case .unknownSession: return unknownSession
         case let .session(error): return session(error)
+        case let .refused(response): return response
         }
     }
 

@@ -6,8 +6,14 @@ extension RouteTable {
         let context = context
         add(.POST, "/sessions") { request in Self.createSession(request, context) }
         add(.GET, "/sessions/{id}") { request in
+            let principal: Principal?
+            switch context.access.authenticate(request) {
+            case let .success(found): principal = found
+            case let .failure(refusal): return .response(refusal.response)
+            }
             switch context.session(request.pathParameters["id"] ?? "") {
             case let .success(session):
+                if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
                 session.hub.touch()
                 return .response(.json(SessionJSON.body(of: session, session.hub.snapshot)))
             case let .failure(.heldElsewhere(address)):
@@ -18,9 +24,15 @@ extension RouteTable {
         }
         add(.DELETE, "/sessions/{id}") { request in
             let id = request.pathParameters["id"] ?? ""
+            let principal: Principal?
+            switch context.access.authenticate(request) {
+            case let .success(found): principal = found
+            case let .failure(refusal): return .response(refusal.response)
+            }
             // A stored session is loaded first: one path for deleting it, its reactor and its streams.
             switch context.session(id) {
-            case .success: break
+            case let .success(session):
+                if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
             case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
             case let .failure(error): return .response(Problems.session(error))
             }
@@ -47,6 +59,11 @@ extension RouteTable {
 
     private static func createSession(_ request: Request, _ context: ServiceContext) -> Reply {
         guard !context.isStopping else { return .response(Problems.stopping) }
+        let principal: Principal?
+        switch context.access.authenticate(request) {
+        case let .success(found): principal = found
+        case let .failure(refusal): return .response(refusal.response)
+        }
         let kinds = context.registry.names
         var kind = context.configuration.defaultReactor ?? kinds.first ?? ""
         if request.body.contains(where: { !Self.isJSONWhitespace($0) }) {
@@ -60,7 +77,13 @@ extension RouteTable {
             return .response(.problem(status: 422, detail: "unknown reactor '\(kind)'; this server has: "
                 + kinds.joined(separator: ", ")))
         }
+        let ticket: SessionAccess.CreationTicket
+        switch context.access.admitCreation(request, for: principal) {
+        case let .success(admitted): ticket = admitted
+        case let .failure(refusal): return .response(refusal.response)
+        }
         guard context.sessions.reserve() else {
+            ticket.cancel()
             var headers = HTTPHeaders()
             headers.add("Retry-After", String(Int(SessionSweeper.interval(ttl: context.configuration.sessionTTL).rounded(.up))))
             return .response(.problem(status: 503, detail: "the session table is full (\(context.sessions.capacity) sessions); "
@@ -70,12 +93,14 @@ extension RouteTable {
         let id = key.string
         let session: any Session
         do {
-            session = try factory(key, context.makeHub(id: id, kind: kind), nil)
+            session = try factory(key, context.makeHub(id: id, kind: kind, owner: principal?.subject), principal, nil)
         } catch {
+            ticket.cancel()
             context.sessions.cancelReservation()
             return .response(.problem(status: 500, detail: "the reactor could not be made: \(error)"))
         }
         context.adopt(session)
+        ticket.opened()
         return answer(afterCommitOf: session.hub, context) { failure in
             if let failure { return Problems.store(failure) }
             var response = Response.json(SessionJSON.body(of: session, session.hub.snapshot), status: 201)

@@ -1,12 +1,12 @@
 import MicroHTTP
 
 extension RouteTable {
-    /// The global current user. Reading is open; writing needs the admin token.
+    /// The global current user. Reading is open; writing needs the admin token (or an admin JWT).
     mutating func addUserRoutes() {
         let context = context
         add(.GET, "/user") { _ in .response(.json(Self.userJSON(context.currentUser.value))) }
         add(.PUT, "/user") { request in
-            if let refusal = AdminAuthorization.check(request, token: context.adminToken) { return .response(refusal) }
+            if let refusal = context.access.authorizeAdmin(request) { return .response(refusal) }
             do throws(RequestError) {
                 let user = try RequestDecoding.decode(User.self, from: request.body)
                 guard !user.id.isEmpty else {
@@ -18,7 +18,7 @@ extension RouteTable {
             }
         }
         add(.DELETE, "/user") { request in
-            if let refusal = AdminAuthorization.check(request, token: context.adminToken) { return .response(refusal) }
+            if let refusal = context.access.authorizeAdmin(request) { return .response(refusal) }
             return Self.setUser(nil, context) { Response(status: 204) }
         }
     }

@@ -11,6 +11,8 @@ protocol Session: AnyObject, Sendable {
     var key: SessionKey { get }
     var id: String { get }
     var kind: String { get }
+    /// The subject of the token that created it; nil when it was made without authentication.
+    var owner: String? { get }
     var hub: EventHub { get }
     /// Decodes an action of this session's reactor; the returned closure runs it and gives
     /// the state after it, or `nil` once the session ended.
@@ -44,6 +46,7 @@ where R.Action: Decodable, R.State: Encodable {
     var id: String { key.string }
     private let sessionKind: SessionKind
     var kind: String { sessionKind.name }
+    let owner: String?
     let hub: EventHub
     // Serialises `send` with reading the state it produced, so the answer is that action's.
     private let lock = Lock.make()
@@ -58,8 +61,9 @@ where R.Action: Decodable, R.State: Encodable {
 
     /// `restoring`: the state a durable store kept, which the reactor starts from instead of
     /// its `initialState`.
-    init(key: SessionKey, kind: SessionKind, reactor: R, hub: EventHub, restoring state: R.State? = nil) {
+    init(key: SessionKey, kind: SessionKind, owner: String?, reactor: R, hub: EventHub, restoring state: R.State? = nil) {
         self.key = key
+        self.owner = owner
         sessionKind = kind
         self.hub = hub
         self.reactor = reactor

@@ -1,0 +1,207 @@
+import Dispatch
+import MicroHTTP
+
+/// Who may do what, in one place: every route asks this seam and nothing else.
+///
+/// - With a JWT configured (`ServiceConfiguration.jwt`), every session route needs a bearer token
+///   (the event stream also takes `?access_token=`, since EventSource sends no headers). The
+///   token's `sub` owns the sessions it creates; only that subject may read, act on, follow or
+///   delete them (401 without a valid token, 403 with another subject's). Each subject has at
+///   most `maxSessionsPerSubject` sessions (429).
+/// - Without one (open mode), the session id is the capability, as before, and session creation
+///   is rate limited per client address (429).
+/// - Writes to the global user need the admin token, or a JWT carrying the admin claim.
+///
+/// Tokens are never echoed: problems carry the reason only, and the access log redacts
+/// `access_token`.
+final class SessionAccess: Sendable {
+    let verification: JWTVerification?
+    private let adminToken: String
+    private let metrics: ServiceMetrics
+    private let quota: SubjectQuota
+    private let createRate: CreationRateLimit?
+    private let quotaRetryAfter: Int
+    private let verified = VerifiedTokens()
+
+    init(configuration: ServiceConfiguration, adminToken: String, metrics: ServiceMetrics) {
+        verification = configuration.jwt
+        self.adminToken = adminToken
+        self.metrics = metrics
+        quota = SubjectQuota(limit: configuration.maxSessionsPerSubject)
+        createRate = configuration.jwt == nil && configuration.sessionCreateRate > 0
+            ? CreationRateLimit(rate: configuration.sessionCreateRate, burst: configuration.sessionCreateBurst)
+            : nil
+        quotaRetryAfter = Int(SessionSweeper.interval(ttl: configuration.sessionTTL).rounded(.up))
+    }
+
+    var isAuthenticating: Bool { verification != nil }
+
+    // MARK: who is asking
+
+    /// The caller's principal: `.success(nil)` in open mode, the token's principal with
+    /// authentication on, else the 401 to answer. `queryToken`: `?access_token=` is accepted too.
+    func authenticate(_ request: Request, queryToken: Bool = false) -> Result<Principal?, Refusal> {
+        guard let verification else { return .success(nil) }
+        let token: Substring
+        switch Self.bearer(in: request, queryToken: queryToken) {
+        case let .success(found): token = found
+        case let .failure(rejection): return .failure(refuse(rejection))
+        }
+        switch verify(token, with: verification) {
+        case let .success(principal): return .success(principal)
+        case let .failure(rejection): return .failure(refuse(rejection))
+        }
+    }
+
+    /// `verification.verify`, answered from the tokens verified before when it can.
+    private func verify(_ token: Substring, with verification: JWTVerification) -> Result<Principal, TokenRejection> {
+        let now = WallClock.now
+        if let known = verified.principal(for: token) {
+            if let rejection = verification.checkTime(known.claims, now: now) { return .failure(rejection) }
+            return .success(known)
+        }
+        let result = verification.verify(token, now: now)
+        if case let .success(principal) = result { verified.insert(principal, for: token, now: now) }
+        return result
+    }
+
+    /// A refusal, as the response to send.
+    struct Refusal: Error, Sendable {
+        let response: Response
+    }
+
+    private static func bearer(in request: Request, queryToken: Bool) -> Result<Substring, TokenRejection> {
+        if let header = request.headers["Authorization"] {
+            let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+                return .failure(TokenRejection(.malformed, "the Authorization header must use the Bearer scheme"))
+            }
+            return .success(parts[1].drop { $0 == " " })
+        }
+        if queryToken, let token = request.query["access_token"] { return .success(Substring(token)) }
+        return .failure(TokenRejection(.missing, queryToken
+            ? "this route needs a bearer token: 'Authorization: Bearer <token>' or '?access_token=<token>'"
+            : "this route needs 'Authorization: Bearer <token>'"))
+    }
+
+    private func refuse(_ rejection: TokenRejection) -> Refusal {
+        metrics.countAuthFailure(rejection.reason.rawValue)
+        // RFC 6750 3.1: no error code when the request had no credentials at all.
+        let challenge = rejection.reason == .missing ? #"Bearer realm="reactord""# : #"Bearer error="invalid_token""#
+        return Refusal(response: .problem(status: 401, detail: rejection.detail,
+                                          headers: HTTPHeaders([("WWW-Authenticate", challenge)])))
+    }
+
+    // MARK: whose session
+
+    /// nil when `principal` may use `session`; else the 403 to answer. Open mode: always nil.
+    func authorize(_ session: any Session, for principal: Principal?) -> Response? {
+        authorize(owner: session.owner, for: principal)
+    }
+
+    /// The same for a session known by its owner only (one another node holds, followed here).
+    func authorize(owner: String?, for principal: Principal?) -> Response? {
+        guard verification != nil else { return nil }
+        guard let principal, let owner else {
+            metrics.countAuthFailure("forbidden")
+            return .problem(status: 403, detail: "this session has no owner (it was made without authentication)")
+        }
+        guard owner == principal.subject else {
+            metrics.countAuthFailure("forbidden")
+            return .problem(status: 403, detail: "this session belongs to another subject",
+                            headers: HTTPHeaders([("WWW-Authenticate", #"Bearer error="insufficient_scope""#)]))
+        }
+        return nil
+    }
+
+    // MARK: making sessions
+
+    /// A place for one more session of `principal`, or the 429 to answer: the subject's quota
+    /// with authentication on, the client address's creation rate without. The ticket must be
+    /// settled (`opened` after `ServiceContext.adopt`, or `cancel`).
+    func admitCreation(_ request: Request, for principal: Principal?) -> Result<CreationTicket, Refusal> {
+        if let principal {
+            guard quota.reserve(principal.subject) else {
+                metrics.countLimited("sessions_per_subject")
+                return .failure(Refusal(response: .problem(
+                    status: 429, detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
+                    headers: HTTPHeaders([("Retry-After", String(quotaRetryAfter))]))))
+            }
+            return .success(CreationTicket(quota: quota, subject: principal.subject))
+        }
+        if let createRate, let wait = createRate.take(request.peer ?? "") {
+            metrics.countLimited("session_create_rate")
+            return .failure(Refusal(response: .problem(
+                status: 429, detail: "too many sessions created from this address; at most \(createRate.describe)",
+                headers: HTTPHeaders([("Retry-After", String(wait))]))))
+        }
+        return .success(CreationTicket(quota: nil, subject: ""))
+    }
+
+    /// A reserved place in a subject's quota, until the session is adopted or not made.
+    struct CreationTicket {
+        fileprivate let quota: SubjectQuota?
+        fileprivate let subject: String
+
+        /// The session was not made: its place is free again.
+        func cancel() { quota?.release(pending: subject) }
+        /// The session is adopted (and counted by `sessionOpened`): the reservation ends.
+        func opened() { quota?.release(pending: subject) }
+    }
+
+    /// A session entered memory (made, or brought back from the store): counted for its owner.
+    func sessionOpened(_ session: any Session) {
+        if let owner = session.owner { quota.opened(owner) }
+    }
+
+    /// A session left memory: uncounted.
+    func sessionEnded(_ session: any Session) {
+        if let owner = session.owner { quota.closed(owner) }
+    }
+
+    // MARK: event streams
+
+    /// Ends `stream` with `event: end` (reason `token-expired`) at the token's `exp`, so the
+    /// client fetches a new token and resumes with Last-Event-ID.
+    func endAtExpiry(_ stream: EventStream, of principal: Principal?) {
+        guard let principal, let expiry = principal.claims["exp"]?.number else { return }
+        let seconds = max(0, min(expiry - WallClock.now, 1e9))
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak stream] in
+            stream?.close(finalFrame: EventFrames.end(reason: "token-expired"))
+        }
+    }
+
+    // MARK: admin
+
+    /// nil when the request may write the global user: it carries the admin token, or a JWT
+    /// with the admin claim; else the 401 or 403 to answer.
+    func authorizeAdmin(_ request: Request) -> Response? {
+        guard let header = request.headers["Authorization"] else {
+            metrics.countAuthFailure(TokenRejection.Reason.missing.rawValue)
+            return .problem(status: 401, detail: "this route needs 'Authorization: Bearer <admin token>'"
+                + (verification == nil ? "" : " or a token with the '\(verification!.adminClaim)' claim"),
+                headers: HTTPHeaders([("WWW-Authenticate", #"Bearer realm="reactord""#)]))
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            metrics.countAuthFailure(TokenRejection.Reason.malformed.rawValue)
+            return .problem(status: 401, detail: "the Authorization header must use the Bearer scheme",
+                            headers: HTTPHeaders([("WWW-Authenticate", #"Bearer realm="reactord""#)]))
+        }
+        let token = parts[1]
+        if AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8)) { return nil }
+        if let verification, token.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 {
+            switch verify(token, with: verification) {
+            case let .failure(rejection):
+                return refuse(rejection).response
+            case let .success(principal) where verification.isAdmin(principal):
+                return nil
+            case .success:
+                metrics.countAuthFailure("not_admin")
+                return .problem(status: 403, detail: "this token's subject is no admin: it lacks '\"\(verification.adminClaim)\": true'")
+            }
+        }
+        metrics.countAuthFailure("not_admin")
+        return .problem(status: 403, detail: "the bearer token is not the admin token")
+    }
+}

@@ -1,0 +1,104 @@
+import Crypto
+import Foundation
+import ReactorCore
+import ReactorService
+import XCTest
+
+/// A reactor that shows what its factory was handed: the principal of the session's creator.
+final class WhoAmIReactor: Reactor {
+    enum Action: Decodable {
+        case ping
+        init(from decoder: any Decoder) throws { self = .ping }
+    }
+    struct State: Codable {
+        var owner: String
+        var plan: String?
+        var pings = 0
+    }
+
+    let initialState: State
+
+    init(principal: Principal?) {
+        initialState = State(owner: principal?.subject ?? "anonymous", plan: principal?[string: "plan"])
+    }
+
+    func reduce(state: State, mutation: Action) -> State {
+        var state = state
+        state.pings += 1
+        return state
+    }
+}
+
+/// Issue 16, part 4: the factory receives the principal; one-argument factories still work.
+/// Tokens are HS256, signed here with swift-crypto's HMAC.
+final class PrincipalFactoryTests: XCTestCase {
+    private static let secret = "principal-factory-tests-secret-32-bytes!"
+    private var fixture: ServerFixture!
+
+    override func setUpWithError() throws {
+        fixture = try ServerFixture { configuration in
+            configuration.jwt = try? JWTVerification(secret: Self.secret)
+        }
+        fixture.server.register("whoami") { _, principal in WhoAmIReactor(principal: principal) }
+    }
+
+    override func tearDown() {
+        fixture.stop()
+        fixture = nil
+    }
+
+    private func token(_ claims: String) -> String {
+        func base64URL(_ bytes: [UInt8]) -> String {
+            Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let input = base64URL(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + base64URL(Array(claims.utf8))
+        let mac = HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: SymmetricKey(data: Array(Self.secret.utf8)))
+        return input + "." + base64URL(Array(mac))
+    }
+
+    private func bearer(_ subject: String, extra: String = "") -> [String: String] {
+        let exp = Int(Date().timeIntervalSince1970) + 300
+        return ["Authorization": "Bearer " + token(#"{"sub":"\#(subject)","exp":\#(exp)\#(extra)}"#)]
+    }
+
+    func testTheFactoryReceivesTheCreatorsSubjectAndClaims() throws {
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"whoami"}"#,
+                                                 headers: bearer("alice", extra: #","plan":"pro""#))
+        XCTAssertEqual(created.status, 201, created.text)
+        let state = try XCTUnwrap(created.object["state"] as? [String: Any])
+        XCTAssertEqual(state["owner"] as? String, "alice")
+        XCTAssertEqual(state["plan"] as? String, "pro")
+
+        let other = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"whoami"}"#, headers: bearer("bob"))
+        XCTAssertEqual((other.object["state"] as? [String: Any])?["owner"] as? String, "bob")
+        XCTAssertNil((other.object["state"] as? [String: Any])?["plan"])
+
+        // Alice's session answers Alice only.
+        let id = try XCTUnwrap(created.object["session"] as? String)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: bearer("alice")).status, 200)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: bearer("bob")).status, 403)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)").status, 401)
+    }
+
+    func testAOneArgumentFactoryStillWorksWithAuthenticationOn() throws {
+        // `counter` is registered by the bundled reactors with `{ currentUser in ... }`.
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: bearer("carol"))
+        XCTAssertEqual(created.status, 201, created.text)
+        let id = try XCTUnwrap(created.object["session"] as? String)
+        let acted = try fixture.client.request("POST", "/action", body: #"{"session":"\#(id)","action":{"type":"increase"}}"#,
+                                               headers: bearer("carol"))
+        XCTAssertEqual(acted.status, 200, acted.text)
+        XCTAssertEqual(try fixture.client.request("POST", "/action", body: #"{"session":"\#(id)","action":{"type":"increase"}}"#,
+                                                  headers: bearer("dave")).status, 403)
+    }
+
+    func testWithoutAuthenticationThePrincipalIsNil() throws {
+        let open = try ServerFixture()
+        defer { open.stop() }
+        open.server.register("whoami") { _, principal in WhoAmIReactor(principal: principal) }
+        let created = try open.client.request("POST", "/sessions", body: #"{"reactor":"whoami"}"#)
+        XCTAssertEqual(created.status, 201, created.text)
+        XCTAssertEqual((created.object["state"] as? [String: Any])?["owner"] as? String, "anonymous")
+    }
+}
