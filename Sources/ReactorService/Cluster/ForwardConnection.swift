@@ -153,7 +153,7 @@ private struct AnswerHead {
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
             let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t")
+            let value = line[line.index(after: colon)...].trimmingWhitespace()
             if name == "content-length" { length = Int(value) }
             if name == "connection" { close = value.lowercased() == "close" }
             if Self.relayed.contains(name) { headers.add(String(line[..<colon]), value) }
@@ -162,15 +162,5 @@ private struct AnswerHead {
         self.headers = headers
         contentLength = length ?? ((status == 204 || status == 304) ? 0 : nil)
         keepAlive = !close && contentLength != nil
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        let skipped = Set(set)
-        var slice = self[...]
-        while let first = slice.first, skipped.contains(first) { slice = slice.dropFirst() }
-        while let last = slice.last, skipped.contains(last) { slice = slice.dropLast() }
-        return String(slice)
     }
 }
