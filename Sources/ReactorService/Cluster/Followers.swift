@@ -106,7 +106,7 @@ final class Followers: @unchecked Sendable {
             }
             guard let hub else { continue }
             if drop {
-                followers.withLock { table in if table[id] === follower { table[id] = nil } }
+                forget(id, follower)
                 continue
             }
             if touch { watched.append(id) }
@@ -138,7 +138,7 @@ final class Followers: @unchecked Sendable {
                     return published   // the periodic check tries again
                 }
                 guard let read else {
-                    followers.withLock { table in if table[id] === follower { table[id] = nil } }
+                    forget(id, follower)
                     hub.end(reason: "deleted")
                     return published
                 }
