@@ -98,7 +98,7 @@ final class ServiceContext: @unchecked Sendable {
     func session(_ id: String) -> Result<any Session, SessionLookupError> {
         if let loaded = sessions.session(id) {
             // In a cluster, a session is served from memory only while its lease lasts.
-            guard let cluster, !loaded.hub.isNewSession, !cluster.store.holds(id) else { return .success(loaded) }
+            guard let cluster, !cluster.store.holds(id), !loaded.hub.isNewSession else { return .success(loaded) }
             letGo(loaded)
         }
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
