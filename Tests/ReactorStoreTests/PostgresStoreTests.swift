@@ -33,6 +33,14 @@ final class PostgresStoreTests: XCTestCase {
         return store
     }
 
+    /// The wake-ups `store` delivers from now on, once its listener's LISTEN is in place.
+    private func wakeups(of store: PostgresStore) -> Locked<[StoreWakeup]> {
+        let wakeups = Locked<[StoreWakeup]>([])
+        store.listen { wakeup in wakeups.update { $0.append(wakeup) } }
+        Thread.sleep(forTimeInterval: 0.3)
+        return wakeups
+    }
+
     private func write(_ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
                        events: [StoredEvent] = []) -> StoreChange {
         .session(SessionWrite(id: id, kind: "counter", owner: owner, isNew: isNew,
@@ -183,9 +191,7 @@ final class PostgresStoreTests: XCTestCase {
         let dsn = try database()
         let a = try open(dsn, address: "http://a")
         let b = try open(dsn, address: "http://b")
-        let wakeups = Locked<[StoreWakeup]>([])
-        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
-        Thread.sleep(forTimeInterval: 0.3)   // the listener's LISTEN is in place
+        let wakeups = self.wakeups(of: b)
         try a.commit([write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true)], historyLength: 10)
         try b.commit([write("s3", version: 0, isNew: true)], historyLength: 10)
         XCTAssertEqual(try a.commit([.delete(id: "s1", reason: "deleted"), .delete(id: "s3", reason: "deleted"),
@@ -207,9 +213,7 @@ final class PostgresStoreTests: XCTestCase {
         let dsn = try database()
         let a = try open(dsn)
         let b = try open(dsn)
-        let wakeups = Locked<[StoreWakeup]>([])
-        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
-        Thread.sleep(forTimeInterval: 0.3)
+        let wakeups = self.wakeups(of: b)
         let before = Date().timeIntervalSince1970
         try a.commit([write("s1", version: 0, isNew: true),
                       write("s1", version: 3, events: [event(1), event(2), event(3)])], historyLength: 10)
@@ -234,9 +238,7 @@ final class PostgresStoreTests: XCTestCase {
         let dsn = try database()
         let a = try open(dsn)
         let b = try open(dsn)
-        let wakeups = Locked<[StoreWakeup]>([])
-        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
-        Thread.sleep(forTimeInterval: 0.3)
+        let wakeups = self.wakeups(of: b)
         XCTAssertNil(try b.loadUser())
         XCTAssertEqual(try b.userChanges(after: 0), [])
         try a.commit([.user(Array(#"{"id":"1"}"#.utf8))], historyLength: 10)
@@ -302,8 +304,7 @@ final class PostgresStoreTests: XCTestCase {
         let dsn = try database()
         let a = try open(dsn)
         let b = try open(dsn)
-        let wakeups = Locked<[StoreWakeup]>([])
-        b.listen { wakeup in wakeups.update { $0.append(wakeup) } }
+        let wakeups = self.wakeups(of: b)
         try a.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
         XCTAssertEqual(try a.sessionCount(), 1)
 
