@@ -33,19 +33,16 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOAD = os.path.join(ROOT, "Benchmarks", "load")
+from action_load import ROOT, actions_per_second, build
+
 PG = os.path.join(ROOT, "scripts", "postgres-test-server")
 STARTED = []   # every node, killed on the way out whatever happens
 
 
-def build():
-    binary = os.environ.get("REACTORD_BIN")
-    if binary:
-        return binary
-    subprocess.run(["swift", "build", "-c", "release", "--product", "reactord", "--scratch-path", ".build-bench"],
-                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return os.path.join(ROOT, ".build-bench", "release", "reactord")
+def createdb(pg_dir, name):
+    """A fresh database on the benchmark's PostgreSQL server; its URL."""
+    out = subprocess.run([PG, "createdb", pg_dir, name], check=True, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
 
 
 def free_port():
@@ -97,18 +94,8 @@ def warnings(nodes):
 
 
 def wrk(port, sessions, seconds, folder):
-    ids = os.path.join(folder, "sessions.txt")
-    with open(ids, "w") as out:
-        out.write("\n".join(sessions) + "\n")
-    url = "http://127.0.0.1:%d" % port
-    script = os.path.join(LOAD, "action.lua")
-    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", script, url, "--", "reactord", ids],
-                   check=True, stdout=subprocess.DEVNULL)
-    result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", script, url, "--", "reactord", ids],
-                            check=True, capture_output=True, text=True).stdout
-    if "Non-2xx" in result:
-        sys.exit("non-2xx answers under load:\n" + result + "\nthe nodes' log:\n" + warnings(STARTED))
-    return float(re.search(r"Requests/sec:\s+([0-9.]+)", result).group(1))
+    return actions_per_second(port, sessions, seconds, folder,
+                              explain=lambda: "\nthe nodes' log:\n" + warnings(STARTED))
 
 
 def cross_node_latency(a, b, seconds):
@@ -200,16 +187,15 @@ def main():
     binary = build()
     folder = tempfile.mkdtemp(prefix="reactord-cluster-bench-")
     pg_dir = tempfile.mkdtemp(prefix="reactord-cluster-bench-pg-")   # its own: the script hands it to postgres
-    base = subprocess.run([PG, "start", pg_dir, str(free_port())], check=True, capture_output=True,
-                          text=True).stdout.strip().splitlines()[-1]
+    # Each measurement gets a database of its own (createdb below), not the server's first one.
+    subprocess.run([PG, "start", pg_dir, str(free_port())], check=True, capture_output=True)
     try:
         reference, holder, forwarded = [], [], []
         for round_ in range(args.rounds):
             single = Node(binary, "sqlite:" + os.path.join(folder, "bench-%d.sqlite" % round_))
             reference.append(wrk(single.port, [single.create() for _ in range(64)], args.seconds, folder))
             single.stop()
-            dsn = subprocess.run([PG, "createdb", pg_dir, "bench_%d" % round_], check=True, capture_output=True,
-                                 text=True).stdout.strip().splitlines()[-1]
+            dsn = createdb(pg_dir, "bench_%d" % round_)
             a, b = Node(binary, dsn), Node(binary, dsn)
             sessions = [a.create() for _ in range(64)]
             holder.append(wrk(a.port, sessions, args.seconds, folder))
@@ -225,8 +211,7 @@ def main():
               % (args.rounds, ref, statistics.median(holder), statistics.median(holder) / ref,
                  statistics.median(forwarded), statistics.median(forwarded) / ref), flush=True)
 
-        dsn = subprocess.run([PG, "createdb", pg_dir, "bench_latency"], check=True, capture_output=True,
-                             text=True).stdout.strip().splitlines()[-1]
+        dsn = createdb(pg_dir, "bench_latency")
         a, b = Node(binary, dsn), Node(binary, dsn)
         rate, delays, lost = cross_node_latency(a, b, args.seconds)
         a.stop()
@@ -238,8 +223,7 @@ def main():
               % (rate, delays[len(delays) // 2], delays[int(len(delays) * 0.99)], delays[-1], lost,
                  len(delays) + lost), flush=True)
 
-        dsn = subprocess.run([PG, "createdb", pg_dir, "bench_takeover"], check=True, capture_output=True,
-                             text=True).stdout.strip().splitlines()[-1]
+        dsn = createdb(pg_dir, "bench_takeover")
         seconds, statuses = takeover(binary, dsn)
         print("takeover after kill -9 (lease 5 s): node B answered 200 after %.2f s; answers meanwhile: %s "
               "(target <= 10 s)" % (seconds, statuses), flush=True)

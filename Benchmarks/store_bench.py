@@ -29,17 +29,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOAD = os.path.join(ROOT, "Benchmarks", "load")
-
-
-def build():
-    binary = os.environ.get("REACTORD_BIN")
-    if binary:
-        return binary
-    subprocess.run(["swift", "build", "-c", "release", "--product", "reactord", "--scratch-path", ".build-bench"],
-                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return os.path.join(ROOT, ".build-bench", "release", "reactord")
+from action_load import actions_per_second, build
 
 
 class Server:
@@ -94,19 +84,10 @@ def throughput(binary, store, seconds, folder):
     server = Server(binary, store)
     sessions = [json.loads(server.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
                 for _ in range(64)]
-    ids = os.path.join(folder, "sessions.txt")
-    with open(ids, "w") as out:
-        out.write("\n".join(sessions) + "\n")
-    url = "http://127.0.0.1:%d" % server.port
-    script = os.path.join(LOAD, "action.lua")
-    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", script, url, "--", "reactord", ids],
-                   check=True, stdout=subprocess.DEVNULL)
-    result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", script, url, "--", "reactord", ids],
-                            check=True, capture_output=True, text=True).stdout
-    server.stop()
-    if "Non-2xx" in result:
-        sys.exit("non-2xx answers under load:\n" + result)
-    return float(re.search(r"Requests/sec:\s+([0-9.]+)", result).group(1))
+    try:
+        return actions_per_second(server.port, sessions, seconds, folder)
+    finally:
+        server.stop()
 
 
 def fill(binary, path, count):

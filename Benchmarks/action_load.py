@@ -1,0 +1,35 @@
+"""What the store and cluster benchmarks share: the release build they measure, and the
+POST /action load (wrk, 64 keep-alive connections over the given counter sessions)."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "Benchmarks", "load", "action.lua")
+
+
+def build():
+    """REACTORD_BIN, else the release build in .build-bench (as bench.sh)."""
+    binary = os.environ.get("REACTORD_BIN")
+    if binary:
+        return binary
+    subprocess.run(["swift", "build", "-c", "release", "--product", "reactord", "--scratch-path", ".build-bench"],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(ROOT, ".build-bench", "release", "reactord")
+
+
+def actions_per_second(port, sessions, seconds, folder, explain=lambda: ""):
+    """wrk -t1 -c64 on POST /action round robin over `sessions`, after a 2 s warm-up; exits,
+    with wrk's output and `explain()`, when any answer was not 2xx."""
+    ids = os.path.join(folder, "sessions.txt")
+    with open(ids, "w") as out:
+        out.write("\n".join(sessions) + "\n")
+    url = "http://127.0.0.1:%d" % port
+    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", SCRIPT, url, "--", "reactord", ids],
+                   check=True, stdout=subprocess.DEVNULL)
+    result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", SCRIPT, url, "--", "reactord", ids],
+                            check=True, capture_output=True, text=True).stdout
+    if "Non-2xx" in result:
+        sys.exit("non-2xx answers under load:\n" + result + explain())
+    return float(re.search(r"Requests/sec:\s+([0-9.]+)", result).group(1))
