@@ -17,8 +17,9 @@ public protocol ClusterStore: StoreEngine {
     /// set before the first session is claimed or created.
     func advertise(_ address: String)
 
-    /// Takes `id`'s lease when nobody holds it or its holder's lease has passed (or this node
-    /// holds it already), and returns the session with its newest `historyLength` events; or
+    /// Takes `id`'s lease when nobody holds it, its holder's lease has passed, this node holds
+    /// it already, or its holder advertised this node's own address (only one process can
+    /// listen there: that holder was this node before a restart), and returns the session with its newest `historyLength` events; or
     /// tells which live node holds it; or that no such session is stored.
     func claim(_ id: String, historyLength: Int) throws(StoreError) -> SessionClaim
 

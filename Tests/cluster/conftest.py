@@ -69,12 +69,12 @@ def postgres():
 
 
 class Node:
-    def __init__(self, dsn, name, *extra):
+    def __init__(self, dsn, name, *extra, port=None, lease=LEASE):
         self.name = name
-        self.port = free_port()
+        self.port = port or free_port()
         self.log = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
-            [BINARY, "--store", dsn, "--port", str(self.port), "--admin-token", TOKEN, "--lease", str(LEASE),
+            [BINARY, "--store", dsn, "--port", str(self.port), "--admin-token", TOKEN, "--lease", str(lease),
              "--access-log", "off", *extra],
             stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + 30
@@ -136,12 +136,20 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, postgres, count=3, *extra):
+    def __init__(self, postgres, count=3, *extra, lease=LEASE):
         self.postgres = postgres
         self.dsn = postgres.create_database()
+        self.lease = lease
         self.nodes = []
         for index in range(count):
-            self.nodes.append(Node(self.dsn, f"node{index + 1}", *extra))
+            self.nodes.append(Node(self.dsn, f"node{index + 1}", *extra, lease=lease))
+
+    def restart(self, index):
+        """Starts node `index` again on its port (its advertised address), after it died."""
+        old = self.nodes[index]
+        self.nodes[index] = Node(self.dsn, old.name, port=old.port, lease=self.lease)
+        self.nodes.append(old)   # closed (and its log checked) with the others
+        return self.nodes[index]
 
     def holder_port(self, session):
         address = self.postgres.sql(self.dsn, f"SELECT holder_address FROM reactord_sessions WHERE id = '{session}'")

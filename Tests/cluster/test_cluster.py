@@ -213,6 +213,29 @@ def test_a_frozen_holder_loses_its_sessions_and_cannot_fork_them(cluster):
     assert history == "1,2,3,4,5", history
 
 
+def test_a_node_restarted_on_its_address_takes_its_sessions_back_at_once(postgres):
+    # Long leases: waiting for them to run out would take 30 s. Only one process can listen on
+    # an address, so the holder named by this node's own address is its previous life.
+    cluster = Cluster(postgres, 2, lease=30)
+    try:
+        holder, other = cluster.nodes
+        session = holder.create()
+        for _ in range(3):
+            assert holder.act(session, {"type": "increase"})[0] == 200
+        holder.kill()
+        began = time.monotonic()
+        restarted = cluster.restart(0)
+        status, body, _ = other.act(session, {"type": "increase"})   # forwarded to the address
+        assert status == 200, body
+        assert json.loads(body)["state"]["count"] == 4 and json.loads(body)["version"] == 4
+        status, body, _ = restarted.act(session, {"type": "increase"})
+        assert status == 200 and json.loads(body)["version"] == 5, body
+        assert time.monotonic() - began < 15, "well inside the old lease of 30 s"
+        assert cluster.node_holding(session) is restarted
+    finally:
+        cluster.close()
+
+
 def test_an_unknown_outcome_is_504_never_a_guess(cluster):
     holder, other = cluster.nodes[0], cluster.nodes[1]
     session = holder.create()

@@ -175,7 +175,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                         SET holder = $2, holder_address = $3,
                             fence = CASE WHEN holder = $2 THEN fence ELSE fence + 1 END,
                             lease_until = now() + $4::float8 * interval '1 second'
-                        WHERE id = $1 AND (holder IS NULL OR holder = $2 OR lease_until < now())
+                        WHERE id = $1 AND (holder IS NULL OR holder = $2 OR lease_until < now()
+                                           OR (holder_address = $3 AND $3 <> ''))
                         RETURNING kind, owner, state, version, created_at, last_active, fence)
                     SELECT c.kind, c.owner, c.state, c.version, c.created_at, c.last_active, e.seq, e.pulse, e.data,
                            c.fence
