@@ -134,7 +134,12 @@ public final class ReactorServer: @unchecked Sendable {
         if let engine = context.persistence?.engine {
             // Reachable: a one-row read on the store's reader connection answers.
             addReadinessCheck(ReadinessCheck("store") {
-                do { _ = try engine.loadUser(); return nil } catch { return "the store does not answer: \(error)" }
+                do throws(StoreError) {
+                    _ = try engine.loadUser()
+                    return nil
+                } catch {
+                    return "the store does not answer: \(error.detail)"
+                }
             })
         }
         let cluster = context.cluster

@@ -69,7 +69,7 @@ final class ServiceContext: @unchecked Sendable {
             engine.close()
             throw error
         }
-        persistence = Persistence(engine: engine, historyLength: configuration.historyLength)
+        persistence = Persistence(engine: engine, historyLength: configuration.historyLength, logger: logger)
         cluster = shared
     }
 

@@ -115,21 +115,31 @@ public struct SessionWrite: Sendable {
     }
 }
 
-/// Why the store could not do what was asked, worded for an operator (never a secret).
+/// Why the store could not do what was asked (never a secret). `detail` is for the client's
+/// problem document; `cause` adds what only an operator should read (the store's location,
+/// the database's own message), and `description`, for logs, has both.
 public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// The disk (or the database's size limit) is full: 507 for the request.
-    case full(String)
+    case full(String, cause: String = "")
     /// Any other failure to read or write: 503 for the request.
-    case unavailable(String)
+    case unavailable(String, cause: String = "")
     /// A shared store refused a session's change: another node holds it now (503; the
     /// client's retry reaches the holder).
     case notHeld(String)
     /// The store cannot be opened at all: reactord does not start.
     case cannotOpen(String)
 
+    /// What went wrong, worded for any client: no location, address or database message.
+    public var detail: String {
+        switch self {
+        case let .full(detail, _), let .unavailable(detail, _), let .notHeld(detail), let .cannotOpen(detail): detail
+        }
+    }
+
     public var description: String {
         switch self {
-        case let .full(message), let .unavailable(message), let .notHeld(message), let .cannotOpen(message): message
+        case let .full(detail, cause), let .unavailable(detail, cause): cause.isEmpty ? detail : "\(detail) (\(cause))"
+        case let .notHeld(detail), let .cannotOpen(detail): detail
         }
     }
 }

@@ -304,9 +304,12 @@ final class PostgresStoreTests: XCTestCase {
         let dsn = try database()
         let a = try open(dsn)
         let b = try open(dsn)
+        let untouched = try open(dsn)   // not used while the server is down
         let wakeups = self.wakeups(of: b)
         try a.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
         XCTAssertEqual(try a.sessionCount(), 1)
+        try untouched.commit([write("s2", version: 0, isNew: true)], historyLength: 10)
+        XCTAssertEqual(try untouched.sessionCount(), 2)
 
         try server.stop()
         defer { try? server.start() }
@@ -314,14 +317,19 @@ final class PostgresStoreTests: XCTestCase {
                      { try a.commit([self.write("s1", version: 1, events: [self.event(1)])], historyLength: 10) },
                      { _ = try a.claim("s1", historyLength: 10) }] as [() throws -> Void] {
             XCTAssertThrowsError(try call()) { error in
-                guard case let .unavailable(message)? = error as? StoreError else { return XCTFail("\(error)") }
-                XCTAssertFalse(message.contains("reactord-test"), message)
+                guard case let .unavailable(detail, cause)? = error as? StoreError else { return XCTFail("\(error)") }
+                XCTAssertEqual(detail, "PostgreSQL is unreachable")   // what a client reads: no address
+                XCTAssertTrue(cause.contains("127.0.0.1"), cause)     // what the log says
+                XCTAssertFalse(cause.contains("reactord-test"), cause)
             }
         }
         XCTAssertThrowsError(try a.renewLeases())
 
         try server.start()
-        XCTAssertTrue(waitUntil(timeout: 10) { (try? a.sessionCount()) == 1 }, "reads work again")
+        // Connections idle through the restart are found closed before use: no call fails.
+        XCTAssertEqual(try untouched.sessionCount(), 2)
+        XCTAssertEqual(try untouched.commit([write("s2", version: 1, events: [event(1)])], historyLength: 10), [])
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? a.sessionCount()) == 2 }, "reads work again")
         XCTAssertTrue(waitUntil(timeout: 10) { wakeups.value.contains(.reconnected) }, "the listener says it was cut off")
         XCTAssertEqual(try a.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10), [])
         XCTAssertEqual(try a.renewLeases(), [])

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Logging
 import MicroHTTP
 import ReactorStore
 
@@ -34,10 +35,15 @@ final class Journal: @unchecked Sendable {
     private var completions: [(session: String?, completion: Completion)] = []
     private var stopping = false
     private var stopped = false
+    private let logger: Logger
+    /// Whether the last transaction failed (the journal's thread only): a failure is logged
+    /// when it begins and when it ends, not once per transaction.
+    private var failing = false
 
-    init(engine: any StoreEngine, historyLength: Int) {
+    init(engine: any StoreEngine, historyLength: Int, logger: Logger) {
         self.engine = engine
         self.historyLength = historyLength
+        self.logger = logger
         startThread(name: "reactord.journal") { [self] in run() }
     }
 
@@ -125,6 +131,7 @@ final class Journal: @unchecked Sendable {
             } catch {
                 failure = error
             }
+            report(failure)
         }
         let notHeld = StoreError.notHeld("another node holds this session now")
         func outcome(_ session: String?) -> StoreError? {
@@ -137,5 +144,17 @@ final class Journal: @unchecked Sendable {
             }
             for (session, completion) in waiting { completion(outcome(session)) }
         }
+    }
+
+    /// Clients read only the failure's `detail`; its cause (where the store is, what the
+    /// database said) is for the log.
+    private func report(_ failure: StoreError?) {
+        if let failure, !failing {
+            logger.warning("the store failed to commit; requests answer 503 (507 when full) until it recovers",
+                           metadata: ["error": "\(failure)"])
+        } else if failure == nil, failing {
+            logger.notice("the store commits again")
+        }
+        failing = failure != nil
     }
 }

@@ -35,10 +35,10 @@ final class Persistence: @unchecked Sendable {
     private var tombstones: Set<SessionKey> = []
     private var reported: Set<SessionKey> = []
 
-    init(engine: any StoreEngine, historyLength: Int) {
+    init(engine: any StoreEngine, historyLength: Int, logger: Logger) {
         self.engine = engine
         self.historyLength = historyLength
-        journal = Journal(engine: engine, historyLength: historyLength)
+        journal = Journal(engine: engine, historyLength: historyLength, logger: logger)
     }
 
     /// The session `key` from the store, loaded into `context.sessions`; the loaded one if

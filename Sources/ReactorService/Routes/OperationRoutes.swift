@@ -18,7 +18,7 @@ extension RouteTable {
                 do throws(StoreError) {
                     _ = try store.loadUser()
                 } catch {
-                    return .response(.problem(status: 503, detail: "the shared store does not answer: \(error)",
+                    return .response(.problem(status: 503, detail: "the shared store does not answer: \(error.detail)",
                                               headers: HTTPHeaders([("Retry-After", "1")])))
                 }
             }

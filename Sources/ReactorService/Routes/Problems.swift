@@ -27,10 +27,10 @@ enum Problems {
     /// The store could not make a change durable: nothing of the request was kept.
     static func store(_ error: StoreError) -> Response {
         switch error {
-        case let .full(detail):
-            return .problem(status: 507, detail: "\(detail); nothing of this request was stored")
-        case let .unavailable(detail), let .notHeld(detail), let .cannotOpen(detail):
-            return .problem(status: 503, detail: "\(detail); nothing of this request was stored",
+        case .full:
+            return .problem(status: 507, detail: "\(error.detail); nothing of this request was stored")
+        case .unavailable, .notHeld, .cannotOpen:
+            return .problem(status: 503, detail: "\(error.detail); nothing of this request was stored",
                             headers: HTTPHeaders([("Retry-After", "1")]))
         }
     }

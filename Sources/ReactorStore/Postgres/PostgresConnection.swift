@@ -50,6 +50,21 @@ final class PostgresConnection {
 
     var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
 
+    /// False when the server has closed this idle connection meanwhile (a restart, an
+    /// administrator, an idle timeout): its farewell and the end of the stream wait on the
+    /// socket. One `poll`, no round trip: checked before an idle connection is used again, so
+    /// a restart of PostgreSQL costs no request an error.
+    var isUsableAfterIdle: Bool {
+        // A few reads at most: the farewell (kept as a notice) may come before the end.
+        for _ in 0..<4 {
+            if isBroken { return false }
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 0) > 0 else { return true }
+            if !consumeInput() { return false }
+        }
+        return !isBroken
+    }
+
     /// Runs one statement with text parameters `$1…` (nil is NULL).
     @discardableResult
     func execute(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresResult {

@@ -40,6 +40,7 @@ final class PostgresPool: @unchecked Sendable {
         var connection = idle.popLast()
         if connection == nil { opened += 1 }
         pthread_mutex_unlock(mutex)
+        if let stale = connection, !stale.isUsableAfterIdle { connection = nil }   // its slot is reused
         if connection == nil {
             do {
                 connection = try connect()   // outside the lock: it can take up to connect_timeout

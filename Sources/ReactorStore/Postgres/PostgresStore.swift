@@ -516,9 +516,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     }
 
     private func writerConnection() throws(StoreError) -> PostgresConnection {
-        if let writer, !writer.isBroken { return writer }
+        if let writer, writer.isUsableAfterIdle { return writer }
         writer = nil
-        if isClosed { throw .unavailable("the store \(name) is closed") }
+        if isClosed { throw .unavailable("the store is closed", cause: name) }
         do {
             let fresh = try PostgresConnection(uri: url, secrets: secrets)
             writer = fresh
@@ -542,7 +542,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     private func reading<T>(_ body: (PostgresConnection) throws -> T) throws(StoreError) -> T {
         do {
-            guard let result = try pool.with(body) else { throw StoreError.unavailable("the store \(name) is closed") }
+            guard let result = try pool.with(body) else { throw StoreError.unavailable("the store is closed", cause: name) }
             return result
         } catch {
             throw storeError(error)
@@ -563,10 +563,11 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// A full disk is 507 to the client; anything else 503.
     private func storeError(_ error: any Error) -> StoreError {
         if let error = error as? StoreError { return error }
-        guard let error = error as? PostgresError else { return .unavailable("the store \(name) failed: \(error)") }
-        if error.sqlState == "53100" { return .full("the store \(name) is out of disk space: \(error.message)") }
-        if error.connectionLost { return .unavailable("PostgreSQL is unreachable (\(name)): \(error.message)") }
-        return .unavailable("the store \(name) failed: \(error.message)")
+        guard let error = error as? PostgresError else { return .unavailable("the store failed", cause: "\(name): \(error)") }
+        let cause = "\(name): \(error.message)"
+        if error.sqlState == "53100" { return .full("the store is out of disk space", cause: cause) }
+        if error.connectionLost { return .unavailable("PostgreSQL is unreachable", cause: cause) }
+        return .unavailable("the store failed", cause: cause)
     }
 
     // MARK: - Values

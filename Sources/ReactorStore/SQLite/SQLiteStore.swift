@@ -103,7 +103,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
         writeLock.lock()
         defer { writeLock.unlock() }
-        guard let writer else { throw .unavailable("the store \(path) is closed") }
+        guard let writer else { throw .unavailable("the store is closed", cause: path) }
         do {
             try writer.transaction {
                 for change in changes {
@@ -181,7 +181,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     private func reading<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         readLock.lock()
         defer { readLock.unlock() }
-        guard let reader else { throw .unavailable("the store \(path) is closed") }
+        guard let reader else { throw .unavailable("the store is closed", cause: path) }
         defer { reader.resetAll() }
         do {
             return try body(reader)
@@ -200,8 +200,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             }
             return .cannotOpen("cannot open the store \(path): \(error)")
         }
-        if sqlite?.primaryCode == SQLITE_FULL { return .full("the store's disk is full: \(error)") }
-        return .unavailable("the store failed: \(error)")
+        if sqlite?.primaryCode == SQLITE_FULL { return .full("the store's disk is full", cause: "\(error)") }
+        return .unavailable("the store failed", cause: "\(error)")
     }
 
     /// Checks the path, then takes the file's exclusive lock (creating an empty file, which
