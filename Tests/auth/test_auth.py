@@ -297,6 +297,9 @@ def test_each_bad_token_is_401_invalid_token_with_the_reason():
             assert_problem(*server.request("GET", f"/sessions/{session}", bearer=bad), 401,
                            challenge='Bearer error="invalid_token"')
             assert_problem(*server.open_stream(session, query_token=bad), 401, challenge='Bearer error="invalid_token"')
+        problem = assert_problem(*server.request("POST", "/sessions", {}, headers={"Authorization": "Bearer"}), 401,
+                                 challenge='Bearer error="invalid_token"')
+        assert "empty" in problem["detail"], problem
         # The leeway: expired 10 s ago is still accepted (default 30 s).
         assert server.request("GET", f"/sessions/{session}", bearer=token("alice", lifetime=-10, **good))[0] == 200
     finally:
@@ -390,9 +393,13 @@ def test_open_mode_needs_no_token():
 
 def test_an_ordinary_token_cannot_write_the_user_the_admin_token_and_admin_claim_can(hs_server):
     user = {"id": "u1", "name": "Ada"}
-    assert_problem(*hs_server.request("PUT", "/user", user, token("alice")), 403)
-    assert_problem(*hs_server.request("DELETE", "/user", bearer=token("alice")), 403)
-    assert_problem(*hs_server.request("PUT", "/user", user, token("alice", reactord_admin="true")), 403)
+    scope = 'Bearer error="insufficient_scope"'
+    assert_problem(*hs_server.request("PUT", "/user", user, token("alice")), 403, challenge=scope)
+    assert_problem(*hs_server.request("DELETE", "/user", bearer=token("alice")), 403, challenge=scope)
+    assert_problem(*hs_server.request("PUT", "/user", user, token("alice", reactord_admin="true")), 403, challenge=scope)
+    problem = assert_problem(*hs_server.request("PUT", "/user", user, headers={"Authorization": "Bearer"}), 401,
+                             challenge='Bearer error="invalid_token"')
+    assert "empty" in problem["detail"], problem
     assert_problem(*hs_server.request("PUT", "/user", user, token("alice", lifetime=-120, reactord_admin=True)), 401,
                    challenge='Bearer error="invalid_token"')
     assert_problem(*hs_server.request("PUT", "/user", user), 401)

@@ -73,8 +73,11 @@ final class SessionAccess: Sendable {
     private static func bearer(in request: Request, queryToken: Bool) -> Result<Substring, TokenRejection> {
         if let header = request.headers["Authorization"] {
             let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            guard parts.first?.lowercased() == "bearer" else {
                 return .failure(TokenRejection(.malformed, "the Authorization header must use the Bearer scheme"))
+            }
+            guard parts.count == 2 else {
+                return .failure(TokenRejection(.malformed, "the Authorization header's bearer token is empty"))
             }
             return .success(parts[1].drop { $0 == " " })
         }
@@ -103,15 +106,17 @@ final class SessionAccess: Sendable {
     func authorize(owner: String?, for principal: Principal?) -> Response? {
         guard verification != nil else { return nil }
         guard let principal, let owner else {
-            metrics.countAuthFailure("forbidden")
-            return .problem(status: 403, detail: "this session has no owner (it was made without authentication)")
+            return forbidden("forbidden", "this session has no owner (it was made without authentication)")
         }
-        guard owner == principal.subject else {
-            metrics.countAuthFailure("forbidden")
-            return .problem(status: 403, detail: "this session belongs to another subject",
-                            headers: HTTPHeaders([("WWW-Authenticate", #"Bearer error="insufficient_scope""#)]))
-        }
+        guard owner == principal.subject else { return forbidden("forbidden", "this session belongs to another subject") }
         return nil
+    }
+
+    /// A 403: the token is good, but not for this (RFC 6750 3.1, `insufficient_scope`).
+    private func forbidden(_ reason: String, _ detail: String) -> Response {
+        metrics.countAuthFailure(reason)
+        return .problem(status: 403, detail: detail,
+                        headers: HTTPHeaders([("WWW-Authenticate", #"Bearer error="insufficient_scope""#)]))
     }
 
     // MARK: making sessions
@@ -176,19 +181,14 @@ final class SessionAccess: Sendable {
     /// nil when the request may write the global user: it carries the admin token, or a JWT
     /// with the admin claim; else the 401 or 403 to answer.
     func authorizeAdmin(_ request: Request) -> Response? {
-        guard let header = request.headers["Authorization"] else {
-            metrics.countAuthFailure(TokenRejection.Reason.missing.rawValue)
-            return .problem(status: 401, detail: "this route needs 'Authorization: Bearer <admin token>'"
-                + (verification == nil ? "" : " or a token with the '\(verification!.adminClaim)' claim"),
-                headers: HTTPHeaders([("WWW-Authenticate", #"Bearer realm="reactord""#)]))
+        let token: Substring
+        switch Self.bearer(in: request, queryToken: false) {
+        case let .success(found): token = found
+        case let .failure(rejection) where rejection.reason == .missing:
+            return refuse(TokenRejection(.missing, "this route needs 'Authorization: Bearer <admin token>'"
+                + (verification == nil ? "" : " or a token with the '\(verification!.adminClaim)' claim"))).response
+        case let .failure(rejection): return refuse(rejection).response
         }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            metrics.countAuthFailure(TokenRejection.Reason.malformed.rawValue)
-            return .problem(status: 401, detail: "the Authorization header must use the Bearer scheme",
-                            headers: HTTPHeaders([("WWW-Authenticate", #"Bearer realm="reactord""#)]))
-        }
-        let token = parts[1]
         if AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8)) { return nil }
         if let verification, token.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 {
             switch verify(token, with: verification) {
@@ -197,11 +197,9 @@ final class SessionAccess: Sendable {
             case let .success(principal) where verification.isAdmin(principal):
                 return nil
             case .success:
-                metrics.countAuthFailure("not_admin")
-                return .problem(status: 403, detail: "this token's subject is no admin: it lacks '\"\(verification.adminClaim)\": true'")
+                return forbidden("not_admin", "this token's subject is no admin: it lacks '\"\(verification.adminClaim)\": true'")
             }
         }
-        metrics.countAuthFailure("not_admin")
-        return .problem(status: 403, detail: "the bearer token is not the admin token")
+        return forbidden("not_admin", "the bearer token is not the admin token")
     }
 }
