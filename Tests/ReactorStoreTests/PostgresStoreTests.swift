@@ -126,6 +126,40 @@ final class PostgresStoreTests: XCTestCase {
 
     // MARK: - Leases and fencing
 
+    /// The holder's group commits, its lease renewals and another node's activity marks all
+    /// update many session rows at once: they lock them in one order (by id), so none waits
+    /// for the others in a cycle (PostgreSQL would end one after its 1 s deadlock timeout).
+    func testCommitsRenewalsAndTouchesOfTheSameSessionsNeverDeadlock() throws {
+        let dsn = try database()
+        let holder = try open(dsn)
+        let other = try open(dsn)
+        let ids = (0..<40).map { "s\($0)" }
+        try holder.commit(ids.map { write($0, version: 0, isNew: true) }, historyLength: 10)
+        let failures = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 3) { worker in
+            for round in 1...150 {
+                do {
+                    switch worker {
+                    case 0:
+                        // Newest first, the reverse of the ids' order, and a different order each round.
+                        let order = round % 2 == 0 ? ids.reversed() : ids.shuffled()
+                        let refused = try holder.commit(order.map { write($0, version: UInt64(round)) }, historyLength: 10)
+                        if !refused.isEmpty { failures.update { $0.append("refused \(refused)") } }
+                    case 1:
+                        let lost = try holder.renewLeases()
+                        if !lost.isEmpty { failures.update { $0.append("lost \(lost)") } }
+                    default:
+                        try other.touch(ids.shuffled())
+                    }
+                } catch {
+                    failures.update { $0.append("\(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(failures.value, [])
+        XCTAssertEqual(try holder.session("s0", historyLength: 1)?.version, 150)
+    }
+
     func testALeaseFencesOutTheNodeThatLostIt() throws {
         let dsn = try database()
         let a = try open(dsn, lease: 1, address: "http://a")

@@ -118,7 +118,12 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         let transaction = steps.count > 1
         var outcome = CommitOutcome()
         do {
-            if transaction { try connection.execute("BEGIN") }
+            if transaction {
+                try connection.execute("BEGIN")
+                // A transaction of several statements takes all its rows' locks first, in order.
+                try connection.execute("SELECT 1 FROM (\(Self.lockedInOrder("id = ANY($1::text[])"))) l",
+                                       [Self.array(strings: Self.sessionIDs(of: steps))])
+            }
             for step in steps {
                 switch step {
                 case let .sessions(writes): try write(writes, historyLength: historyLength, on: connection, into: &outcome)
@@ -220,8 +225,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         // Only leases this node still counts as its own: one it let go of locally runs out.
         let renewed: [String: Int64] = try reading { connection in
             let rows = try connection.execute("""
-                UPDATE reactord_sessions SET lease_until = now() + $2::float8 * interval '1 second'
-                WHERE holder = $1 AND id = ANY($3::text[]) RETURNING id, fence
+                UPDATE reactord_sessions s SET lease_until = now() + $2::float8 * interval '1 second'
+                FROM (\(Self.lockedInOrder("holder = $1 AND id = ANY($3::text[])"))) l
+                WHERE s.id = l.id RETURNING s.id, s.fence
                 """, [nodeID, String(leaseDuration), Self.array(strings: held.map(\.0))])
             var renewed: [String: Int64] = [:]
             for row in 0..<rows.count { renewed[rows.string(row, 0) ?? ""] = rows.int64(row, 1) }
@@ -288,7 +294,10 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         if ids.isEmpty { return }
         _ = try reading { connection in
             try connection.execute("""
-                UPDATE reactord_sessions SET last_active = $2 WHERE id = ANY($1::text[]) AND last_active < $2
+                UPDATE reactord_sessions s SET last_active = $2
+                FROM (SELECT id FROM reactord_sessions WHERE id = ANY($1::text[]) AND last_active < $2
+                      FOR UPDATE SKIP LOCKED) l
+                WHERE s.id = l.id
                 """, [Self.array(strings: ids), String(wallClockNow())])
         }
     }
@@ -332,6 +341,26 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// The batch as few statements: every session write in one (a session written several
     /// times counts once, with its last state and all its events), a delete or a user change
     /// on its own. A delete of a session written earlier in the batch comes after that write.
+    /// The session rows matching `condition`, locked in the order of their ids. Every statement
+    /// that updates several sessions' rows takes their locks through this (or skips locked
+    /// rows): one order for all, so two never wait for each other in a cycle, which PostgreSQL
+    /// would break only after its deadlock timeout (1 s) by failing one of them.
+    private static func lockedInOrder(_ condition: String) -> String {
+        "SELECT id FROM reactord_sessions WHERE \(condition) ORDER BY id FOR UPDATE"
+    }
+
+    private static func sessionIDs(of steps: [Step]) -> [String] {
+        var ids: [String] = []
+        for step in steps {
+            switch step {
+            case let .sessions(writes): ids += writes.map(\.id)
+            case let .delete(id, _): ids.append(id)
+            case .user: break
+            }
+        }
+        return ids
+    }
+
     private static func plan(_ changes: [StoreChange]) -> [Step] {
         var steps: [Step] = []
         var pending: [SessionWrite] = []
@@ -375,7 +404,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         updated AS (
             UPDATE reactord_sessions s
             SET state = u.state, version = u.version, last_active = coalesce(u.last_active, s.last_active)
-            FROM u WHERE s.id = u.id AND s.holder = $1 AND s.fence = u.fence
+            FROM u, (\(lockedInOrder("id = ANY($5::text[])"))) l
+            WHERE s.id = u.id AND l.id = u.id AND s.holder = $1 AND s.fence = u.fence
             RETURNING s.id),
         inserted AS (
             INSERT INTO reactord_sessions
@@ -554,8 +584,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         // Best effort: a lease not released runs out by itself.
         _ = try? pool.with { connection in
             try connection.execute("""
-                UPDATE reactord_sessions SET holder = NULL, holder_address = NULL
-                WHERE holder = $1 AND id = ANY($2::text[])
+                UPDATE reactord_sessions s SET holder = NULL, holder_address = NULL
+                FROM (\(Self.lockedInOrder("holder = $1 AND id = ANY($2::text[])"))) l
+                WHERE s.id = l.id
                 """, [nodeID, Self.array(strings: ids)])
         }
     }
