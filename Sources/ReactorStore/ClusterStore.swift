@@ -19,8 +19,9 @@ public protocol ClusterStore: StoreEngine {
 
     /// Takes `id`'s lease when nobody holds it, its holder's lease has passed, this node holds
     /// it already, or its holder advertised this node's own address (only one process can
-    /// listen there: that holder was this node before a restart), and returns the session with its newest `historyLength` events; or
-    /// tells which live node holds it; or that no such session is stored.
+    /// listen there: that holder was this node before a restart), and returns the session with
+    /// its newest `historyLength` events; or tells which live node holds it; or that no such
+    /// session is stored.
     func claim(_ id: String, historyLength: Int) throws(StoreError) -> SessionClaim
 
     /// Whether this node holds `id` now, by its own monotonic clock: a lease counts until its
