@@ -25,6 +25,9 @@
 #   SCALE_SUBS=9000 SCALE_SECONDS=60 HEARTBEAT=15
 #   SCENARIOS="throughput fanout latency broadcast memory scale"
 #   REACTORD_BIN=/path/to/reactord    skip the swift build
+#   REACTORD_STORE=memory REACTORD_ACCESS_LOG=off   reactord's store and access log: like nchan,
+#                        no persistence and no access log by default (the durable store has
+#                        its own benchmark, Benchmarks/store_bench.py); set them to measure others
 #   SKIP_REACTORD=1 / SKIP_NCHAN=1    run one side only (figures of the other show n/a)
 #   REFERENCE_CMD="path args"         the C libmicrohttpd reference server (else built from
 #                                     Benchmarks/reference/reference.c when it exists)
@@ -168,7 +171,8 @@ start_reactord() {   # start_reactord NAME [extra flags]
     RD_PORT=$(free_port)
     ( ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
       exec "$REACTORD_BIN" --port "$RD_PORT" --host 127.0.0.1 --admin-token "$TOKEN" \
-          --threads "$THREADS" --log-level warning --connection-limit 19000 --session-create-rate 0 "$@" ) \
+          --threads "$THREADS" --log-level warning --connection-limit 19000 --session-create-rate 0 \
+          --store "${REACTORD_STORE:-memory}" --access-log "${REACTORD_ACCESS_LOG:-off}" "$@" ) \
         >"$OUT/reactord-$name.log" 2>&1 &
     RD_PID=$!
     if ! wait_http "http://127.0.0.1:$RD_PORT/healthz"; then
