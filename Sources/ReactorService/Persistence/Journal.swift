@@ -3,7 +3,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 import MicroHTTP
 import ReactorStore
 
@@ -35,15 +34,12 @@ final class Journal: @unchecked Sendable {
     private var completions: [(session: String?, completion: Completion)] = []
     private var stopping = false
     private var stopped = false
-    private let logger: Logger
-    /// Whether the last transaction failed (the journal's thread only): a failure is logged
-    /// when it begins and when it ends, not once per transaction.
-    private var failing = false
+    private let failures: StoreFailureLog
 
-    init(engine: any StoreEngine, historyLength: Int, logger: Logger) {
+    init(engine: any StoreEngine, historyLength: Int, failures: StoreFailureLog) {
         self.engine = engine
         self.historyLength = historyLength
-        self.logger = logger
+        self.failures = failures
         startThread(name: "reactord.journal") { [self] in run() }
     }
 
@@ -131,7 +127,7 @@ final class Journal: @unchecked Sendable {
             } catch {
                 failure = error
             }
-            report(failure)
+            if let failure { failures.failed(failure, "to commit") } else { failures.succeeded() }
         }
         let notHeld = StoreError.notHeld("another node holds this session now")
         func outcome(_ session: String?) -> StoreError? {
@@ -144,17 +140,5 @@ final class Journal: @unchecked Sendable {
             }
             for (session, completion) in waiting { completion(outcome(session)) }
         }
-    }
-
-    /// Clients read only the failure's `detail`; its cause (where the store is, what the
-    /// database said) is for the log.
-    private func report(_ failure: StoreError?) {
-        if let failure, !failing {
-            logger.warning("the store failed to commit; requests answer 503 (507 when full) until it recovers",
-                           metadata: ["error": "\(failure)"])
-        } else if failure == nil, failing {
-            logger.notice("the store commits again")
-        }
-        failing = failure != nil
     }
 }

@@ -35,10 +35,13 @@ final class Persistence: @unchecked Sendable {
     private var tombstones: Set<SessionKey> = []
     private var reported: Set<SessionKey> = []
 
+    private let failures: StoreFailureLog
+
     init(engine: any StoreEngine, historyLength: Int, logger: Logger) {
         self.engine = engine
         self.historyLength = historyLength
-        journal = Journal(engine: engine, historyLength: historyLength, logger: logger)
+        failures = StoreFailureLog(logger: logger)
+        journal = Journal(engine: engine, historyLength: historyLength, failures: failures)
     }
 
     /// The session `key` from the store, loaded into `context.sessions`; the loaded one if
@@ -69,6 +72,7 @@ final class Persistence: @unchecked Sendable {
                 stored = try engine.session(id, historyLength: historyLength)
             }
         } catch {
+            failures.failed(error, "to read a session")
             return .failure(.store(error))
         }
         guard let stored else { return .failure(.unknown) }

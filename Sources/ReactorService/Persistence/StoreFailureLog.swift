@@ -1,0 +1,38 @@
+@_spi(Lock) import ReactorCore
+import Logging
+import ReactorStore
+
+/// Where store failures reach operators: clients read only a failure's `detail`, the log has
+/// its cause (the store's location, the database's own message). A failure is logged when it
+/// differs from the last one logged or 10 s after it, so a failing store under load does not
+/// flood the log; the recovery once.
+final class StoreFailureLog: @unchecked Sendable {
+    private let logger: Logger
+    private let lock = Lock.make()
+    // Guarded by `lock`.
+    private var last: (text: String, at: Double)?
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    func failed(_ error: StoreError, _ doing: String) {
+        let text = "\(error)"
+        let now = ProcessClock.now
+        let due: Bool = lock.withLock {
+            if let last, last.text == text, now - last.at < 10 { return false }
+            last = (text, now)
+            return true
+        }
+        if due { logger.warning("the store failed \(doing); requests answer 503 (507 when full)", metadata: ["error": "\(text)"]) }
+    }
+
+    /// A commit went through: logged once after failures.
+    func succeeded() {
+        let recovered: Bool = lock.withLock {
+            defer { last = nil }
+            return last != nil
+        }
+        if recovered { logger.notice("the store works again") }
+    }
+}
