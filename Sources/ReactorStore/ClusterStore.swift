@@ -18,10 +18,11 @@ public protocol ClusterStore: StoreEngine {
     func advertise(_ address: String)
 
     /// Takes `id`'s lease when nobody holds it, its holder's lease has passed, this node holds
-    /// it already, or its holder advertised this node's own address (only one process can
-    /// listen there: that holder was this node before a restart), and returns the session with
-    /// its newest `historyLength` events; or tells which live node holds it; or that no such
-    /// session is stored.
+    /// it already, or its holder advertised this node's own address and last renewed before
+    /// this node started (this node before a restart: only one process listens on an address;
+    /// one that renews still is another node given the same address, and keeps it), and
+    /// returns the session with its newest `historyLength` events; or tells which live node
+    /// holds it; or that no such session is stored.
     func claim(_ id: String, historyLength: Int) throws(StoreError) -> SessionClaim
 
     /// Whether this node holds `id` now, by its own monotonic clock: a lease counts until its

@@ -126,6 +126,29 @@ final class PostgresStoreTests: XCTestCase {
 
     // MARK: - Leases and fencing
 
+    /// A holder at this node's own address that stopped renewing before this node opened was
+    /// this node before a restart: taken at once. One that renews after is another live node
+    /// given the same address: it keeps its session.
+    func testAHolderAtTheSameAddressIsTakenOnlyWhenItStoppedRenewingFirst() throws {
+        let dsn = try database()
+        let before = try open(dsn, lease: 30, address: "http://same")
+        try before.commit([write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true)], historyLength: 10)
+        Thread.sleep(forTimeInterval: 0.05)
+        let restarted = try open(dsn, lease: 30, address: "http://same")
+        guard case .taken = try restarted.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
+        XCTAssertEqual(try before.commit([write("s1", version: 1)], historyLength: 10), ["s1"], "fenced out")
+
+        let renewing = try open(dsn, lease: 30, address: "http://shared")
+        try renewing.commit([write("s3", version: 0, isNew: true)], historyLength: 10)
+        let twin = try open(dsn, lease: 30, address: "http://shared")
+        Thread.sleep(forTimeInterval: 0.05)
+        XCTAssertEqual(try renewing.renewLeases(), [])
+        guard case .heldElsewhere("http://shared") = try twin.claim("s3", historyLength: 10) else {
+            return XCTFail("a live node's session was taken")
+        }
+        XCTAssertTrue(renewing.holds("s3"))
+    }
+
     /// The holder's group commits, its lease renewals and another node's activity marks all
     /// update many session rows at once: they lock them in one order (by id), so none waits
     /// for the others in a cycle (PostgreSQL would end one after its 1 s deadlock timeout).

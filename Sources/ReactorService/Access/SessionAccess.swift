@@ -112,7 +112,8 @@ final class SessionAccess: Sendable {
         return nil
     }
 
-    /// A 403: the token is good, but not for this (RFC 6750 3.1, `insufficient_scope`).
+    /// A 403: the request may not do this with the credential it carries (another subject's
+    /// session, an ordinary token or a wrong one on the admin routes; RFC 6750 3.1).
     private func forbidden(_ reason: String, _ detail: String) -> Response {
         metrics.countAuthFailure(reason)
         return .problem(status: 403, detail: detail,

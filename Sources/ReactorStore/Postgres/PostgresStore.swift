@@ -25,6 +25,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     private let margin: Double
     private let url: String
     private let secrets: [String]
+    /// The database's clock when this store opened (seconds since 1970): a holder at this
+    /// node's address that last renewed before it was this node before a restart.
+    private var openedAt = 0.0
 
     private let writeLock = StoreLock()
     private var writer: PostgresConnection?   // guarded by writeLock; nil until (re)connected
@@ -60,6 +63,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         do {
             let writer = try connect()
             try PostgresSchema.migrate(writer, database: name)
+            openedAt = try writer.execute("SELECT extract(epoch FROM now())::float8").double(0, 0) ?? 0
             self.writer = writer
         } catch let error as StoreError {
             throw error
@@ -181,13 +185,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                             fence = CASE WHEN holder = $2 THEN fence ELSE fence + 1 END,
                             lease_until = now() + $4::float8 * interval '1 second'
                         WHERE id = $1 AND (holder IS NULL OR holder = $2 OR lease_until < now()
-                                           OR (holder_address = $3 AND $3 <> ''))
+                                           OR (holder_address = $3 AND $3 <> '' AND
+                                               lease_until - $4::float8 * interval '1 second' < to_timestamp($6)))
                         RETURNING kind, owner, state, version, created_at, last_active, fence)
                     SELECT c.kind, c.owner, c.state, c.version, c.created_at, c.last_active, e.seq, e.pulse, e.data,
                            c.fence
                     FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
                     ORDER BY e.seq
-                    """, [id, nodeID, address, String(leaseDuration), String(historyLength)])
+                    """, [id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt)])
                 if let session = Self.storedSession(id, rows) {
                     return (session, rows.int64(0, 9) ?? 0, nil, false)
                 }
@@ -338,9 +343,6 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         var dropped: Set<String> = []
     }
 
-    /// The batch as few statements: every session write in one (a session written several
-    /// times counts once, with its last state and all its events), a delete or a user change
-    /// on its own. A delete of a session written earlier in the batch comes after that write.
     /// The session rows matching `condition`, locked in the order of their ids. Every statement
     /// that updates several sessions' rows takes their locks through this (or skips locked
     /// rows): one order for all, so two never wait for each other in a cycle, which PostgreSQL
@@ -361,6 +363,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         return ids
     }
 
+    /// The batch as few statements: every session write in one (a session written several
+    /// times counts once, with its last state and all its events), a delete or a user change
+    /// on its own. A delete of a session written earlier in the batch comes after that write.
     private static func plan(_ changes: [StoreChange]) -> [Step] {
         var steps: [Step] = []
         var pending: [SessionWrite] = []
