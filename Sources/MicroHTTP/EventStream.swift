@@ -28,7 +28,7 @@ public final class EventStream: PendingResume, @unchecked Sendable {
     /// The buffer size given to MHD_create_response_from_callback. libmicrohttpd mallocs it for
     /// every stream, but a chunked response is read straight into the connection's write buffer
     /// (from the pool), so this buffer is never used: 4096 cost 3.75 KiB RSS per subscriber.
-    static let blockSize = 256
+    static let blockSize = 16
 
     private let lock = Lock()
     private let connection: Connection
