@@ -12,9 +12,13 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pysupport"))
+from json_log import wait_until_listening  # noqa: E402
 
 import jwt
 import pytest
@@ -67,18 +71,7 @@ class Server:
             [BINARY, "--port", "0", "--log-format", "json", "--log-level", "debug", *admin, *args],
             stderr=subprocess.PIPE, text=True, cwd=self.directory.name, env={**os.environ, **(env or {})})
         self.lines = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            record = json.loads(line)
-            if record["message"] == "reactord listening":
-                self.port = int(record["fields"]["port"])
-                return
-        self.process.kill()
-        raise AssertionError("reactord did not log its port: " + "".join(self.lines))
+        self.port = wait_until_listening(self.process, self.lines)
 
     def request(self, method, path, body=None, bearer=None, headers=None):
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)

@@ -9,10 +9,14 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pysupport"))
+from json_log import wait_until_listening  # noqa: E402
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -30,18 +34,7 @@ class Server:
             [BINARY, "--port", "0", "--admin-token", "ops-test", "--log-format", "json", *args],
             stderr=subprocess.PIPE, text=True)
         self.lines = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            record = json.loads(line)
-            if record["message"] == "reactord listening":
-                self.port = int(record["fields"]["port"])
-                return
-        self.process.kill()
-        raise AssertionError("reactord did not log its port: " + "".join(self.lines))
+        self.port = wait_until_listening(self.process, self.lines)
 
     def request(self, method, path, body=None, headers=None):
         data = body.encode() if isinstance(body, str) else body
