@@ -229,27 +229,17 @@ def test_hs256_owner_200_no_token_401_other_subject_403(hs_server):
     assert 'reactord_auth_failures_total{reason="forbidden"}' in metrics
 
 
-def test_rs256_owner_and_others(keys):
-    private, public = keys["rsa"]
+@pytest.mark.parametrize("key, algorithm, other_key, other_algorithm",
+                         [("rsa", "RS256", "ec", "ES256"), ("ec", "ES256", "rsa", "RS256")])
+def test_public_key_owner_and_others(keys, key, algorithm, other_key, other_algorithm):
+    private, public = keys[key]
     server = Server("--jwt-key", public)
     try:
-        check_owner_and_others(server, token("alice", private, "RS256"), token("bob", private, "RS256"))
-        # Signed by another RSA key, or HS256 with the public key as the secret (alg confusion): 401.
-        for bad in (token("alice", keys["rsa-other"][0], "RS256"), hmac_token_with(open(public, "rb").read()),
-                    token("alice", keys["ec"][0], "ES256")):
-            status, headers, body = server.request("POST", "/sessions", {}, bad)
-            assert_problem(status, headers, body, 401, challenge='Bearer error="invalid_token"')
-    finally:
-        assert_no_token_leaked(server)
-
-
-def test_es256_owner_and_others(keys):
-    private, public = keys["ec"]
-    server = Server("--jwt-key", public)
-    try:
-        check_owner_and_others(server, token("alice", private, "ES256"), token("bob", private, "ES256"))
-        for bad in (token("alice", keys["ec-other"][0], "ES256"), hmac_token_with(open(public, "rb").read()),
-                    token("alice", keys["rsa"][0], "RS256")):
+        check_owner_and_others(server, token("alice", private, algorithm), token("bob", private, algorithm))
+        # Signed by another key of the kind, HS256 with the public key as the secret (alg
+        # confusion), or the other algorithm: 401.
+        for bad in (token("alice", keys[key + "-other"][0], algorithm), hmac_token_with(open(public, "rb").read()),
+                    token("alice", keys[other_key][0], other_algorithm)):
             status, headers, body = server.request("POST", "/sessions", {}, bad)
             assert_problem(status, headers, body, 401, challenge='Bearer error="invalid_token"')
     finally:
