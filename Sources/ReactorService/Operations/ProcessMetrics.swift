@@ -78,9 +78,12 @@ final class ProcessMetrics: Sendable {
         guard let dir = opendir(directory) else { return 0 }
         defer { closedir(dir) }
         var count = 0
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
-            if name != [46] && name != [46, 46] { count += 1 }  // not "." or ".."
+            // The name read where it lies: an entry is only as long as its name, so copying the
+            // whole `dirent` (`entry.pointee`) can read past the end of the directory buffer.
+            let name = UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self)
+            if strcmp(name, ".") != 0 && strcmp(name, "..") != 0 { count += 1 }
         }
         return count - 1  // the directory stream's own descriptor
     }
