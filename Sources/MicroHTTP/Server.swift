@@ -118,8 +118,12 @@ public final class HTTPServer: @unchecked Sendable {
         let openStreams = Array(streams.values)
         lock.unlock()
 
+        // Shut down, not closed, until MHD_stop_daemon: libmicrohttpd 0.9.75's epoll thread may still
+        // remove the listening socket from its epoll set after quiesce returns, and aborts the
+        // process unless that fails with ENOENT (a closed descriptor gives EBADF). Shut down,
+        // pending and new connects are refused rather than left in the backlog.
         let listener = MHD_quiesce_daemon(daemon)
-        if listener >= 0 { close(listener) }  // pending connects are refused, not left in the backlog
+        if listener >= 0 { shutdown(listener, Int32(SHUT_RDWR)) }
 
         for stream in openStreams { stream.close(finalFrame: finalFrame, reason: .serverStopping) }
 
@@ -141,6 +145,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         watcher?.stop()
         MHD_stop_daemon(daemon)
+        if listener >= 0 { close(listener) }
         lock.withLock { self.daemon = nil }
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
         logger = nil

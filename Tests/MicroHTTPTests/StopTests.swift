@@ -77,4 +77,26 @@ final class StopTests: XCTestCase {
         XCTAssertTrue(answer.bodyText.contains("the server is stopping"))
         XCTAssertThrowsError(try TestClient(port: server.port), "the listener is closed after stop")
     }
+
+    /// The listening socket stays open until libmicrohttpd has stopped (see `stop()`), yet a
+    /// connect made while the stop waits for a request is refused, not left in the backlog.
+    func testConnectsAreRefusedWhileTheStopWaits() throws {
+        let registry = StreamRegistry()
+        let started = DispatchSemaphore(value: 0)
+        let server = try server(registry, started: started, answerAfter: nil)
+        let stuck = try TestClient(port: server.port)
+        stuck.send("GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+        XCTAssertEqual(started.wait(timeout: .now() + 5), .success)
+
+        let stopped = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            server.stop(deadline: 6)   // waits 3 s for the stuck request, then answers it 503
+            stopped.signal()
+        }
+        XCTAssertTrue(waitUntil(timeout: 1.5) { (try? TestClient(port: server.port)) == nil },
+                      "connects were accepted while the stop waited")
+        XCTAssertEqual(stopped.wait(timeout: .now()), .timedOut, "the stop did not wait for the request")
+        XCTAssertEqual(stopped.wait(timeout: .now() + 8), .success)
+        XCTAssertEqual(try XCTUnwrap(stuck.readResponse()).status, 503)
+    }
 }
