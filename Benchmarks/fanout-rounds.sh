@@ -24,7 +24,7 @@
 #   --check defaults: SUBS=300 MESSAGES=30 RATE=30 DURATION=8 DRAIN=5 (a round takes ~2 s, at
 #   most ~15 s when stalled: the whole check stays well under a minute) and --connection-limit 2 x SUBS, the ratio of
 #   reactord's default limit (10,000) to the full run's 5,000 subscribers, so that connections a
-#   server has not let go block new ones at this size as they do at full size. Paced, because
+#   server has not let go crowd out new ones (503, then the backlog) at this size as at full size. Paced, because
 #   it is a stall detector, not a throughput figure: a debug build on a busy machine must pass.
 #   REACTORD_BIN=path (else a release build in .build-bench, as bench.sh)  REACTORD_FLAGS="..."
 #   SKIP_NCHAN=1   SKIP_REACTORD=1   DISCONNECT=fin|rst   BENCH_OUT=dir (default bench-results/rounds-<stamp>)

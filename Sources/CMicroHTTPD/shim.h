@@ -79,6 +79,7 @@ static inline struct MHD_Daemon *
 mhd_shim_start_daemon (unsigned int flags,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
+                       MHD_NotifyConnectionCallback connection_notice, void *notice_cls,
                        struct mhd_shim_logger *logger,
                        struct MHD_OptionItem *options)
 {
@@ -86,6 +87,7 @@ mhd_shim_start_daemon (unsigned int flags,
   return MHD_start_daemon (flags, 0, NULL, NULL, handler, handler_cls,
                            MHD_OPTION_EXTERNAL_LOGGER, mhd_shim_log, logger,
                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                           MHD_OPTION_NOTIFY_CONNECTION, connection_notice, notice_cls,
                            MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, NULL,
                            MHD_OPTION_ARRAY, options,
                            MHD_OPTION_END);
@@ -96,6 +98,15 @@ static inline enum MHD_Result
 mhd_shim_set_connection_timeout (struct MHD_Connection *connection, unsigned int seconds)
 {
   return MHD_set_connection_option (connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/// What the connection notice stored for this connection (its "socket context"), or NULL.
+static inline void *
+mhd_shim_socket_context (struct MHD_Connection *connection)
+{
+  const union MHD_ConnectionInfo *info =
+    MHD_get_connection_info (connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return (NULL == info) ? NULL : info->socket_context;
 }
 
 /// The peer's address, or NULL.

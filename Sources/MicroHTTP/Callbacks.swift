@@ -37,6 +37,20 @@ func mhdRequestCompleted(
     }
 }
 
+func mhdConnectionNotice(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, code: MHD_ConnectionNotificationCode
+) {
+    guard let cls, let socketContext else { return }
+    Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
+        if code == .CONNECTION_NOTIFY_STARTED {
+            if $0.connectionStarted() { socketContext.pointee = overLimitMark }
+        } else {
+            $0.connectionClosed()
+        }
+    }
+}
+
 func mhdStreamReader(cls: UnsafeMutableRawPointer?, position: UInt64,
                      buffer: UnsafeMutablePointer<CChar>?, max: Int) -> Int {
     guard let cls, let buffer else { return -2 /* MHD_CONTENT_READER_END_WITH_ERROR */ }

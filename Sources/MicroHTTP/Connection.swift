@@ -22,6 +22,9 @@ struct Connection: @unchecked Sendable {
 
     var socket: Int32 { mhd_shim_connection_fd(raw) }
 
+    /// Accepted past the configured connection limit (see `HTTPServer.connectionStarted`).
+    var isOverLimit: Bool { mhd_shim_socket_context(raw) == overLimitMark }
+
     func setSendBuffer(_ bytes: Int) {
         var size = Int32(clamping: bytes)
         _ = setsockopt(socket, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))

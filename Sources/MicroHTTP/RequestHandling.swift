@@ -9,6 +9,9 @@ import Darwin
 /// case needs no per-request allocation here.
 let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
+/// Marks, in a connection's socket context, one accepted past the connection limit.
+let overLimitMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+
 /// What happens on libmicrohttpd's thread for each call of the access handler.
 ///
 /// libmicrohttpd calls once when the headers are in, once per piece of body, and once more
@@ -34,6 +37,11 @@ extension HTTPServer {
         if beginRequest() {
             return refuse(.problem(status: 503, detail: "the server is stopping"), connection,
                           HTTPMethod(cString: method), url, closing: true)
+        }
+        if connection.isOverLimit {
+            return refuse(.problem(status: 503, detail: "the server is at its limit of \(configuration.connectionLimit) "
+                                   + "connections; retry later", headers: HTTPHeaders([("Retry-After", "1")])),
+                          connection, HTTPMethod(cString: method), url, closing: true)
         }
         let framing = mhd_shim_framing_fields(connection.raw)
         if let problem = Self.framingProblem(framing, version: version) {

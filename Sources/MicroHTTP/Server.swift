@@ -19,6 +19,7 @@ public final class HTTPServer: @unchecked Sendable {
     private var boundPort: UInt16 = 0
     private var stopping = false
     private var inFlight = 0        // requests the access handler has seen and MHD not yet completed
+    private var openConnections = 0
     private var streams: [ObjectIdentifier: EventStream] = [:]
     private var deferreds: [ObjectIdentifier: DeferredExchange] = [:]
     private var stopFinalFrame: Frame?
@@ -44,7 +45,8 @@ public final class HTTPServer: @unchecked Sendable {
                                          backlog: configuration.listenBacklog)
         var options: [MHD_OptionItem] = [
             MHD_OptionItem(option: .LISTEN_SOCKET, value: Int(listener.socket), ptr_value: nil),
-            MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
+            MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit + Self.overLimitSlots,
+                           ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT,
                            value: configuration.connectionMemoryLimit, ptr_value: nil),
@@ -68,7 +70,8 @@ public final class HTTPServer: @unchecked Sendable {
         let log = UnsafeMutablePointer<mhd_shim_logger>.allocate(capacity: 1)
         log.initialize(to: mhd_shim_logger(handler: mhdLogLine, cls: me.toOpaque()))
         let started = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
-                                            mhdRequestCompleted, me.toOpaque(), log, &options)
+                                            mhdRequestCompleted, me.toOpaque(),
+                                            mhdConnectionNotice, me.toOpaque(), log, &options)
         guard let started else {
             disconnectWatcher?.stop()
             disconnectWatcher = nil
@@ -153,6 +156,23 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     // MARK: - Bookkeeping, called on MHD threads
+
+    /// Connections libmicrohttpd accepts past `connectionLimit`, each only to answer its first
+    /// request 503 and close: a client at the limit learns why (with CORS headers, through
+    /// `decorate`) instead of waiting in the listen backlog. Past these, it waits there.
+    static let overLimitSlots = 64
+
+    /// A connection was accepted; returns whether it is past `connectionLimit`.
+    func connectionStarted() -> Bool {
+        lock.withLock {
+            openConnections += 1
+            return openConnections > configuration.connectionLimit
+        }
+    }
+
+    func connectionClosed() {
+        lock.withLock { openConnections -= 1 }
+    }
 
     /// Counts a new request; returns whether the server is stopping (the request is refused).
     func beginRequest() -> Bool {

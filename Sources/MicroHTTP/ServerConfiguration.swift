@@ -6,6 +6,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var port: UInt16 = 8080
     /// libmicrohttpd's thread pool is used only when > 1; 1 is one epoll thread.
     public var threads: Int = 1
+    /// Open connections served; a connection past it has its request answered 503 (see
+    /// `HTTPServer.overLimitSlots`).
     public var connectionLimit: Int = 10_000
     /// 0 = unlimited.
     public var connectionsPerIP: Int = 0
@@ -36,8 +38,8 @@ public struct HTTPServerConfiguration: Sendable {
     /// what any client can cause. The last line is kept for `HTTPServerError.cannotStart`.
     public var errorLog: (@Sendable (String) -> Void)?
     /// Applied to every response MicroHTTP makes itself, before or instead of a handler: 400
-    /// for bad framing or a missing Host, 404, 405, 413, 503 while stopping. Handlers' own
-    /// responses are not passed here. E.g. CORS headers, so that a browser shows the problem
+    /// for bad framing or a missing Host, 404, 405, 413, 503 while stopping or at the connection
+    /// limit. Handlers' own responses are not passed here. E.g. CORS headers, so that a browser shows the problem
     /// instead of an opaque CORS failure. Runs on libmicrohttpd's thread; must not block.
     /// (Answers libmicrohttpd writes itself — 414, 431, some 400/413 — never reach Swift.)
     public var decorate: (@Sendable (RequestHead, inout Response) -> Void)?

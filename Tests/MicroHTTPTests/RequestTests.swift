@@ -231,6 +231,40 @@ final class RequestTests: XCTestCase {
     }
 }
 
+extension RequestTests {
+    /// At the connection limit a new connection's request is answered 503 with Retry-After,
+    /// through `decorate` (so CORS headers reach a browser), and the connection is closed;
+    /// once a slot is free, new connections are served again.
+    func testAConnectionPastTheLimitIsAnswered503ThenClosed() throws {
+        let server = try startServer({ configuration in
+            configuration.connectionLimit = 2
+            configuration.decorate = { head, response in response.headers.add("X-Decorated", "\(head.method) \(head.path)") }
+        }) { router in
+            router.add(.GET, "/ok") { _ in .response(.text("fine")) }
+        }
+        defer { server.stop() }
+        var first: TestClient? = try TestClient(port: server.port, receiveTimeout: 5)
+        let second = try TestClient(port: server.port, receiveTimeout: 5)
+        XCTAssertEqual(first?.request("GET", "/ok")?.status, 200)
+        XCTAssertEqual(second.request("GET", "/ok")?.status, 200)
+
+        let third = try TestClient(port: server.port, receiveTimeout: 5)
+        let refused = try XCTUnwrap(third.request("GET", "/ok"))
+        XCTAssertEqual(refused.status, 503)
+        XCTAssertEqual(refused.header("Retry-After"), "1")
+        XCTAssertEqual(refused.header("Content-Type"), "application/problem+json")
+        XCTAssertEqual(refused.header("X-Decorated"), "GET /ok")
+        XCTAssertTrue(refused.bodyText.contains("limit of 2 connections"), refused.bodyText)
+        XCTAssertTrue(third.isClosedByPeer())
+        XCTAssertEqual(first?.request("GET", "/ok")?.status, 200, "a connection within the limit is unaffected")
+
+        first = nil   // closes its socket
+        XCTAssertTrue(waitUntil(timeout: 5) {
+            (try? TestClient(port: server.port, receiveTimeout: 2))?.request("GET", "/ok")?.status == 200
+        }, "a freed slot was not given to a new connection")
+    }
+}
+
 /// Keeps responders unanswered (a dropped one answers 500 at once).
 private final class HeldResponders: @unchecked Sendable {
     private let lock = NSLock()

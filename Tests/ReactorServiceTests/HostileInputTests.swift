@@ -308,6 +308,23 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(refused.header("Vary"), "Origin")
     }
 
+    func testAtTheConnectionLimitABrowserReadsThe503() throws {
+        let origin = "https://app.example"
+        let fixture = try ServerFixture { $0.corsOrigins = [origin]; $0.connectionLimit = 2 }
+        defer { fixture.stop() }
+        let held = try (0..<2).map { _ in try TestClient(port: fixture.port, receiveTimeout: 5) }
+        for client in held { XCTAssertEqual(client.request("GET", "/healthz")?.status, 200) }
+
+        let client = try TestClient(port: fixture.port, receiveTimeout: 5)
+        let refused = try XCTUnwrap(client.request("POST", "/sessions", headers: ["Origin: \(origin)"], body: "{}"))
+        XCTAssertEqual(refused.status, 503)
+        XCTAssertEqual(refused.header("Retry-After"), "1")
+        XCTAssertEqual(refused.header("Access-Control-Allow-Origin"), origin)
+        XCTAssertTrue(refused.bodyText.contains("connections"), refused.bodyText)
+        XCTAssertTrue(client.isClosedByPeer())
+        for client in held { XCTAssertEqual(client.request("GET", "/healthz")?.status, 200) }
+    }
+
     func testGarbageRequestLines() throws {
         let garbage: [[UInt8]] = [
             Array("\r\n\r\n".utf8) + Array("GARBAGE\r\n\r\n".utf8),
