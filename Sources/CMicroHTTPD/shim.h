@@ -232,6 +232,21 @@ mhd_shim_watch_wait (int ep, uint64_t *tokens, int max)
   for (int i = 0; i < count; i++) tokens[i] = events[i].data.u64;
   return count;
 }
+
+/// A non-blocking eventfd to wake a thread blocked in poll(); -1 on error.
+static inline int
+mhd_shim_wakeup_create (void)
+{
+  return eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/// accept4 (a GNU extension Glibc's Swift module leaves out): the new socket is non-blocking
+/// and close-on-exec from the start.
+static inline int
+mhd_shim_accept (int listener, struct sockaddr *address, socklen_t *length)
+{
+  return accept4 (listener, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
 #endif
 
 #endif

@@ -5,8 +5,7 @@ import Darwin
 #endif
 
 /// The listening socket, made here rather than by libmicrohttpd so that a failed bind says
-/// why (errno) and the bound port is known. libmicrohttpd is given it with
-/// MHD_OPTION_LISTEN_SOCKET; after MHD_quiesce_daemon it is ours to close.
+/// why (errno) and the bound port is known. The `Acceptor` accepts on it and closes it.
 enum Listener {
     static func open(host: String, port: UInt16, backlog: Int) throws -> (socket: Int32, port: UInt16) {
         var hints = addrinfo()

@@ -34,11 +34,12 @@ extension HTTPServer {
             return proceed(exchange, connection, upload: upload, uploadSize: uploadSize, context: context)
         }
         // First call: the headers are in, the body (if any) is not.
-        if beginRequest() {
+        let admission = beginRequest()
+        if admission.stopping {
             return refuse(.problem(status: 503, detail: "the server is stopping"), connection,
                           HTTPMethod(cString: method), url, closing: true)
         }
-        if connection.isOverLimit {
+        if admission.crowded && connection.isOverLimit {
             return refuse(.problem(status: 503, detail: "the server is at its limit of \(configuration.connectionLimit) "
                                    + "connections; retry later", headers: HTTPHeaders([("Retry-After", "1")])),
                           connection, HTTPMethod(cString: method), url, closing: true)

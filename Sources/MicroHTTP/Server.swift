@@ -25,6 +25,7 @@ public final class HTTPServer: @unchecked Sendable {
     private var stopFinalFrame: Frame?
     private var heartbeat: Heartbeat?
     private var disconnectWatcher: DisconnectWatcher?
+    private var acceptor: Acceptor?
     private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
     /// Handed to libmicrohttpd as its external logger's context; freed after MHD_stop_daemon.
@@ -44,7 +45,6 @@ public final class HTTPServer: @unchecked Sendable {
         let listener = try Listener.open(host: configuration.host, port: configuration.port,
                                          backlog: configuration.listenBacklog)
         var options: [MHD_OptionItem] = [
-            MHD_OptionItem(option: .LISTEN_SOCKET, value: Int(listener.socket), ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit + Self.overLimitSlots,
                            ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
@@ -61,9 +61,10 @@ public final class HTTPServer: @unchecked Sendable {
         }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
-        // epoll, never select (capped at 1,024 sockets); suspend/resume for streams and deferred replies.
+        // epoll, never select (capped at 1,024 sockets); suspend/resume for streams and deferred
+        // replies; connections come from our Acceptor, not from a socket libmicrohttpd listens on.
         let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
-            | MHD_USE_ERROR_LOG.rawValue
+            | MHD_USE_ERROR_LOG.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue
         // Before the daemon: its first stream may open at once.
         disconnectWatcher = DisconnectWatcher()
         let me = Unmanaged.passRetained(self)  // released after MHD_stop_daemon
@@ -81,6 +82,16 @@ public final class HTTPServer: @unchecked Sendable {
             let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
             throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
         }
+        guard let accepting = Acceptor(listener: listener.socket, daemon: started, hasRoom: { self.hasRoom() }) else {
+            disconnectWatcher?.stop()
+            disconnectWatcher = nil
+            MHD_stop_daemon(started)
+            me.release()
+            log.deallocate()
+            close(listener.socket)
+            throw HTTPServerError.cannotStart("no thread to accept connections on")
+        }
+        acceptor = accepting
         logger = log
         daemon = started
         boundPort = listener.port
@@ -96,10 +107,12 @@ public final class HTTPServer: @unchecked Sendable {
 
     public var openStreamCount: Int { lock.withLock { streams.count } }
 
+    var openConnectionCount: Int { lock.withLock { openConnections } }
+
     public var isStopping: Bool { lock.withLock { stopping } }
 
-    /// Graceful, bounded, idempotent. In order: refuse new work; MHD_quiesce_daemon (no new
-    /// connections); close every stream (queued bytes and `finalFrame` are flushed where the
+    /// Graceful, bounded, idempotent. In order: refuse new work; close the listening socket (new
+    /// connects are refused); close every stream (queued bytes and `finalFrame` are flushed where the
     /// client reads); let in-flight deferred requests answer for half the deadline, then answer
     /// the rest 503; wait for requests to drain; end what is left, so that nothing is suspended
     /// (MHD_stop_daemon aborts the process on a suspended connection); stop.
@@ -119,14 +132,11 @@ public final class HTTPServer: @unchecked Sendable {
         heartbeat?.cancel()
         heartbeat = nil
         let openStreams = Array(streams.values)
+        let accepting = acceptor
+        acceptor = nil   // and with it its capture of this server
         lock.unlock()
 
-        // Shut down, not closed, until MHD_stop_daemon: libmicrohttpd 0.9.75's epoll thread may still
-        // remove the listening socket from its epoll set after quiesce returns, and aborts the
-        // process unless that fails with ENOENT (a closed descriptor gives EBADF). Shut down,
-        // pending and new connects are refused rather than left in the backlog.
-        let listener = MHD_quiesce_daemon(daemon)
-        if listener >= 0 { shutdown(listener, Int32(SHUT_RDWR)) }
+        accepting?.stop()
 
         for stream in openStreams { stream.close(finalFrame: finalFrame, reason: .serverStopping) }
 
@@ -148,7 +158,6 @@ public final class HTTPServer: @unchecked Sendable {
         }
         watcher?.stop()
         MHD_stop_daemon(daemon)
-        if listener >= 0 { close(listener) }
         lock.withLock { self.daemon = nil }
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
         logger = nil
@@ -157,9 +166,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     // MARK: - Bookkeeping, called on MHD threads
 
-    /// Connections libmicrohttpd accepts past `connectionLimit`, each only to answer its first
-    /// request 503 and close: a client at the limit learns why (with CORS headers, through
-    /// `decorate`) instead of waiting in the listen backlog. Past these, it waits there.
+    /// Connections accepted past `connectionLimit`, each only to answer its first request 503
+    /// and close: a client at the limit learns why (with CORS headers, through `decorate`)
+    /// instead of waiting in the listen backlog. Past these, it waits there.
     static let overLimitSlots = 64
 
     /// A connection was accepted; returns whether it is past `connectionLimit`.
@@ -171,14 +180,26 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     func connectionClosed() {
-        lock.withLock { openConnections -= 1 }
+        let waiting: Acceptor? = lock.withLock {
+            openConnections -= 1
+            return openConnections == configuration.connectionLimit + Self.overLimitSlots - 1 ? acceptor : nil
+        }
+        waiting?.roomFreed()
     }
 
-    /// Counts a new request; returns whether the server is stopping (the request is refused).
-    func beginRequest() -> Bool {
+    /// Whether the acceptor may take another connection; at `connectionLimit` plus the
+    /// over-limit slots, new connections wait in the listen backlog.
+    private func hasRoom() -> Bool {
+        lock.withLock { openConnections < configuration.connectionLimit + Self.overLimitSlots }
+    }
+
+    /// Counts a new request. `stopping`: it is refused; `crowded`: more connections are open than
+    /// the limit, so one accepted past it is refused (one accepted within it is served, and so
+    /// is one accepted past it once the crowd has thinned, e.g. after a mass disconnect).
+    func beginRequest() -> (stopping: Bool, crowded: Bool) {
         lock.withLock {
             inFlight += 1
-            return stopping
+            return (stopping, openConnections > configuration.connectionLimit)
         }
     }
 

@@ -265,6 +265,32 @@ extension RequestTests {
     }
 }
 
+extension RequestTests {
+    /// Past the limit and its over-limit slots nothing more is accepted: a new connection waits
+    /// in the listen backlog, unanswered, until a connection closes; then it is accepted.
+    func testPastTheOverLimitSlotsConnectionsWaitInTheBacklog() throws {
+        let server = try startServer({ $0.connectionLimit = 1 }) { router in
+            router.add(.GET, "/ok") { _ in .response(.text("fine")) }
+        }
+        defer { server.stop() }
+        let capacity = 1 + HTTPServer.overLimitSlots
+        let served = try TestClient(port: server.port, receiveTimeout: 5)
+        XCTAssertEqual(served.request("GET", "/ok")?.status, 200)
+        var idle = try (1..<capacity).map { _ in try TestClient(port: server.port) }   // silent: they keep their slots
+        XCTAssertTrue(waitUntil(timeout: 5) { server.openConnectionCount == capacity })
+
+        let waiting = try TestClient(port: server.port, receiveTimeout: 1)
+        waiting.send("GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
+        XCTAssertNil(waiting.readResponse(), "a connection past every slot was served")
+        XCTAssertEqual(server.openConnectionCount, capacity)
+
+        idle.removeLast()   // one closes: the waiting connection is accepted, past the limit
+        waiting.socket.setTimeout(5)
+        XCTAssertEqual(waiting.readResponse()?.status, 503)
+        XCTAssertEqual(served.request("GET", "/ok")?.status, 200)
+    }
+}
+
 /// Keeps responders unanswered (a dropped one answers 500 at once).
 private final class HeldResponders: @unchecked Sendable {
     private let lock = NSLock()

@@ -78,8 +78,7 @@ final class StopTests: XCTestCase {
         XCTAssertThrowsError(try TestClient(port: server.port), "the listener is closed after stop")
     }
 
-    /// The listening socket stays open until libmicrohttpd has stopped (see `stop()`), yet a
-    /// connect made while the stop waits for a request is refused, not left in the backlog.
+    /// A connect made while the stop waits for a request is refused, not left in the backlog.
     func testConnectsAreRefusedWhileTheStopWaits() throws {
         let registry = StreamRegistry()
         let started = DispatchSemaphore(value: 0)

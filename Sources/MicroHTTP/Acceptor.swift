@@ -1,0 +1,125 @@
+import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Accepts connections on the listening socket on a thread of its own and hands each to
+/// libmicrohttpd (MHD_add_connection), so that a stop takes the socket back by closing it.
+///
+/// libmicrohttpd 0.9.75 can only give back a listening socket it polls through
+/// MHD_quiesce_daemon, which races its own epoll threads over removing the socket from their
+/// epoll sets; the loser aborts the process ("Failed to remove listen FD from epoll set").
+///
+/// While `hasRoom()` is false the socket is not polled, so new connections wait in the listen
+/// backlog; `roomFreed()` wakes the thread to look again.
+final class Acceptor: @unchecked Sendable {
+    private let listener: Int32
+    private let daemon: OpaquePointer
+    private let hasRoom: @Sendable () -> Bool
+    private let lock = Lock()
+    private var stopping = false    // guarded by `lock`
+    #if os(Linux)
+    private let wakeup: Int32
+    private var thread = pthread_t()
+    #endif
+
+    /// Starts accepting on `listener` (non-blocking, listening) for `daemon`. Nil when the thread
+    /// cannot be started; the caller still owns `listener` then.
+    init?(listener: Int32, daemon: OpaquePointer, hasRoom: @escaping @Sendable () -> Bool) {
+        self.listener = listener
+        self.daemon = daemon
+        self.hasRoom = hasRoom
+        #if os(Linux)
+        wakeup = mhd_shim_wakeup_create()
+        guard wakeup >= 0 else { return nil }
+        let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
+        guard pthread_create(&thread, nil, { raw in
+            Unmanaged<Acceptor>.fromOpaque(raw!).takeRetainedValue().run()
+            return nil
+        }, me) == 0 else {
+            Unmanaged<Acceptor>.fromOpaque(me).release()
+            close(wakeup)
+            return nil
+        }
+        #else
+        return nil
+        #endif
+    }
+
+    /// A connection closed: if the thread had stopped accepting for want of room, it looks again.
+    func roomFreed() {
+        lock.withLock { if !stopping { wake() } }
+    }
+
+    /// Ends the thread, then closes the listening socket: connects from now on, and those still
+    /// waiting in the backlog, are refused. After this nothing is added to the daemon.
+    func stop() {
+        let first = lock.withLock { () -> Bool in
+            if stopping { return false }
+            stopping = true
+            wake()
+            return true
+        }
+        guard first else { return }
+        #if os(Linux)
+        pthread_join(thread, nil)
+        close(wakeup)   // roomFreed() writes only before `stopping`, which it reads under the lock
+        #endif
+        close(listener)
+    }
+
+    private func wake() {
+        #if os(Linux)
+        var one: UInt64 = 1
+        _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
+        #endif
+    }
+
+    #if os(Linux)
+    private func run() {
+        var watched = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0)]
+        while !lock.withLock({ stopping }) {
+            let room = hasRoom()
+            watched[0].fd = room ? listener : -1   // poll skips a negative descriptor
+            watched[0].revents = 0
+            watched[1].revents = 0
+            if poll(&watched, 2, -1) < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if watched[1].revents != 0 {
+                var count: UInt64 = 0
+                _ = read(wakeup, &count, MemoryLayout<UInt64>.size)
+            }
+            if room && watched[0].revents != 0 { acceptWaiting() }
+        }
+    }
+
+    /// Accepts until the backlog is empty or there is no room left.
+    private func acceptWaiting() {
+        while hasRoom() {
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let socket = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { mhd_shim_accept(listener, $0, &length) }
+            }
+            guard socket >= 0 else {
+                switch errno {
+                case EINTR, ECONNABORTED, EPROTO: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    usleep(10_000)   // out of descriptors or memory: try again soon, without spinning
+                    return
+                default: return      // EAGAIN: the backlog is empty
+                }
+            }
+            // libmicrohttpd closes the socket itself when it refuses it (its limits).
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MHD_add_connection(daemon, socket, $0, length) }
+            }
+        }
+    }
+    #endif
+}
