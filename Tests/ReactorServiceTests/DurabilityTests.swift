@@ -126,6 +126,46 @@ final class DurabilityTests: XCTestCase {
               + "\(unanswered.current) closed unanswered; stored count \(stored)")
     }
 
+    /// The user changes while a session is stored: when the session comes back, that change is
+    /// its next event, committed like any other, so its answers, its GET, its stream and the
+    /// store agree (it used to be answered 200 under the stored version and then lost).
+    func testAUserChangeWhileASessionIsStoredIsItsNextEvent() throws {
+        let admin = ["Authorization": "Bearer t"]
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#, headers: admin).status, 200)
+        let session = try create(client)
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+
+        let restarted = try start()
+        let again = HTTPClient(port: restarted.port)
+        XCTAssertEqual(try again.request("PUT", "/user", body: #"{"id":"u2","name":"kim"}"#, headers: admin).status, 200)
+        func userID(_ body: [String: Any]) -> String? {
+            ((body["state"] as? [String: Any])?["user"] as? [String: Any])?["id"] as? String
+        }
+        // The stored state (version 0) then the change, or the change alone if it was committed
+        // before the stream was added (a new stream starts with the current state).
+        let stream = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events")
+        var events = [stream.next()]
+        if events.last??.id == "0" { events.append(stream.next()) }
+        XCTAssertEqual(events.last??.id, "1")
+        XCTAssertEqual((events.last??.object["user"] as? [String: Any])?["id"] as? String, "u2")
+        let read = try again.request("GET", "/sessions/\(session)").object
+        XCTAssertEqual(read["version"] as? Int, 1)
+        XCTAssertEqual(userID(read), "u2")
+        let answered = try act(again, session, #"{"type":"doSomeAction"}"#).object
+        XCTAssertEqual(userID(answered), "u2")
+        XCTAssertEqual(answered["version"] as? Int, 1, "an action that changes nothing keeps the version")
+
+        kill(restarted.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(restarted.waitForExit(timeout: 5))
+        let third = try start()
+        let stored = try HTTPClient(port: third.port).request("GET", "/sessions/\(session)").object
+        XCTAssertEqual(stored["version"] as? Int, 1)
+        XCTAssertEqual(userID(stored), "u2", "the change was committed")
+    }
+
     func testSIGTERMClosesStreamsWithoutEndAndTheSubscriberResumesExactly() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)

@@ -83,7 +83,19 @@ final class EventHub: @unchecked Sendable {
     /// A durable session not written yet (its first write is queued or in flight).
     var isNewSession: Bool { locked { record?.isNew ?? false } }
 
-    func goLive() { locked { isLive = true } }
+    /// From now on a changed state is an event. A restored session whose state changed while its
+    /// reactor was built (the current user changed while it was stored) publishes that change
+    /// now, as its next event, written like any other: else its answers would show a state the
+    /// store and its streams never got, under the stored version.
+    func goLive() {
+        let changedWhileRestoring: [UInt8]? = locked {
+            isLive = true
+            guard let record, !record.isNew, record.published.json != stateJSON else { return nil }
+            defer { stateJSON = record.published.json }
+            return stateJSON
+        }
+        if let changedWhileRestoring { publish(EncodedState(json: changedWhileRestoring, pulses: [])) }
+    }
 
     func touch() { locked { lastActivity = ProcessClock.now } }
 
