@@ -154,6 +154,9 @@ struct mhd_shim_framing
   unsigned int lengths;          /* Content-Length fields */
   int lengths_differ;            /* two Content-Length values are not the same text */
   const char *first_length;
+  unsigned int encodings;        /* Transfer-Encoding fields */
+  const char *first_encoding;
+  unsigned int spaced_names;     /* field names with a space or tab in them ("Name : value") */
 };
 
 static inline enum MHD_Result
@@ -162,7 +165,14 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, con
   struct mhd_shim_framing *framing = (struct mhd_shim_framing *) cls;
   (void) kind;
   if (NULL == key) return MHD_YES;
-  if (0 == strcasecmp (key, MHD_HTTP_HEADER_HOST))
+  if (NULL != strpbrk (key, " \t"))
+    framing->spaced_names++;
+  if (0 == strcasecmp (key, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+  {
+    if (0 == framing->encodings++)
+      framing->first_encoding = value;
+  }
+  else if (0 == strcasecmp (key, MHD_HTTP_HEADER_HOST))
     framing->hosts++;
   else if (0 == strcasecmp (key, MHD_HTTP_HEADER_CONTENT_LENGTH))
   {
@@ -177,7 +187,7 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, con
 static inline struct mhd_shim_framing
 mhd_shim_framing_fields (struct MHD_Connection *connection)
 {
-  struct mhd_shim_framing framing = { 0, 0, 0, NULL };
+  struct mhd_shim_framing framing = { 0, 0, 0, NULL, 0, NULL, 0 };
   MHD_get_connection_values (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
   return framing;
 }

@@ -46,9 +46,9 @@ extension HTTPServer {
         }
         let framing = mhd_shim_framing_fields(connection.raw)
         if let problem = Self.framingProblem(framing, version: version) {
-            // RFC 9112 §3.2 and §6.3: 400, then close (the framing of what follows is unknowable).
-            return refuse(.problem(status: 400, detail: problem), connection, HTTPMethod(cString: method), url,
-                          closing: true)
+            // Then close: the framing of what follows is unknowable.
+            return refuse(.problem(status: problem.status, detail: problem.detail), connection,
+                          HTTPMethod(cString: method), url, closing: true)
         }
         let declaredLength = framing.first_length.map { Int(String(cString: $0)) ?? Int.max } ?? 0
         if declaredLength > configuration.bodyLimit {
@@ -193,18 +193,44 @@ extension HTTPServer {
         }
     }
 
-    /// RFC 9112's framing rules that libmicrohttpd 0.9.75 does not enforce: an HTTP/1.1 request
-    /// has exactly one Host (§3.2); Content-Length fields that disagree make the body's end
-    /// unknowable (§6.3). Repeated identical Content-Length values are accepted, as §6.3 allows.
-    static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>) -> String? {
+    /// RFC 9112's framing rules that libmicrohttpd 0.9.75 does not enforce: no whitespace between
+    /// a field name and its colon (§5.1: libmicrohttpd would keep "Content-Length " as another
+    /// field and read the body as the next request); an HTTP/1.1 request has exactly one Host
+    /// (§3.2); Content-Length fields that disagree, or Content-Length with Transfer-Encoding, make
+    /// the body's end unknowable (§6.1, §6.3); chunked must be the final transfer coding, once
+    /// (§6.1), and libmicrohttpd implements no other (§7: 501). Repeated identical Content-Length values are
+    /// accepted, as §6.3 allows. Each problem is answered, then the connection is closed.
+    static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>)
+        -> (status: Int, detail: String)? {
+        if framing.spaced_names > 0 {
+            return (400, "a header field name has whitespace before its colon")
+        }
         if framing.lengths > 1 && framing.lengths_differ != 0 {
-            return "the request has conflicting Content-Length header fields"
+            return (400, "the request has conflicting Content-Length header fields")
         }
-        if framing.hosts > 1 { return "the request has more than one Host header field" }
+        if framing.hosts > 1 { return (400, "the request has more than one Host header field") }
         if framing.hosts == 0 && strcmp(version, "HTTP/1.0") != 0 {
-            return "an HTTP/1.1 request must have a Host header field"
+            return (400, "an HTTP/1.1 request must have a Host header field")
         }
-        return nil
+        guard framing.encodings > 0 else { return nil }
+        if framing.lengths > 0 {
+            return (400, "the request has both Content-Length and Transfer-Encoding header fields")
+        }
+        if framing.encodings > 1 { return (400, "the request has more than one Transfer-Encoding header field") }
+        // libmicrohttpd reads a body as chunked only when the field is this word alone.
+        guard let field = framing.first_encoding, strcasecmp(field, "chunked") != 0 else { return nil }
+        let codings = transferCodings(String(cString: field))
+        if codings.count > 1, codings.last == "chunked", !codings.dropLast().contains("chunked") {
+            return (501, "transfer coding \(codings.dropLast().joined(separator: ", ")) is not implemented; send chunked alone")
+        }
+        return (400, "the only transfer coding accepted is chunked, alone and last")
+    }
+
+    private static func transferCodings(_ field: String) -> [String] {
+        field.split(separator: ",", omittingEmptySubsequences: false).map { coding in
+            let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+            return String(coding.drop(while: isBlank).reversed().drop(while: isBlank).reversed()).lowercased()
+        }
     }
 
     /// Queues a response this layer makes itself, through `configuration.decorate`.

@@ -275,6 +275,48 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(client.readResponse()?.status, 200)
     }
 
+    func testWhitespaceBeforeAColonIs400ThenClose() throws {
+        // RFC 9112 §5.1. libmicrohttpd kept "Content-Length " as some other field, so the body
+        // was read as a second request: a smuggled DELETE of the session.
+        let smuggled = "DELETE /sessions/\(session) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        for head in ["POST /sessions HTTP/1.1\r\nHost: t\r\nContent-Length : \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+                     "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo\t: bar\r\n\r\n",
+                     "GET /healthz HTTP/1.1\r\nHost : t\r\n\r\n"] {
+            let client = try TestClient(port: fixture.port)
+            client.send(head)
+            assertProblem(client.readResponse(), 400, mentions: ["whitespace before its colon"])
+            XCTAssertTrue(client.isClosedByPeer(timeout: 2), head)
+        }
+        try assertUnchangedAndAlive()   // the smuggled DELETE did not run
+    }
+
+    func testTransferEncodingOtherThanChunkedAloneIsAnsweredThenClose() throws {
+        // RFC 9112 §6.1: with Content-Length too, answer and close; chunked not final (or twice):
+        // 400; a coding not implemented: 501. libmicrohttpd waited for a body it could not frame.
+        let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
+        let chunked = "\(String(body.utf8.count, radix: 16))\r\n\(body)\r\n0\r\n\r\n"
+        let cases: [(String, Int, String)] = [
+            ("Content-Length: \(body.utf8.count)\r\nTransfer-Encoding: chunked", 400, "both Content-Length and Transfer-Encoding"),
+            ("Transfer-Encoding: gzip", 400, "chunked, alone and last"),
+            ("Transfer-Encoding: chunked, chunked", 400, "chunked, alone and last"),
+            ("Transfer-Encoding: chunked;q=1", 400, "chunked, alone and last"),
+            ("Transfer-Encoding: chunked ", 400, "chunked, alone and last"),
+            ("Transfer-Encoding: gzip, chunked", 501, "gzip is not implemented"),
+            ("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked", 400, "more than one Transfer-Encoding"),
+        ]
+        for (fields, status, mention) in cases {
+            let client = try TestClient(port: fixture.port, receiveTimeout: 5)
+            client.send("POST /action HTTP/1.1\r\nHost: t\r\n\(fields)\r\n\r\n\(chunked)GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assertProblem(client.readResponse(), status, mentions: [mention])
+            XCTAssertTrue(client.isClosedByPeer(timeout: 2), fields)
+        }
+        try assertUnchangedAndAlive()
+        // Chunked alone is served, in any case.
+        let client = try TestClient(port: fixture.port, receiveTimeout: 5)
+        client.send("POST /action HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: Chunked\r\n\r\n\(chunked)")
+        XCTAssertEqual(client.readResponse()?.status, 200)
+    }
+
     func testErrorsMadeBeforeRoutingCarryTheCORSHeaders() throws {
         // With an origin configured, the answers the HTTP layer makes itself, before or instead of
         // a route, let the browser read them too (else it reports an opaque CORS failure).
