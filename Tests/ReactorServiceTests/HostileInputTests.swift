@@ -81,6 +81,32 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    func testInvalidJSONWhereNoFieldIsReadIs400Too() throws {
+        // JSONDecoder on Linux let these through where the value was skipped: applied, 200.
+        let s = session
+        var bodies: [[UInt8]] = [
+            #"{"session":"\#(s)","action":{"type":"increase",}}"#, #"{"session":"\#(s)","action":{"type":"increase"},"x":[1,]}"#,
+            #"{"session":"\#(s)","action":{"type":"increase"},}"#,
+        ].map { Array($0.utf8) }
+        for value in ["01", "-", "1.", "1e", "1e+", #""\q""#, #""\ud800""#, "\"a\u{1}\""] {
+            bodies.append(Array(#"{"session":"\#(s)","action":{"type":"increase","x":\#(value)}}"#.utf8))
+        }
+        bodies.append(Array(#"{"session":"\#(s)","action":{"type":"increase","x":""#.utf8) + [0xFF] + Array(#""}}"#.utf8))
+        let utf16 = #"{"session":"\#(s)","action":{"type":"increase"}}"#.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        bodies.append([0xFF, 0xFE] + utf16)
+        bodies.append(utf16)
+        for body in bodies {
+            assertProblem(try raw(post("/action", body)), 400, mentions: ["JSON"])
+        }
+        assertProblem(try raw(post("/sessions", Array(#"{"reactor":"counter",}"#.utf8))), 400, mentions: ["JSON"])
+        let user = Array(#"{"id":"u","name":"n","x":01}"#.utf8)
+        let put = Array("PUT /user HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(ServerFixture.token)\r\nContent-Length: \(user.count)\r\n\r\n".utf8) + user
+        assertProblem(try raw(put), 400, mentions: ["JSON"])
+        try assertUnchangedAndAlive()
+        // A UTF-8 byte order mark before JSON is allowed (RFC 8259 §8.1).
+        XCTAssertEqual(try raw(post("/action", [0xEF, 0xBB, 0xBF] + Array(#"{"session":"\#(s)","action":{"type":"increase"}}"#.utf8)))?.status, 200)
+    }
+
     func testDeeplyNestedJSONIsRefusedNotACrash() throws {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         assertProblem(try raw(post("/action", Array(deep.utf8))), 400, mentions: ["JSON"])

@@ -27,8 +27,17 @@ enum RequestDecoding {
                                      with decoder: JSONDecoder = JSONDecoder(),
                                      userInfo: [CodingUserInfoKey: Any] = [:]) throws(RequestError) -> T {
         var mismatch: RequestJSONDecoder.IntegerMismatch?
-        if let value = RequestJSONDecoder.decode(T.self, from: body, userInfo: userInfo, integerMismatch: &mismatch) {
+        var syntax: RequestJSONDecoder.SyntaxProblem?
+        if let value = RequestJSONDecoder.decode(T.self, from: body, userInfo: userInfo, integerMismatch: &mismatch,
+                                                 syntaxProblem: &syntax) {
             return value
+        }
+        switch syntax {
+        case let .malformed(offset)?:
+            throw .malformed("request body is not valid JSON (RFC 8259, in UTF-8): the error is at byte \(offset)")
+        case .tooDeep?:
+            throw .malformed("request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
+        case nil: break
         }
         do throws(RequestError) {
             return try decodeWithFoundation(T.self, from: body, with: decoder)

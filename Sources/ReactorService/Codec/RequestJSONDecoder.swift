@@ -6,8 +6,11 @@ import Foundation
 
 /// A fast path for request bodies: a small strict JSON parser and a `Decoder` over its values.
 ///
-/// It only ever answers with a value it is sure `JSONDecoder` would give: anything it is not
-/// sure of — malformed JSON, a duplicate key, a number that is not a plain integer, `Date`,
+/// Its parser is the judge of syntax: a body that is not RFC 8259 JSON in UTF-8 is reported as
+/// a `SyntaxProblem` (Foundation's `JSONDecoder` on Linux lets through trailing commas, bad
+/// numbers, escapes and UTF-8 in values it skips, and UTF-16). Otherwise it only ever answers
+/// with a value it is sure `JSONDecoder` would give: anything it is not sure of — a duplicate key,
+/// a number that is not a plain integer, `Date`,
 /// `Data`, `URL` or `Decimal`, `allKeys`, any error at all (including the decoded type's own) —
 /// gives `nil`, and the caller decodes the body with `JSONDecoder`, whose value or error
 /// (with its wording and coding path) is then the answer. Errors are rare; the common request
@@ -22,19 +25,34 @@ enum RequestJSONDecoder {
         let type: Any.Type
     }
 
+    /// Why a body is no JSON this parser accepts.
+    enum SyntaxProblem: Equatable {
+        /// Not RFC 8259 JSON in UTF-8; the offset of the first byte that cannot be.
+        case malformed(offset: Int)
+        /// Nested deeper than `maxDepth` arrays and objects.
+        case tooDeep
+    }
+
+    static let maxDepth = 256
+
     static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
                                      userInfo: [CodingUserInfoKey: Any]) -> T? {
         var mismatch: IntegerMismatch?
-        return decode(type, from: body, userInfo: userInfo, integerMismatch: &mismatch)
+        var syntax: SyntaxProblem?
+        return decode(type, from: body, userInfo: userInfo, integerMismatch: &mismatch, syntaxProblem: &syntax)
     }
 
     static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
                                      userInfo: [CodingUserInfoKey: Any],
-                                     integerMismatch: inout IntegerMismatch?) -> T? {
-        let parsed: JSONValue? = body.withUnsafeBufferPointer { bytes in
+                                     integerMismatch: inout IntegerMismatch?,
+                                     syntaxProblem: inout SyntaxProblem?) -> T? {
+        let (parsed, problem): (JSONValue?, SyntaxProblem?) = body.withUnsafeBufferPointer { bytes in
             var parser = JSONParser(bytes: bytes)
-            return parser.parseDocument()
+            let value = parser.parseDocument()
+            if parser.isWellFormed { return (value, nil) }
+            return (nil, parser.tooDeep ? .tooDeep : .malformed(offset: min(parser.index, bytes.count)))
         }
+        syntaxProblem = problem
         guard let parsed else { return nil }
         let context = DecodingContext(userInfo: userInfo)
         let decoder = ValueDecoder(value: parsed, parent: nil, key: nil, context: context)
@@ -67,15 +85,21 @@ private struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
     var depth = 0
-    static let maxDepth = 256
+    /// JSON, whatever else; a well-formed document with a duplicate key still gives nil.
+    private(set) var isWellFormed = false
+    private(set) var metDuplicateKey = false
+    private(set) var tooDeep = false
 
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     mutating func parseDocument() -> JSONValue? {
+        // A UTF-8 byte order mark may be ignored (RFC 8259 §8.1), as JSONDecoder does.
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { index = 3 }
         skipWhitespace()
         guard let value = parseValue() else { return nil }
         skipWhitespace()
-        return index == bytes.count ? value : nil
+        isWellFormed = index == bytes.count
+        return isWellFormed && !metDuplicateKey ? value : nil
     }
 
     private mutating func skipWhitespace() {
@@ -111,7 +135,10 @@ private struct JSONParser {
 
     private mutating func parseObject() -> JSONValue? {
         depth += 1
-        guard depth <= Self.maxDepth else { return nil }
+        guard depth <= RequestJSONDecoder.maxDepth else {
+            tooDeep = true
+            return nil
+        }
         defer { depth -= 1 }
         index += 1
         var members: [(key: String, value: JSONValue)] = []
@@ -128,13 +155,12 @@ private struct JSONParser {
             index += 1
             skipWhitespace()
             guard let value = parseValue() else { return nil }
-            // A duplicate key: JSONDecoder's own rule decides.
-            if members.count < 32 {
-                for member in members where member.key == key { return nil }
-            } else if members.contains(where: { $0.key == key }) {
-                return nil
+            // A duplicate key: JSONDecoder's own rule decides, once the rest is known to be JSON.
+            if members.contains(where: { $0.key == key }) {
+                metDuplicateKey = true
+            } else {
+                members.append((key, value))
             }
-            members.append((key, value))
             skipWhitespace()
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -145,7 +171,10 @@ private struct JSONParser {
 
     private mutating func parseArray() -> JSONValue? {
         depth += 1
-        guard depth <= Self.maxDepth else { return nil }
+        guard depth <= RequestJSONDecoder.maxDepth else {
+            tooDeep = true
+            return nil
+        }
         defer { depth -= 1 }
         index += 1
         var elements: [JSONValue] = []
