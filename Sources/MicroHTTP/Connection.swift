@@ -116,14 +116,16 @@ struct Connection: @unchecked Sendable {
             return false
         }
         defer { MHD_destroy_response(mhdResponse) }
-        _ = MHD_add_response_header(mhdResponse, "Content-Type", "text/event-stream")
-        _ = MHD_add_response_header(mhdResponse, "Cache-Control", "no-cache")
-        _ = MHD_add_response_header(mhdResponse, "X-Accel-Buffering", "no")
+        for (name, value) in Self.eventStreamHeaders { _ = MHD_add_response_header(mhdResponse, name, value) }
         // A stream's end is the connection's end: nothing is pipelined behind an SSE response.
         _ = MHD_add_response_header(mhdResponse, "Connection", "close")
         for (name, value) in headers { _ = MHD_add_response_header(mhdResponse, name, value) }
         return MHD_queue_response(raw, 200, mhdResponse) == .YES
     }
+
+    /// The head of every event stream, and of the answer to HEAD on a stream's route.
+    static let eventStreamHeaders = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+                                     ("X-Accel-Buffering", "no")]
 }
 
 /// Receives header and argument fields from MHD_get_connection_values.

@@ -135,6 +135,13 @@ extension HTTPServer {
             return connection.queue(response, closing: isStopping)
 
         case let .eventStream(headers, open):
+            if request.method == .HEAD {
+                // The head a GET would get, and no stream: libmicrohttpd would write the end of a
+                // chunked body to a HEAD request, then close.
+                var head = HTTPHeaders(Connection.eventStreamHeaders)
+                for (name, value) in headers { head.add(name, value) }
+                return connection.queue(Response(status: 200, headers: head), closing: isStopping)
+            }
             let exchange = exchange ?? attachExchange(context)
             let stream = EventStream(connection: connection, queueLimit: configuration.streamQueueLimit)
             exchange.stream = stream

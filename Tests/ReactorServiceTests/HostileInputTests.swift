@@ -107,6 +107,18 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(try raw(post("/action", [0xEF, 0xBB, 0xBF] + Array(#"{"session":"\#(s)","action":{"type":"increase"}}"#.utf8)))?.status, 200)
     }
 
+    func testHEADOnAnEventStreamIsItsHeadAlone() throws {
+        let client = try TestClient(port: fixture.port, receiveTimeout: 5)
+        client.send("HEAD /sessions/\(session)/events HTTP/1.1\r\nHost: t\r\n\r\n")
+        let head = try XCTUnwrap(client.readResponse(headOnly: true))
+        XCTAssertEqual(head.status, 200)
+        XCTAssertEqual(head.header("Content-Type"), "text/event-stream")
+        XCTAssertEqual(head.header("Cache-Control"), "no-cache")
+        XCTAssertNil(head.header("Transfer-Encoding"))
+        XCTAssertEqual(client.request("GET", "/healthz")?.status, 200, "the connection did not stay open")
+        XCTAssertEqual(fixture.server.openStreamCount, 0)
+    }
+
     func testDeeplyNestedJSONIsRefusedNotACrash() throws {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         assertProblem(try raw(post("/action", Array(deep.utf8))), 400, mentions: ["JSON"])
