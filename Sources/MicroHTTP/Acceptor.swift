@@ -12,12 +12,12 @@ import Darwin
 /// MHD_quiesce_daemon, which races its own epoll threads over removing the socket from their
 /// epoll sets; the loser aborts the process ("Failed to remove listen FD from epoll set").
 ///
-/// While `hasRoom()` is false the socket is not polled, so new connections wait in the listen
+/// While the gate has no room the socket is not polled, so new connections wait in the listen
 /// backlog; `roomFreed()` wakes the thread to look again.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemon: OpaquePointer
-    private let hasRoom: @Sendable () -> Bool
+    private let gate: any AcceptorGate
     private let lock = Lock()
     private var stopping = false    // guarded by `lock`
     #if os(Linux)
@@ -27,10 +27,10 @@ final class Acceptor: @unchecked Sendable {
 
     /// Starts accepting on `listener` (non-blocking, listening) for `daemon`. Nil when the thread
     /// cannot be started; the caller still owns `listener` then.
-    init?(listener: Int32, daemon: OpaquePointer, hasRoom: @escaping @Sendable () -> Bool) {
+    init?(listener: Int32, daemon: OpaquePointer, gate: any AcceptorGate) {
         self.listener = listener
         self.daemon = daemon
-        self.hasRoom = hasRoom
+        self.gate = gate
         #if os(Linux)
         wakeup = mhd_shim_wakeup_create()
         guard wakeup >= 0 else { return nil }
@@ -82,7 +82,7 @@ final class Acceptor: @unchecked Sendable {
         var watched = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0)]
         while !lock.withLock({ stopping }) {
-            let room = hasRoom()
+            let room = gate.hasRoom()
             watched[0].fd = room ? listener : -1   // poll skips a negative descriptor
             watched[0].revents = 0
             watched[1].revents = 0
@@ -100,7 +100,7 @@ final class Acceptor: @unchecked Sendable {
 
     /// Accepts until the backlog is empty or there is no room left.
     private func acceptWaiting() {
-        while hasRoom() {
+        while gate.hasRoom() {
             var address = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let socket = withUnsafeMutablePointer(to: &address) {
@@ -115,11 +115,23 @@ final class Acceptor: @unchecked Sendable {
                 default: return      // EAGAIN: the backlog is empty
                 }
             }
-            // libmicrohttpd closes the socket itself when it refuses it (its limits).
-            _ = withUnsafePointer(to: &address) {
+            // libmicrohttpd closes the socket itself when it refuses it (the per-address limit).
+            gate.handingOver()
+            let added = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MHD_add_connection(daemon, socket, $0, length) }
             }
+            if added != .YES { gate.handOverFailed() }
         }
     }
     #endif
+}
+
+/// Who counts the connections the acceptor may still hand over.
+protocol AcceptorGate: AnyObject, Sendable {
+    /// Whether another connection fits (called before each accept).
+    func hasRoom() -> Bool
+    /// A connection is about to be handed over; it counts from now on.
+    func handingOver()
+    /// libmicrohttpd refused it at once (and closed it).
+    func handOverFailed()
 }

@@ -19,7 +19,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var boundPort: UInt16 = 0
     private var stopping = false
     private var inFlight = 0        // requests the access handler has seen and MHD not yet completed
-    private var openConnections = 0
+    private var openConnections = 0     // libmicrohttpd's, by its connection notices
+    private var connectionsHandedOver = 0  // added by the acceptor, not yet noticed as started
     private var streams: [ObjectIdentifier: EventStream] = [:]
     private var deferreds: [ObjectIdentifier: DeferredExchange] = [:]
     private var stopFinalFrame: Frame?
@@ -45,7 +46,8 @@ public final class HTTPServer: @unchecked Sendable {
         let listener = try Listener.open(host: configuration.host, port: configuration.port,
                                          backlog: configuration.listenBacklog)
         var options: [MHD_OptionItem] = [
-            MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit + Self.overLimitSlots,
+            // The acceptor keeps the limit; libmicrohttpd's own is only a bound it never reaches.
+            MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit + 2 * Self.overLimitSlots,
                            ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT,
@@ -82,7 +84,7 @@ public final class HTTPServer: @unchecked Sendable {
             let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
             throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
         }
-        guard let accepting = Acceptor(listener: listener.socket, daemon: started, hasRoom: { self.hasRoom() }) else {
+        guard let accepting = Acceptor(listener: listener.socket, daemon: started, gate: self) else {
             disconnectWatcher?.stop()
             disconnectWatcher = nil
             MHD_stop_daemon(started)
@@ -171,9 +173,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// instead of waiting in the listen backlog. Past these, it waits there.
     static let overLimitSlots = 64
 
-    /// A connection was accepted; returns whether it is past `connectionLimit`.
+    /// libmicrohttpd took a connection on; returns whether it is past `connectionLimit`.
     func connectionStarted() -> Bool {
         lock.withLock {
+            connectionsHandedOver -= 1
             openConnections += 1
             return openConnections > configuration.connectionLimit
         }
@@ -182,16 +185,13 @@ public final class HTTPServer: @unchecked Sendable {
     func connectionClosed() {
         let waiting: Acceptor? = lock.withLock {
             openConnections -= 1
-            return openConnections == configuration.connectionLimit + Self.overLimitSlots - 1 ? acceptor : nil
+            return connectionsHandedOver + openConnections == connectionCapacity - 1 ? acceptor : nil
         }
         waiting?.roomFreed()
     }
 
-    /// Whether the acceptor may take another connection; at `connectionLimit` plus the
-    /// over-limit slots, new connections wait in the listen backlog.
-    private func hasRoom() -> Bool {
-        lock.withLock { openConnections < configuration.connectionLimit + Self.overLimitSlots }
-    }
+    /// `connectionLimit` and the over-limit slots: past it, new connections wait in the backlog.
+    private var connectionCapacity: Int { configuration.connectionLimit + Self.overLimitSlots }
 
     /// Counts a new request. `stopping`: it is refused; `crowded`: more connections are open than
     /// the limit, so one accepted past it is refused (one accepted within it is served, and so
@@ -272,5 +272,21 @@ private struct Deadline {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}
+
+/// The acceptor's view of the connection count. Connections it hands over count from then on:
+/// libmicrohttpd notices them later, on its own thread.
+extension HTTPServer: AcceptorGate {
+    func hasRoom() -> Bool {
+        lock.withLock { connectionsHandedOver + openConnections < connectionCapacity }
+    }
+
+    func handingOver() {
+        lock.withLock { connectionsHandedOver += 1 }
+    }
+
+    func handOverFailed() {
+        lock.withLock { connectionsHandedOver -= 1 }
     }
 }
