@@ -60,13 +60,18 @@ final class StopTests: XCTestCase {
         XCTAssertEqual(Set(registry.closeReasons), [.serverStopping])
     }
 
-    func testStopAnswersAStuckRequest503WithinItsDeadline() throws {
-        let registry = StreamRegistry()
+    /// A server with one request in flight that it never answers by itself.
+    private func serverWithAStuckRequest() throws -> (HTTPServer, TestClient) {
         let started = DispatchSemaphore(value: 0)
-        let server = try server(registry, started: started, answerAfter: nil)
+        let server = try server(StreamRegistry(), started: started, answerAfter: nil)
         let stuck = try TestClient(port: server.port)
         stuck.send("GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
         XCTAssertEqual(started.wait(timeout: .now() + 5), .success)
+        return (server, stuck)
+    }
+
+    func testStopAnswersAStuckRequest503WithinItsDeadline() throws {
+        let (server, stuck) = try serverWithAStuckRequest()
 
         let before = monotonicNow()
         server.stop(deadline: 1)
@@ -80,12 +85,7 @@ final class StopTests: XCTestCase {
 
     /// A connect made while the stop waits for a request is refused, not left in the backlog.
     func testConnectsAreRefusedWhileTheStopWaits() throws {
-        let registry = StreamRegistry()
-        let started = DispatchSemaphore(value: 0)
-        let server = try server(registry, started: started, answerAfter: nil)
-        let stuck = try TestClient(port: server.port)
-        stuck.send("GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
-        XCTAssertEqual(started.wait(timeout: .now() + 5), .success)
+        let (server, stuck) = try serverWithAStuckRequest()
 
         let stopped = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {

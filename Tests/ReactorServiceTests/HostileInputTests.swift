@@ -45,6 +45,15 @@ final class HostileInputTests: XCTestCase {
                                           notContaining: session, file: file, line: line)
     }
 
+    /// `request`, on a connection of its own, is answered `status` naming the problem, then closed.
+    private func assertRefusedThenClosed(_ request: String, _ status: Int, mentions words: [String],
+                                         file: StaticString = #filePath, line: UInt = #line) throws {
+        let client = try TestClient(port: fixture.port, receiveTimeout: 5)
+        client.send(request)
+        assertProblem(client.readResponse(), status, mentions: words, file: file, line: line)
+        XCTAssertTrue(client.isClosedByPeer(timeout: 2), request, file: file, line: line)
+    }
+
     /// A response libmicrohttpd wrote itself: well-formed, with the status, and a body as long as it says.
     private func assertAnsweredByLibmicrohttpd(_ response: ResponseParser?, _ status: Int,
                                                file: StaticString = #filePath, line: UInt = #line) {
@@ -286,10 +295,7 @@ final class HostileInputTests: XCTestCase {
         for head in ["GET /healthz HTTP/1.1\r\n\r\n",
                      "GET /sessions/\(session) HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
                      "POST /action HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"] {
-            let client = try TestClient(port: fixture.port)
-            client.send(head)
-            assertProblem(client.readResponse(), 400, mentions: ["Host"])
-            XCTAssertTrue(client.isClosedByPeer(timeout: 2), head)
+            try assertRefusedThenClosed(head, 400, mentions: ["Host"])
         }
         try assertUnchangedAndAlive()
     }
@@ -299,11 +305,8 @@ final class HostileInputTests: XCTestCase {
         let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
         for lengths in [(body.utf8.count, body.utf8.count + 5), (body.utf8.count + 5, body.utf8.count),
                         (body.utf8.count, 0)] {
-            let client = try TestClient(port: fixture.port)
-            client.send("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(lengths.0)\r\n"
-                        + "Content-Length: \(lengths.1)\r\n\r\n\(body)")
-            assertProblem(client.readResponse(), 400, mentions: ["Content-Length"])
-            XCTAssertTrue(client.isClosedByPeer(timeout: 2), "\(lengths)")
+            try assertRefusedThenClosed("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(lengths.0)\r\n"
+                                        + "Content-Length: \(lengths.1)\r\n\r\n\(body)", 400, mentions: ["Content-Length"])
         }
         try assertUnchangedAndAlive()
         // The same value twice is one length (§6.3 allows accepting it): the action is applied.
@@ -320,10 +323,7 @@ final class HostileInputTests: XCTestCase {
         for head in ["POST /sessions HTTP/1.1\r\nHost: t\r\nContent-Length : \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
                      "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo\t: bar\r\n\r\n",
                      "GET /healthz HTTP/1.1\r\nHost : t\r\n\r\n"] {
-            let client = try TestClient(port: fixture.port)
-            client.send(head)
-            assertProblem(client.readResponse(), 400, mentions: ["whitespace before its colon"])
-            XCTAssertTrue(client.isClosedByPeer(timeout: 2), head)
+            try assertRefusedThenClosed(head, 400, mentions: ["whitespace before its colon"])
         }
         try assertUnchangedAndAlive()   // the smuggled DELETE did not run
     }
@@ -343,10 +343,8 @@ final class HostileInputTests: XCTestCase {
             ("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked", 400, "more than one Transfer-Encoding"),
         ]
         for (fields, status, mention) in cases {
-            let client = try TestClient(port: fixture.port, receiveTimeout: 5)
-            client.send("POST /action HTTP/1.1\r\nHost: t\r\n\(fields)\r\n\r\n\(chunked)GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            assertProblem(client.readResponse(), status, mentions: [mention])
-            XCTAssertTrue(client.isClosedByPeer(timeout: 2), fields)
+            try assertRefusedThenClosed("POST /action HTTP/1.1\r\nHost: t\r\n\(fields)\r\n\r\n\(chunked)"
+                                        + "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", status, mentions: [mention])
         }
         try assertUnchangedAndAlive()
         // Chunked alone is served, in any case.
