@@ -34,7 +34,7 @@ enum RequestDecoding {
         }
         switch syntax {
         case let .malformed(offset)?:
-            throw .malformed("request body is not valid JSON (RFC 8259, in UTF-8): the error is at byte \(offset)")
+            throw .malformed("request body is not valid JSON (RFC 8259, in UTF-8) at or before byte \(offset)")
         case .tooDeep?:
             throw .malformed("request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
         case nil: break

@@ -9,9 +9,9 @@ import Foundation
 /// Its parser is the judge of syntax: a body that is not RFC 8259 JSON in UTF-8 is reported as
 /// a `SyntaxProblem` (Foundation's `JSONDecoder` on Linux lets through trailing commas, bad
 /// numbers, escapes and UTF-8 in values it skips, and UTF-16). Otherwise it only ever answers
-/// with a value it is sure `JSONDecoder` would give: anything it is not sure of — a duplicate key,
-/// a number that is not a plain integer, `Date`,
-/// `Data`, `URL` or `Decimal`, `allKeys`, any error at all (including the decoded type's own) —
+/// with a value it is sure `JSONDecoder` would give: anything it is not sure of — a duplicate
+/// key, a number that is not a plain integer, `Date`, `Data`, `URL` or `Decimal`, `allKeys`,
+/// any error at all (including the decoded type's own) —
 /// gives `nil`, and the caller decodes the body with `JSONDecoder`, whose value or error
 /// (with its wording and coding path) is then the answer. Errors are rare; the common request
 /// costs one parse instead of Foundation's.
@@ -27,7 +27,7 @@ enum RequestJSONDecoder {
 
     /// Why a body is no JSON this parser accepts.
     enum SyntaxProblem: Equatable {
-        /// Not RFC 8259 JSON in UTF-8; the offset of the first byte that cannot be.
+        /// Not RFC 8259 JSON in UTF-8, at or before `offset`.
         case malformed(offset: Int)
         /// Nested deeper than `maxDepth` arrays and objects.
         case tooDeep
