@@ -205,8 +205,8 @@ extension HTTPServer {
     /// field and read the body as the next request); an HTTP/1.1 request has exactly one Host
     /// (§3.2); Content-Length fields that disagree, or Content-Length with Transfer-Encoding, make
     /// the body's end unknowable (§6.1, §6.3); chunked must be the final transfer coding, once
-    /// (§6.1), and libmicrohttpd implements no other (§7: 501). Repeated identical Content-Length values are
-    /// accepted, as §6.3 allows. Each problem is answered, then the connection is closed.
+    /// (§6.1), and libmicrohttpd implements no other (§7: 501). Repeated identical Content-Length
+    /// values are accepted, as §6.3 allows. Each problem is answered, then the connection closes.
     static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>)
         -> (status: Int, detail: String)? {
         if framing.spaced_names > 0 {

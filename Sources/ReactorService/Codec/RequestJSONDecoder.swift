@@ -87,7 +87,7 @@ private struct JSONParser {
     var depth = 0
     /// JSON, whatever else; a well-formed document with a duplicate key still gives nil.
     private(set) var isWellFormed = false
-    private(set) var metDuplicateKey = false
+    private var metDuplicateKey = false
     private(set) var tooDeep = false
 
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
