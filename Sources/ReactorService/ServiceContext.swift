@@ -101,9 +101,10 @@ final class ServiceContext: @unchecked Sendable {
             guard let cluster, !cluster.store.holds(id), !loaded.hub.isNewSession else { return .success(loaded) }
             letGo(loaded)
         }
-        guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
-        // Stopping, the sessions have left memory for good: none comes back now.
+        // Stopping, the sessions have left memory for good: none comes back now, and a request
+        // that raced the stop must not hear that its session is unknown.
         guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
+        guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         if let address = cluster?.knownHolder(of: key) { return .failure(.heldElsewhere(address: address)) }
         let found = persistence.restore(key, into: self)
         if case let .failure(.heldElsewhere(address)) = found { cluster?.remember(address, asHolderOf: key) }

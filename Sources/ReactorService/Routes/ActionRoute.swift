@@ -63,7 +63,7 @@ extension RouteTable {
                                                         userInfo: requestInfo)
                 guard let snapshot = action.run() else {
                     // The session ended while the action was on its way: deleted or expired, or shut down.
-                    return .response(context.isStopping ? Problems.stopping : Problems.unknownSession)
+                    return .response(Problems.sessionGone(stopping: context.isStopping))
                 }
                 let session = action.session
                 return Self.answer(afterCommitOf: session.hub, context) { failure in

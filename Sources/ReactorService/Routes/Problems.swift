@@ -35,6 +35,10 @@ enum Problems {
         }
     }
 
+    /// A session that left memory between its lookup and its use: deleted or expired, or the
+    /// server is stopping (then it may well live on in a durable store: never 404).
+    static func sessionGone(stopping: Bool) -> Response { stopping ? Self.stopping : unknownSession }
+
     static let unknownSession = Response.problem(
         status: 404, detail: "no session has this id: it was never issued, or it expired or was deleted")
 

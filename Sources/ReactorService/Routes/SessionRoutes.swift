@@ -36,7 +36,9 @@ extension RouteTable {
             case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
             case let .failure(error): return .response(Problems.session(error))
             }
-            guard let session = context.sessions.remove(id) else { return .response(Problems.unknownSession) }
+            guard let session = context.sessions.remove(id) else {
+                return .response(Problems.sessionGone(stopping: context.isStopping))
+            }
             return Self.answer(context) { done in
                 context.remove(session, reason: "deleted") { failure in
                     done(failure.map(Problems.store) ?? Response(status: 204))
