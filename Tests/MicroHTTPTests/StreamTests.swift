@@ -3,6 +3,16 @@ import XCTest
 
 /// Behaviours 2–5: many subscribers, idle cost, vanished clients, a slow subscriber.
 final class StreamTests: XCTestCase {
+    /// Every connection socket of the server is closed, and the descriptor count is back near
+    /// its baseline (the runtime may have opened one or two of its own meanwhile).
+    private func assertConnectionsReleased(_ server: HTTPServer, descriptorBaseline baseline: Int,
+                                           file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(waitUntil(timeout: 5) { ProcessStats.connectedSockets(localPort: server.port) == 0 },
+                      "\(ProcessStats.connectedSockets(localPort: server.port)) server sockets still open",
+                      file: file, line: line)
+        XCTAssertLessThanOrEqual(ProcessStats.openDescriptors(), baseline + 2, file: file, line: line)
+    }
+
     private func streamServer(_ registry: StreamRegistry,
                               _ configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws -> HTTPServer {
         try startServer(configure) { router in
@@ -48,8 +58,10 @@ final class StreamTests: XCTestCase {
         let server = try streamServer(registry) { $0.heartbeatInterval = 60 }
         defer { server.stop() }
         let fleet = try StreamFleet(port: server.port, count: 1000, path: "/events")
-        XCTAssertTrue(waitUntil(timeout: 20) { server.openStreamCount == 1000 })
+        let allOpen = waitUntil(timeout: 20) { server.openStreamCount == 1000 }
         fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.events.count + $0.parser.body.count > 0 } }
+        XCTAssertTrue(allOpen, "\(server.openStreamCount) streams, \(server.openConnectionCount) connections; of the clients "
+                      + "\(fleet.members.filter(\.ended).count) were closed, \(fleet.members.filter { $0.parser.status == nil }.count) unanswered")
         usleep(200_000)  // let the connections settle into suspension
 
         let cpuBefore = ProcessStats.cpuSeconds()
@@ -81,8 +93,7 @@ final class StreamTests: XCTestCase {
         XCTAssertTrue(waitUntil(timeout: 5) { registry.closeReasons.count == 1000 })
         XCTAssertEqual(registry.closeReasons.filter { $0 == .clientGone }.count, 1000)
         XCTAssertTrue(registry.all.allSatisfy(\.isClosed))
-        XCTAssertTrue(waitUntil(timeout: 5) { ProcessStats.openDescriptors() <= baseline },
-                      "descriptors: \(ProcessStats.openDescriptors()), baseline \(baseline)")
+        assertConnectionsReleased(server, descriptorBaseline: baseline)
     }
 
     /// 5. A subscriber that stops reading is closed (.overflow) once its queue is full, while
@@ -155,6 +166,7 @@ final class StreamTests: XCTestCase {
         closing.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
         resetting.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
         usleep(200_000)  // every stream suspended, waiting for events
+        XCTAssertEqual(ProcessStats.connectedSockets(localPort: server.port), 200, "the server's ends, counted")
 
         closing.closeAll()
         XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 100 },
@@ -164,8 +176,7 @@ final class StreamTests: XCTestCase {
                       "\(server.openStreamCount) streams open after every client closed")
         XCTAssertTrue(waitUntil(timeout: 5) { registry.closeReasons.count == 200 })
         XCTAssertEqual(registry.closeReasons.filter { $0 == .clientGone }.count, 200)
-        XCTAssertTrue(waitUntil(timeout: 5) { ProcessStats.openDescriptors() <= baseline },
-                      "descriptors: \(ProcessStats.openDescriptors()), baseline \(baseline)")
+        assertConnectionsReleased(server, descriptorBaseline: baseline)
     }
 
     /// 7. Dead subscribers do not keep connection slots: at a limit of 40, 30 subscribers that

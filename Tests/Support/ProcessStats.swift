@@ -39,6 +39,30 @@ public enum ProcessStats {
 }
 
 extension ProcessStats {
+    /// Connected TCP sockets of this process whose local port is `port` (a server's own
+    /// connections; its listening socket is not counted). Unlike the descriptor count, this
+    /// sees nothing the runtime opens on the side (a dispatch timer, a directory listing).
+    public static func connectedSockets(localPort port: UInt16) -> Int {
+        let owned = Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)"))
+                .flatMap { $0.hasPrefix("socket:[") ? String($0.dropFirst(8).dropLast()) : nil }
+        })
+        var count = 0
+        for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+            // Read to the end: the file reports a size of 0, and a sized read stops at one page.
+            guard let data = try? FileHandle(forReadingAtPath: table)?.readToEnd(),
+                  let text = String(data: data, encoding: .utf8) else { continue }
+            for row in text.split(separator: "\n").dropFirst() {
+                let fields = row.split(separator: " ")
+                // local_address is ADDRESS:PORT in hex; state 0A is LISTEN; field 9 is the inode.
+                guard fields.count > 9, let local = fields[1].split(separator: ":").last,
+                      UInt16(local, radix: 16) == port, fields[3] != "0A", owned.contains(String(fields[9])) else { continue }
+                count += 1
+            }
+        }
+        return count
+    }
+
     /// Threads of this process (/proc/self/task).
     public static func threadCount() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
