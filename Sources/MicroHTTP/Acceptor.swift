@@ -14,10 +14,14 @@ import Darwin
 ///
 /// While the gate has no room the socket is not polled, so new connections wait in the listen
 /// backlog; `roomFreed()` wakes the thread to look again.
+///
+/// The thread also reads the daemon's batch ticker (`mhd_shim_add_batch_ticker`) at each tick:
+/// a timerfd re-arms only when read, and libmicrohttpd never reads it.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemon: OpaquePointer
     private let gate: any AcceptorGate
+    private let ticker: Int32
     private let lock = Lock()
     private var stopping = false    // guarded by `lock`
     #if os(Linux)
@@ -27,10 +31,12 @@ final class Acceptor: @unchecked Sendable {
 
     /// Starts accepting on `listener` (non-blocking, listening) for `daemon`. Nil when the thread
     /// cannot be started; the caller still owns `listener` then.
-    init?(listener: Int32, daemon: OpaquePointer, gate: any AcceptorGate) {
+    /// `ticker`: the batch ticker's timer, or -1.
+    init?(listener: Int32, daemon: OpaquePointer, gate: any AcceptorGate, ticker: Int32) {
         self.listener = listener
         self.daemon = daemon
         self.gate = gate
+        self.ticker = ticker
         #if os(Linux)
         wakeup = mhd_shim_wakeup_create()
         guard wakeup >= 0 else { return nil }
@@ -80,19 +86,25 @@ final class Acceptor: @unchecked Sendable {
     #if os(Linux)
     private func run() {
         var watched = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0)]
+                       pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: ticker, events: Int16(POLLIN), revents: 0)]
         while !lock.withLock({ stopping }) {
             let room = gate.hasRoom()
             watched[0].fd = room ? listener : -1   // poll skips a negative descriptor
             watched[0].revents = 0
             watched[1].revents = 0
-            if poll(&watched, 2, -1) < 0 {
+            watched[2].revents = 0
+            if poll(&watched, 3, -1) < 0 {
                 if errno == EINTR { continue }
                 return
             }
             if watched[1].revents != 0 {
                 var count: UInt64 = 0
                 _ = read(wakeup, &count, MemoryLayout<UInt64>.size)
+            }
+            if watched[2].revents != 0 {
+                var ticks: UInt64 = 0
+                _ = read(ticker, &ticks, MemoryLayout<UInt64>.size)
             }
             if room && watched[0].revents != 0 { acceptWaiting() }
         }
