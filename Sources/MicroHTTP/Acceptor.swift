@@ -15,31 +15,34 @@ import Darwin
 /// While the gate has no room the socket is not polled, so new connections wait in the listen
 /// backlog; `roomFreed()` wakes the thread to look again.
 ///
-/// The thread also reads the daemon's batch ticker (`mhd_shim_add_batch_ticker`) at each tick:
-/// a timerfd re-arms only when read, and libmicrohttpd never reads it.
+/// The thread also keeps the daemon's batch ticker (`mhd_shim_add_batch_ticker`): it reads
+/// the timer at each tick, since a timerfd re-arms only when read and libmicrohttpd never
+/// reads it.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemon: OpaquePointer
     private let gate: any AcceptorGate
-    private let ticker: Int32
     private let lock = Lock()
     private var stopping = false    // guarded by `lock`
     #if os(Linux)
     private let wakeup: Int32
+    private let ticker: Int32       // -1: the daemon has no epoll set of its own (a thread pool)
     private var thread = pthread_t()
     #endif
 
+    /// How long at most a full batch of ready connections waits: 20 idle wake-ups a second.
+    static let batchTickerMilliseconds = 50
+
     /// Starts accepting on `listener` (non-blocking, listening) for `daemon`. Nil when the thread
     /// cannot be started; the caller still owns `listener` then.
-    /// `ticker`: the batch ticker's timer, or -1.
-    init?(listener: Int32, daemon: OpaquePointer, gate: any AcceptorGate, ticker: Int32) {
+    init?(listener: Int32, daemon: OpaquePointer, gate: any AcceptorGate) {
         self.listener = listener
         self.daemon = daemon
         self.gate = gate
-        self.ticker = ticker
         #if os(Linux)
         wakeup = mhd_shim_wakeup_create()
         guard wakeup >= 0 else { return nil }
+        ticker = mhd_shim_add_batch_ticker(daemon, Self.batchTickerMilliseconds)
         let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
         guard pthread_create(&thread, nil, { raw in
             Unmanaged<Acceptor>.fromOpaque(raw!).takeRetainedValue().run()
@@ -47,6 +50,7 @@ final class Acceptor: @unchecked Sendable {
         }, me) == 0 else {
             Unmanaged<Acceptor>.fromOpaque(me).release()
             close(wakeup)
+            if ticker >= 0 { close(ticker) }
             return nil
         }
         #else
@@ -72,6 +76,7 @@ final class Acceptor: @unchecked Sendable {
         #if os(Linux)
         pthread_join(thread, nil)
         close(wakeup)   // roomFreed() writes only before `stopping`, which it reads under the lock
+        if ticker >= 0 { close(ticker) }   // (closing it takes it out of the daemon's epoll set)
         #endif
         close(listener)
     }

@@ -29,11 +29,6 @@ public final class HTTPServer: @unchecked Sendable {
     private var acceptor: Acceptor?
     private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
-    /// Bounds libmicrohttpd's wait after a full batch of 128 epoll events (`mhd_shim_add_batch_ticker`);
-    /// closed after MHD_stop_daemon; guarded by `lock`. -1: none (a thread pool).
-    private var batchTicker: Int32 = -1
-    /// How long at most a full batch of ready connections waits: 20 idle wake-ups a second.
-    static let batchTickerMilliseconds = 50
     /// Handed to libmicrohttpd as its external logger's context; freed after MHD_stop_daemon.
     private var logger: UnsafeMutablePointer<mhd_shim_logger>?
 
@@ -89,9 +84,7 @@ public final class HTTPServer: @unchecked Sendable {
             let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
             throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
         }
-        let ticker = mhd_shim_add_batch_ticker(started, Self.batchTickerMilliseconds)
-        guard let accepting = Acceptor(listener: listener.socket, daemon: started, gate: self, ticker: ticker) else {
-            if ticker >= 0 { close(ticker) }
+        guard let accepting = Acceptor(listener: listener.socket, daemon: started, gate: self) else {
             disconnectWatcher?.stop()
             disconnectWatcher = nil
             MHD_stop_daemon(started)
@@ -103,7 +96,6 @@ public final class HTTPServer: @unchecked Sendable {
         acceptor = accepting
         logger = log
         daemon = started
-        batchTicker = ticker
         boundPort = listener.port
         if configuration.heartbeatInterval > 0 {
             // A strong capture, released when stop() cancels the timer: a weak reference would give
@@ -168,11 +160,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         watcher?.stop()
         MHD_stop_daemon(daemon)
-        let ticker = lock.withLock { () -> Int32 in
-            defer { self.daemon = nil; batchTicker = -1 }
-            return batchTicker
-        }
-        if ticker >= 0 { close(ticker) }
+        lock.withLock { self.daemon = nil }
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
         logger = nil
         Unmanaged.passUnretained(self).release()  // the retain taken by start()
