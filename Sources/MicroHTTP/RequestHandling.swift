@@ -61,10 +61,10 @@ extension HTTPServer {
         }
         let httpMethod = HTTPMethod(cString: method)
         switch resolve(httpMethod, url) {
-        case let .failure(refusal):
+        case let .refused(refusal):
             // Not worth reading the body for.
             return refuse(refusal.response, connection, httpMethod, url, closing: true)
-        case let .success((handler, path, parameters)):
+        case let .found(handler, path, parameters):
             let exchange = Exchange(handler: handler, method: httpMethod, path: path, parameters: parameters)
             if declaredLength != Int.max { exchange.body.reserveCapacity(declaredLength) }
             context.pointee = Unmanaged.passRetained(exchange).toOpaque()
@@ -77,9 +77,9 @@ extension HTTPServer {
                         context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         let httpMethod = HTTPMethod(cString: method)
         switch resolve(httpMethod, url) {
-        case let .failure(refusal):
+        case let .refused(refusal):
             return refuse(refusal.response, connection, httpMethod, url, closing: isStopping)
-        case let .success((handler, path, parameters)):
+        case let .found(handler, path, parameters):
             let request = makeRequest(connection, httpMethod, path, parameters, body: [])
             return dispatch(handler(request), request, connection, exchange: nil, context: context)
         }
@@ -174,27 +174,26 @@ extension HTTPServer {
         return exchange
     }
 
-    private func resolve(_ method: HTTPMethod, _ url: UnsafePointer<CChar>)
-        -> Result<(Handler, String, [String: String]), Refusal> {
+    private func resolve(_ method: HTTPMethod, _ url: UnsafePointer<CChar>) -> Routed {
         let resolution: Router.Resolution, path: String
         if let literal = router.resolveLiteral(method, cPath: url) {
             (resolution, path) = literal
         } else {
             guard let decoded = String(validatingCString: url) else {
-                return .failure(Refusal(.problem(status: 400, detail: "the request path is not valid UTF-8")))
+                return .refused(Refusal(.problem(status: 400, detail: "the request path is not valid UTF-8")))
             }
             (resolution, path) = (router.resolve(method, decoded), decoded)
         }
         switch resolution {
         case let .found(handler, parameters):
-            return .success((handler, path, parameters))
+            return .found(handler, path: path, parameters: parameters)
         case .notFound:
             // The path is not echoed: it may carry a capability (a session id), and a long one
             // would be reflected back whole.
-            return .failure(Refusal(.problem(status: 404, detail: "no resource at this path")))
+            return .refused(Refusal(.problem(status: 404, detail: "no resource at this path")))
         case let .methodNotAllowed(allow):
             let allowed = allow.map(\.rawValue).joined(separator: ", ")
-            return .failure(Refusal(.problem(
+            return .refused(Refusal(.problem(
                 status: 405, detail: "\(method) is not allowed on this resource; allowed: \(allowed)",
                 headers: HTTPHeaders([("Allow", allowed)]))))
         }
@@ -265,6 +264,13 @@ extension HTTPServer {
     private func bodyTooLarge() -> Response {
         .problem(status: 413, detail: "request body exceeds the limit of \(configuration.bodyLimit) bytes")
     }
+}
+
+/// Where a request goes. Not a `Result` of a tuple: a generic payload keeps the handler at
+/// the generic abstraction, which costs a thunk allocation per request.
+enum Routed {
+    case found(Handler, path: String, parameters: [String: String])
+    case refused(Refusal)
 }
 
 /// A response the layer gives instead of running a handler (400, 404, 405).

@@ -31,12 +31,19 @@ public struct Router: Sendable {
         let segments: [Segment]
         let literalCount: Int
         /// Few per route: a linear scan beats hashing the method.
-        var handlers: [(method: HTTPMethod, handler: Handler)]
+        var handlers: [MethodHandler]
 
         func handler(for method: HTTPMethod) -> Handler? {
             for entry in handlers where entry.method == method { return entry.handler }
             return nil
         }
+    }
+
+    /// A named struct, not a tuple: a closure in a tuple stored in an Array is kept at the
+    /// generic abstraction, and reading it back wraps it in a new thunk (an allocation per request).
+    private struct MethodHandler: Sendable {
+        let method: HTTPMethod
+        let handler: Handler
     }
 
     private var routes: [Route] = []
@@ -55,10 +62,10 @@ public struct Router: Sendable {
         }
         if let index = routes.firstIndex(where: { $0.segments == segments }) {
             routes[index].handlers.removeAll { $0.method == method }
-            routes[index].handlers.append((method, handler))
+            routes[index].handlers.append(MethodHandler(method: method, handler: handler))
         } else {
             let literals = segments.filter { if case .literal = $0 { return true } else { return false } }.count
-            routes.append(Route(segments: segments, literalCount: literals, handlers: [(method, handler)]))
+            routes.append(Route(segments: segments, literalCount: literals, handlers: [MethodHandler(method: method, handler: handler)]))
             if literals == segments.count {
                 let path = "/" + segments.map { if case let .literal(text) = $0 { return String(text) } else { return "" } }
                     .joined(separator: "/")
@@ -108,9 +115,9 @@ public struct Router: Sendable {
     }
 
     private func resolve(_ method: HTTPMethod, _ route: Route, parameters: [String: String]) -> Resolution {
-        if let handler = route.handler(for: method) ?? (method == .HEAD ? route.handler(for: .GET) : nil) {
-            return .found(handler, parameters: parameters)
-        }
+        // No `??` here: its generic parameter would wrap the handler in a thunk per request.
+        if let handler = route.handler(for: method) { return .found(handler, parameters: parameters) }
+        if method == .HEAD, let handler = route.handler(for: .GET) { return .found(handler, parameters: parameters) }
         var allow = Set(route.handlers.map(\.method))
         if allow.contains(.GET) { allow.insert(.HEAD) }
         return .methodNotAllowed(allow: allow.sorted { $0.rawValue < $1.rawValue })
