@@ -2,13 +2,14 @@
 /// returns a session, written around the state's already encoded bytes into one buffer.
 enum SessionJSON {
     static func body(of session: any Session, _ snapshot: EventHub.Snapshot) -> [UInt8] {
-        let kind = session.kind, id = session.id
+        let kind = session.kind
         var out: [UInt8] = []
-        out.reserveCapacity(snapshot.stateJSON.count + kind.utf8.count + id.utf8.count + 64)
+        out.reserveCapacity(snapshot.stateJSON.count + kind.utf8.count + 22 + 64)
         out.append(contentsOf: #"{"reactor":"#.utf8)
         StateJSONEncoder.appendString(kind, into: &out)
-        out.append(contentsOf: #","session":"#.utf8)
-        StateJSONEncoder.appendString(id, into: &out)
+        out.append(contentsOf: #","session":""#.utf8)
+        session.key.append(to: &out)   // base64url: nothing to escape
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: #","state":"#.utf8)
         out.append(contentsOf: snapshot.stateJSON)
         out.append(contentsOf: #","version":"#.utf8)
