@@ -99,4 +99,28 @@ final class RequestJSONDecoderTests: XCTestCase {
         XCTAssertNil(fast(CounterReactor.Action.self, #"{"type":"jump"}"#))
         XCTAssertNil(fast(CounterReactor.Action.self, #"{"type":"alert"}"#))
     }
+
+    /// The action route's envelope: members read by name, one decoded as a value at path [name];
+    /// anything the general path must judge gives nil.
+    func testTopLevelObjectReadsMembersAndDeclinesTheRest() throws {
+        let body = #" { "action" : {"type":"alert","message":"hi"}, "extra": [1], "session": "abc" } "#
+        let envelope = try XCTUnwrap(RequestJSONDecoder.TopLevelObject(parsing: Array(body.utf8)))
+        XCTAssertEqual(envelope.string("session"), "abc")
+        XCTAssertNil(envelope.string("action"), "an object is no string")
+        XCTAssertNil(envelope.string("missing"))
+        var path: [String] = []
+        let action = envelope.decode("action", userInfo: [:]) { decoder -> CounterReactor.Action in
+            path = decoder.codingPath.map(\.stringValue)
+            return try CounterReactor.Action(from: decoder)
+        }
+        XCTAssertEqual(action.map { String(describing: $0) }, String(describing: CounterReactor.Action.alert("hi")))
+        XCTAssertEqual(path, ["action"])
+        XCTAssertNil(envelope.decode("missing", userInfo: [:]) { try CounterReactor.Action(from: $0) })
+        XCTAssertNil(envelope.decode("extra", userInfo: [:]) { try CounterReactor.Action(from: $0) }, "a throw is nil")
+        XCTAssertNil(envelope.decode("action", userInfo: [:]) { try Double(from: $0) }, "a decline is nil")
+
+        for notAnObject in ["[1]", #""s""#, "{", #"{"session":"a","session":"b"}"#, "{} x"] {
+            XCTAssertNil(RequestJSONDecoder.TopLevelObject(parsing: Array(notAnObject.utf8)), notAnObject)
+        }
+    }
 }

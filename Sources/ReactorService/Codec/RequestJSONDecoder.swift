@@ -67,6 +67,53 @@ enum RequestJSONDecoder {
 /// Declines: the caller falls back to `JSONDecoder`.
 private struct Declined: Error {}
 
+extension RequestJSONDecoder {
+    /// A body that is one JSON object, parsed once, whose members are read by name: a route reads
+    /// an envelope's fields itself and decodes only the member it needs as a value, with no
+    /// `Decoder` for the envelope. Nil for a body this parser does not accept (then, as for every
+    /// `nil` below, the caller takes `RequestDecoding`'s general path, whose errors name the problem).
+    struct TopLevelObject {
+        fileprivate let members: [(key: String, value: JSONValue)]
+
+        init?(parsing body: [UInt8]) {
+            let parsed: JSONValue? = body.withUnsafeBufferPointer { bytes in
+                var parser = JSONParser(bytes: bytes)
+                return parser.parseDocument()
+            }
+            guard case let .object(members)? = parsed else { return nil }
+            self.members = members
+        }
+
+        /// The member `name` when it is a string.
+        func string(_ name: String) -> String? {
+            guard case let .string(text)? = member(name) else { return nil }
+            return text
+        }
+
+        /// `body`'s result over a decoder of the member `name` (its coding path `[name]`), or nil when
+        /// the member is absent or `body` throws or meets anything this decoder leaves to `JSONDecoder`.
+        func decode<T>(_ name: String, userInfo: [CodingUserInfoKey: Any], _ body: (any Decoder) throws -> T) -> T? {
+            guard let value = member(name) else { return nil }
+            let context = DecodingContext(userInfo: userInfo)
+            let decoder = ValueDecoder(value: value, parent: nil, key: MemberKey(stringValue: name), context: context)
+            guard let result = try? body(decoder), !context.declined else { return nil }
+            return result
+        }
+
+        private func member(_ name: String) -> JSONValue? {
+            for member in members where member.key == name { return member.value }
+            return nil
+        }
+    }
+
+    private struct MemberKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+}
+
 private enum JSONValue {
     case null
     case bool(Bool)

@@ -19,18 +19,43 @@ private struct ActionRequest: Decodable {
 
     private enum CodingKeys: String, CodingKey { case session, action }
 
+    /// The common request in one parse, with no `Decoder` for the envelope: its `session` read
+    /// as a string, its `action` decoded by the session's reactor. Anything else (not an object,
+    /// a field missing or mistyped, an action that does not decode) takes the general path, whose
+    /// errors name the problem; a session that cannot be used is the same error on both.
+    static func decode(_ body: [UInt8], _ context: ServiceContext, principal: Principal?,
+                       userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder) throws(RequestError) -> ActionRequest {
+        if let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session") {
+            let session = try usable(id, context, principal: principal)
+            if let run = envelope.decode("action", userInfo: userInfo, { try session.decodeAction(from: $0) }) {
+                return ActionRequest(session: session, run: run)
+            }
+        }
+        return try RequestDecoding.decode(ActionRequest.self, from: body, with: decoder, userInfo: userInfo)
+    }
+
+    private init(session: any Session, run: @escaping () -> EventHub.Snapshot?) {
+        self.session = session
+        self.run = run
+    }
+
+    /// The session `id` names, if the caller may use it.
+    private static func usable(_ id: String, _ context: ServiceContext, principal: Principal?) throws(RequestError) -> any Session {
+        let session: any Session
+        switch context.session(id) {
+        case let .success(found): session = found
+        case .failure(.unknown): throw .unknownSession
+        case let .failure(error): throw .session(error)
+        }
+        if let refusal = context.access.authorize(session, for: principal) { throw .refused(refusal) }
+        return session
+    }
+
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let id = try container.decode(String.self, forKey: .session)
         guard let context = decoder.userInfo[Self.contextKey] as? ServiceContext else { throw RequestError.unknownSession }
-        switch context.session(id) {
-        case let .success(session): self.session = session
-        case .failure(.unknown): throw RequestError.unknownSession
-        case let .failure(error): throw RequestError.session(error)
-        }
-        if let refusal = context.access.authorize(session, for: decoder.userInfo[Self.principalKey] as? Principal) {
-            throw RequestError.refused(refusal)
-        }
+        session = try Self.usable(id, context, principal: decoder.userInfo[Self.principalKey] as? Principal)
         run = try session.decodeAction(from: container.superDecoder(forKey: .action))
     }
 }
@@ -49,18 +74,20 @@ extension RouteTable {
             guard !context.isStopping else { return .response(Problems.stopping) }
             var requestInfo = userInfo
             var requestDecoder = decoder
+            var principal: Principal?
             if context.access.isAuthenticating {
                 switch context.access.authenticate(request) {
-                case let .success(principal): requestInfo[ActionRequest.principalKey] = principal
+                case let .success(caller): principal = caller
                 case let .failure(refusal): return .response(refusal.response)
                 }
+                requestInfo[ActionRequest.principalKey] = principal
                 // The caller travels with this request's decoding only (the shared decoder is never mutated).
                 requestDecoder = JSONDecoder()
                 requestDecoder.userInfo = requestInfo
             }
             do throws(RequestError) {
-                let action = try RequestDecoding.decode(ActionRequest.self, from: request.body, with: requestDecoder,
-                                                        userInfo: requestInfo)
+                let action = try ActionRequest.decode(request.body, context, principal: principal,
+                                                      userInfo: requestInfo, decoder: requestDecoder)
                 guard let snapshot = action.run() else {
                     // The session ended while the action was on its way: deleted or expired, or shut down.
                     return .response(Problems.sessionGone(stopping: context.isStopping))
