@@ -45,7 +45,9 @@ extension Pulse: Encodable where Value: Encodable {
     public func encode(to encoder: Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(value)
-        if let observer = encoder.userInfo[.pulseObserver] as? PulseEncodingObserver {
+        let observer = (encoder as? any PulseObservingEncoder)?.pulseObserver
+            ?? encoder.userInfo[.pulseObserver] as? PulseEncodingObserver
+        if let observer {
             observer.didEncodePulse(at: encoder.codingPath, updatedCount: valueUpdatedCount, value: value)
         }
     }

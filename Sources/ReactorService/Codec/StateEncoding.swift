@@ -27,7 +27,7 @@ enum StateEncoding {
     static func encode(_ state: some Encodable) throws -> EncodedState {
         let collector = PulseCollector()
         var fast = StateJSONEncoder()
-        fast.userInfo[.pulseObserver] = collector
+        fast.pulseObserver = collector
         do {
             let json = try fast.encode(state)
             return EncodedState(json: json, pulses: collector.pulses)

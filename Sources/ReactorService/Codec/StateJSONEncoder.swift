@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ReactorCore
 
 /// A JSON `Encoder` for states that gives the same bytes as `JSONText.makeEncoder()`
 /// (Foundation's `JSONEncoder` with `.sortedKeys` and `.withoutEscapingSlashes`) at a
@@ -16,6 +17,8 @@ import Foundation
 /// result or the error is `JSONEncoder`'s own.
 struct StateJSONEncoder {
     var userInfo: [CodingUserInfoKey: Any] = [:]
+    /// Told of every `Pulse` encoded (see `PulseObservingEncoder`).
+    var pulseObserver: (any PulseEncodingObserver)?
 
     /// Thrown where `JSONEncoder` must decide: the caller falls back to it.
     struct Unsupported: Error {}
@@ -28,7 +31,7 @@ struct StateJSONEncoder {
     /// nil: synthesized `Encodable` drops a nil optional from the JSON, but it is still a field
     /// of the state's type (`?fields=` may name it).
     func encode(_ value: some Encodable, absentKeys: AbsentKeys?) throws -> [UInt8] {
-        let root = NodeEncoder(parent: nil, key: nil, userInfo: userInfo)
+        let root = NodeEncoder(parent: nil, key: nil, userInfo: userInfo, pulseObserver: pulseObserver)
         root.absentKeys = absentKeys
         try value.encode(to: root)
         guard let node = root.node else { throw Unsupported() }
@@ -206,18 +209,26 @@ final class AbsentKeys {
 
 /// One level of the encoding: the value it was asked for, and the path to it (made only when
 /// asked for, by following the parents: `Pulse` reads it, little else does).
-private final class NodeEncoder: Encoder {
+private final class NodeEncoder: PulseObservingEncoder {
     let parent: NodeEncoder?
     let key: (any CodingKey)?
     let userInfo: [CodingUserInfoKey: Any]
+    let pulseObserver: (any PulseEncodingObserver)?
     var node: Node?
     /// Set on the root encoder only, and only when the caller asks for absent keys.
     var absentKeys: AbsentKeys?
 
-    init(parent: NodeEncoder?, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any]) {
+    init(parent: NodeEncoder?, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any],
+         pulseObserver: (any PulseEncodingObserver)?) {
         self.parent = parent
         self.key = key
         self.userInfo = userInfo
+        self.pulseObserver = pulseObserver
+    }
+
+    /// An encoder for a value below this one.
+    func child(key: any CodingKey) -> NodeEncoder {
+        NodeEncoder(parent: self, key: key, userInfo: userInfo, pulseObserver: pulseObserver)
     }
 
     var codingPath: [any CodingKey] {
@@ -260,7 +271,7 @@ private final class NodeEncoder: Encoder {
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
             return .raw(Array(try JSONText.makeEncoder().encode(value)))
         }
-        let child = NodeEncoder(parent: extraPath.isEmpty ? self : pathEncoder(extraPath), key: key, userInfo: userInfo)
+        let child = (extraPath.isEmpty ? self : pathEncoder(extraPath)).child(key: key)
         try value.encode(to: child)
         guard let node = child.node else { throw StateJSONEncoder.Unsupported() }
         return node
@@ -269,7 +280,7 @@ private final class NodeEncoder: Encoder {
     /// A parent chain for values inside nested containers, whose keys are not encoders' own.
     func pathEncoder(_ extraPath: [any CodingKey]) -> NodeEncoder {
         var level = self
-        for key in extraPath { level = NodeEncoder(parent: level, key: key, userInfo: userInfo) }
+        for key in extraPath { level = level.child(key: key) }
         return level
     }
 }
@@ -385,8 +396,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(key: key, name: key.stringValue) }
 
     private func superEncoder(key: any CodingKey, name: String) -> any Encoder {
-        let parent = extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)
-        let child = NodeEncoder(parent: parent, key: key, userInfo: encoder.userInfo)
+        let child = (extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)).child(key: key)
         box.set(name, .deferred(child))
         return child
     }
@@ -434,8 +444,7 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     }
 
     mutating func superEncoder() -> any Encoder {
-        let parent = extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)
-        let child = NodeEncoder(parent: parent, key: IndexKey(box.elements.count), userInfo: encoder.userInfo)
+        let child = (extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)).child(key: IndexKey(box.elements.count))
         box.elements.append(.deferred(child))
         return child
     }
@@ -491,7 +500,7 @@ extension StateJSONEncoder {
     /// type: such a field is nullable and otherwise unconstrained. Nil when this encoder
     /// declines the value (JSONEncoder's own cases).
     func schema(of value: some Encodable) -> [String: Any]? {
-        let root = NodeEncoder(parent: nil, key: nil, userInfo: userInfo)
+        let root = NodeEncoder(parent: nil, key: nil, userInfo: userInfo, pulseObserver: pulseObserver)
         let absent = AbsentKeys()
         root.absentKeys = absent
         guard (try? value.encode(to: root)) != nil, let node = root.node else { return nil }
