@@ -254,32 +254,38 @@ mhd_shim_wakeup_create (void)
 /// libmicrohttpd 0.9.75 (and 1.0.1) reads epoll events 128 at a time; after a full batch it
 /// waits for more with the timeout it chose before (up to a connection timeout) and serves
 /// none of the batch meanwhile. A periodic timer in the daemon's epoll set ends such a wait
-/// within `interval_ms`. Its events carry a NULL pointer, which libmicrohttpd skips; it is
-/// edge-triggered, and someone else must read it (a timerfd re-arms only when read). Returns
-/// the timer (to close after MHD_stop_daemon), or -1 if the daemon has no epoll set (a thread
-/// pool's workers have their own, out of reach) or a call failed.
+/// within its period. This makes the timer (-1 on error); `mhd_shim_watch_batch_ticker` puts it
+/// in a daemon's epoll set. Its events carry a NULL pointer, which libmicrohttpd skips; it is
+/// edge-triggered, and someone else must read it (a timerfd re-arms only when read).
 static inline int
-mhd_shim_add_batch_ticker (struct MHD_Daemon *daemon, long interval_ms)
+mhd_shim_batch_ticker_create (long interval_ms)
 {
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info (daemon, MHD_DAEMON_INFO_EPOLL_FD);
-  if (NULL == info || info->epoll_fd < 0)
-    return -1;
   int timer = timerfd_create (CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   if (timer < 0)
     return -1;
   struct timespec period = { interval_ms / 1000, (interval_ms % 1000) * 1000000L };
   struct itimerspec every = { period, period };
-  struct epoll_event event;
-  memset (&event, 0, sizeof (event));
-  event.events = EPOLLIN | EPOLLET;
-  event.data.ptr = NULL;
-  if (0 != timerfd_settime (timer, 0, &every, NULL)
-      || 0 != epoll_ctl (info->epoll_fd, EPOLL_CTL_ADD, timer, &event))
+  if (0 != timerfd_settime (timer, 0, &every, NULL))
   {
     close (timer);
     return -1;
   }
   return timer;
+}
+
+/// Adds the batch ticker to the epoll set of `daemon` (one epoll thread, no pool: a pool's
+/// workers have epoll sets of their own, out of reach). 0 on success.
+static inline int
+mhd_shim_watch_batch_ticker (struct MHD_Daemon *daemon, int timer)
+{
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info (daemon, MHD_DAEMON_INFO_EPOLL_FD);
+  if (NULL == info || info->epoll_fd < 0)
+    return -1;
+  struct epoll_event event;
+  memset (&event, 0, sizeof (event));
+  event.events = EPOLLIN | EPOLLET;
+  event.data.ptr = NULL;
+  return epoll_ctl (info->epoll_fd, EPOLL_CTL_ADD, timer, &event);
 }
 
 /// accept4 (a GNU extension Glibc's Swift module leaves out): the new socket is non-blocking

@@ -5,44 +5,58 @@ import Glibc
 import Darwin
 #endif
 
-/// Accepts connections on the listening socket on a thread of its own and hands each to
-/// libmicrohttpd (MHD_add_connection), so that a stop takes the socket back by closing it.
+/// Accepts connections on the listening socket on a thread of its own and hands each to one
+/// of the server's libmicrohttpd daemons (MHD_add_connection), so that a stop takes the socket
+/// back by closing it.
 ///
 /// libmicrohttpd 0.9.75 can only give back a listening socket it polls through
 /// MHD_quiesce_daemon, which races its own epoll threads over removing the socket from their
 /// epoll sets; the loser aborts the process ("Failed to remove listen FD from epoll set").
 ///
+/// Each daemon is one epoll thread (`threads` daemons, not libmicrohttpd's thread pool, whose
+/// workers' epoll sets are out of reach). Connections go to them in turn, or, when
+/// `spreadByAddress` (a per-address limit, which each daemon counts alone), by the client's
+/// address, so that all of one address's connections meet the same count.
+///
 /// While the gate has no room the socket is not polled, so new connections wait in the listen
 /// backlog; `roomFreed()` wakes the thread to look again.
 ///
-/// The thread also keeps the daemon's batch ticker (`mhd_shim_add_batch_ticker`): it reads
-/// the timer at each tick, since a timerfd re-arms only when read and libmicrohttpd never
-/// reads it.
+/// The thread also keeps the daemons' batch ticker (see `mhd_shim_batch_ticker_create`), one
+/// timer in every daemon's epoll set: it reads the timer at each tick, since a timerfd re-arms
+/// only when read and libmicrohttpd never reads it.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
-    private let daemon: OpaquePointer
+    private let daemons: [OpaquePointer]
+    private let spreadByAddress: Bool
+    private var nextDaemon = 0      // the acceptor thread's own
     private let gate: any AcceptorGate
     private let lock = Lock()
     private var stopping = false    // guarded by `lock`
     #if os(Linux)
     private let wakeup: Int32
-    private let ticker: Int32       // -1: the daemon has no epoll set of its own (a thread pool)
+    private let ticker: Int32
     private var thread = pthread_t()
     #endif
 
     /// How long at most a full batch of ready connections waits: 20 idle wake-ups a second.
     static let batchTickerMilliseconds = 50
 
-    /// Starts accepting on `listener` (non-blocking, listening) for `daemon`. Nil when the thread
-    /// cannot be started; the caller still owns `listener` then.
-    init?(listener: Int32, daemon: OpaquePointer, gate: any AcceptorGate) {
+    /// Starts accepting on `listener` (non-blocking, listening) for `daemons`. Nil when the
+    /// thread or the ticker cannot be made; the caller still owns `listener` then.
+    init?(listener: Int32, daemons: [OpaquePointer], spreadByAddress: Bool, gate: any AcceptorGate) {
         self.listener = listener
-        self.daemon = daemon
+        self.daemons = daemons
+        self.spreadByAddress = spreadByAddress
         self.gate = gate
         #if os(Linux)
         wakeup = mhd_shim_wakeup_create()
-        guard wakeup >= 0 else { return nil }
-        ticker = mhd_shim_add_batch_ticker(daemon, Self.batchTickerMilliseconds)
+        ticker = mhd_shim_batch_ticker_create(Self.batchTickerMilliseconds)
+        guard wakeup >= 0, ticker >= 0,
+              daemons.allSatisfy({ mhd_shim_watch_batch_ticker($0, ticker) == 0 }) else {
+            if wakeup >= 0 { close(wakeup) }
+            if ticker >= 0 { close(ticker) }   // (closing it takes it out of every epoll set)
+            return nil
+        }
         let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
         guard pthread_create(&thread, nil, { raw in
             Unmanaged<Acceptor>.fromOpaque(raw!).takeRetainedValue().run()
@@ -50,7 +64,7 @@ final class Acceptor: @unchecked Sendable {
         }, me) == 0 else {
             Unmanaged<Acceptor>.fromOpaque(me).release()
             close(wakeup)
-            if ticker >= 0 { close(ticker) }
+            close(ticker)
             return nil
         }
         #else
@@ -76,7 +90,7 @@ final class Acceptor: @unchecked Sendable {
         #if os(Linux)
         pthread_join(thread, nil)
         close(wakeup)   // roomFreed() writes only before `stopping`, which it reads under the lock
-        if ticker >= 0 { close(ticker) }   // (closing it takes it out of the daemon's epoll set)
+        close(ticker)
         #endif
         close(listener)
     }
@@ -134,10 +148,39 @@ final class Acceptor: @unchecked Sendable {
             }
             // libmicrohttpd closes the socket itself when it refuses it (the per-address limit).
             gate.handingOver()
+            let daemon = daemon(for: address)
             let added = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MHD_add_connection(daemon, socket, $0, length) }
             }
             if added != .YES { gate.handOverFailed() }
+        }
+    }
+
+    private func daemon(for address: sockaddr_storage) -> OpaquePointer {
+        guard daemons.count > 1 else { return daemons[0] }
+        guard spreadByAddress else {
+            defer { nextDaemon = (nextDaemon + 1) % daemons.count }
+            return daemons[nextDaemon]
+        }
+        return daemons[Int(Self.hostHash(address) % UInt64(daemons.count))]
+    }
+
+    /// FNV-1a over the address without its port.
+    static func hostHash(_ address: sockaddr_storage) -> UInt64 {
+        let family = Int32(address.ss_family)
+        return withUnsafeBytes(of: address) { raw -> UInt64 in
+            let host: UnsafeRawBufferPointer
+            switch family {
+            case AF_INET:
+                host = UnsafeRawBufferPointer(rebasing: raw[MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!...]
+                    .prefix(MemoryLayout<in_addr>.size))
+            case AF_INET6:
+                host = UnsafeRawBufferPointer(rebasing: raw[MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)!...]
+                    .prefix(MemoryLayout<in6_addr>.size))
+            default:
+                return 0
+            }
+            return host.reduce(0xcbf2_9ce4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
         }
     }
     #endif

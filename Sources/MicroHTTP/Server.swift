@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 
-/// An HTTP server on libmicrohttpd: one epoll thread (or a pool), handlers inline on it,
+/// An HTTP server on libmicrohttpd: one epoll thread per `threads`, handlers inline on them,
 /// SSE streams and deferred replies by suspend/resume. A started server stays alive until
 /// `stop()` returns.
 public final class HTTPServer: @unchecked Sendable {
@@ -15,7 +15,8 @@ public final class HTTPServer: @unchecked Sendable {
     private let lock = Lock()
     private let stopLock = Lock()   // serialises stop() calls
     // Guarded by `lock`.
-    private var daemon: OpaquePointer?
+    /// One libmicrohttpd daemon per thread (empty until started, and again once stopped).
+    private var daemons: [OpaquePointer] = []
     private var boundPort: UInt16 = 0
     private var stopping = false
     private var inFlight = 0        // requests the access handler has seen and MHD not yet completed
@@ -41,7 +42,7 @@ public final class HTTPServer: @unchecked Sendable {
     public func start() throws {
         lock.lock()
         defer { lock.unlock() }
-        guard daemon == nil, !stopping else { throw HTTPServerError.alreadyStarted }
+        guard daemons.isEmpty, !stopping else { throw HTTPServerError.alreadyStarted }
         Listener.raiseOpenFileLimit()
         let listener = try Listener.open(host: configuration.host, port: configuration.port,
                                          backlog: configuration.listenBacklog)
@@ -57,10 +58,6 @@ public final class HTTPServer: @unchecked Sendable {
             options.append(MHD_OptionItem(option: .PER_IP_CONNECTION_LIMIT,
                                           value: configuration.connectionsPerIP, ptr_value: nil))
         }
-        if configuration.threads > 1 {
-            options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE,
-                                          value: configuration.threads, ptr_value: nil))
-        }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
         // epoll, never select (capped at 1,024 sockets); suspend/resume for streams and deferred
@@ -72,30 +69,35 @@ public final class HTTPServer: @unchecked Sendable {
         let me = Unmanaged.passRetained(self)  // released after MHD_stop_daemon
         let log = UnsafeMutablePointer<mhd_shim_logger>.allocate(capacity: 1)
         log.initialize(to: mhd_shim_logger(handler: mhdLogLine, cls: me.toOpaque()))
-        let started = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
-                                            mhdRequestCompleted, me.toOpaque(),
-                                            mhdConnectionNotice, me.toOpaque(), log, &options)
-        guard let started else {
+        // Not libmicrohttpd's thread pool: its workers' epoll sets are out of reach of the batch
+        // ticker (see Acceptor), so each thread is a daemon of its own.
+        let threads = max(1, configuration.threads)
+        var started: [OpaquePointer] = []
+        for _ in 0..<threads {
+            guard let daemon = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
+                                                     mhdRequestCompleted, me.toOpaque(),
+                                                     mhdConnectionNotice, me.toOpaque(), log, &options) else { break }
+            started.append(daemon)
+        }
+        let accepting = started.count == threads
+            ? Acceptor(listener: listener.socket, daemons: started,
+                       spreadByAddress: configuration.connectionsPerIP > 0, gate: self)
+            : nil
+        guard let accepting else {
             disconnectWatcher?.stop()
             disconnectWatcher = nil
+            for daemon in started { MHD_stop_daemon(daemon) }
             me.release()
             log.deallocate()
             close(listener.socket)
             let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
-            throw HTTPServerError.cannotStart("libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
-        }
-        guard let accepting = Acceptor(listener: listener.socket, daemon: started, gate: self) else {
-            disconnectWatcher?.stop()
-            disconnectWatcher = nil
-            MHD_stop_daemon(started)
-            me.release()
-            log.deallocate()
-            close(listener.socket)
-            throw HTTPServerError.cannotStart("no thread to accept connections on")
+            throw HTTPServerError.cannotStart(started.count < threads
+                ? "libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)"
+                : "no thread to accept connections on")
         }
         acceptor = accepting
         logger = log
-        daemon = started
+        daemons = started
         boundPort = listener.port
         if configuration.heartbeatInterval > 0 {
             // A strong capture, released when stop() cancels the timer: a weak reference would give
@@ -125,10 +127,11 @@ public final class HTTPServer: @unchecked Sendable {
         let clock = Deadline(seconds: deadline)
 
         lock.lock()
-        guard let daemon, !stopping else {
+        guard !daemons.isEmpty, !stopping else {
             lock.unlock()
             return
         }
+        let running = daemons
         stopping = true
         stopFinalFrame = finalFrame
         heartbeat?.cancel()
@@ -159,8 +162,8 @@ public final class HTTPServer: @unchecked Sendable {
             return disconnectWatcher
         }
         watcher?.stop()
-        MHD_stop_daemon(daemon)
-        lock.withLock { self.daemon = nil }
+        for daemon in running { MHD_stop_daemon(daemon) }
+        lock.withLock { daemons = [] }
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
         logger = nil
         Unmanaged.passUnretained(self).release()  // the retain taken by start()

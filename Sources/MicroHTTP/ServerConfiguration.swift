@@ -4,7 +4,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// 0 = any free port; read `HTTPServer.port` after `start()`.
     public var port: UInt16 = 8080
-    /// libmicrohttpd's thread pool is used only when > 1; 1 is one epoll thread.
+    /// Epoll threads, each a libmicrohttpd daemon of its own that the acceptor hands connections
+    /// to in turn (by client address when `connectionsPerIP` is set, so that each address's
+    /// connections are counted in one place).
     public var threads: Int = 1
     /// Open connections served; a connection past it has its request answered 503 (see
     /// `HTTPServer.overLimitSlots`).

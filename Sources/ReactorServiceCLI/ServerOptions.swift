@@ -19,7 +19,7 @@ public struct ServerOptions: ParsableArguments {
     var host: String?
     @Option(help: "Port to listen on, 0 for any free one. [env: REACTORD_PORT] (default: 8080)")
     var port: UInt16?
-    @Option(help: "libmicrohttpd worker threads. [env: REACTORD_THREADS] (default: 1)")
+    @Option(help: "Epoll threads serving connections, each a libmicrohttpd daemon. [env: REACTORD_THREADS] (default: 1)")
     var threads: Int?
     @Option(help: "Bearer token for PUT/DELETE /user; when unset a random one is written to --admin-token-file (never logged). [env: REACTORD_ADMIN_TOKEN]")
     var adminToken: String?

@@ -6,11 +6,21 @@ import XCTest
 /// serves none of them until another event comes (a connection's timeout, 30 s by default).
 final class EventBatchTests: XCTestCase {
     func testAFullBatchOfReadyConnectionsIsServedAtOnce() throws {
+        try checkAFullBatchIsServed(threads: 1)
+    }
+
+    /// With two threads (two daemons, connections handed over in turn) the held one gets every
+    /// other connection: 128 of 256.
+    func testAFullBatchOnOneOfSeveralThreadsIsServedAtOnce() throws {
+        try checkAFullBatchIsServed(threads: 2)
+    }
+
+    private func checkAFullBatchIsServed(threads: Int) throws {
         let blocked = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        let server = try startServer({ $0.connectionTimeout = 120 }) { router in
+        let server = try startServer({ $0.connectionTimeout = 120; $0.threads = threads }) { router in
             router.add(.GET, "/block") { _ in
                 blocked.signal()
-                release.wait()   // holds the daemon's one thread while the batch gathers
+                release.wait()   // holds a daemon's one thread while the batch gathers
                 return .response(.text("released"))
             }
             router.add(.GET, "/ok") { _ in .response(.text("fine")) }
@@ -20,8 +30,8 @@ final class EventBatchTests: XCTestCase {
         holder.send("GET /block HTTP/1.1\r\nHost: test\r\n\r\n")
         XCTAssertEqual(blocked.wait(timeout: .now() + 5), .success)
 
-        // 128 connections, each with its request sent, handed over while the thread is held.
-        let clients = try (0..<128).map { _ in try TestClient(port: server.port, receiveTimeout: 5) }
+        // 128 connections per thread, each with its request sent, handed over while one thread is held.
+        let clients = try (0..<128 * threads).map { _ in try TestClient(port: server.port, receiveTimeout: 5) }
         for client in clients { client.send("GET /ok HTTP/1.1\r\nHost: test\r\n\r\n") }
         usleep(300_000)
         release.signal()
@@ -29,6 +39,6 @@ final class EventBatchTests: XCTestCase {
 
         let start = monotonicNow()
         let answered = clients.filter { $0.readResponse()?.status == 200 }.count
-        XCTAssertEqual(answered, 128, "served within \(monotonicNow() - start) s")
+        XCTAssertEqual(answered, 128 * threads, "served within \(monotonicNow() - start) s")
     }
 }

@@ -148,7 +148,16 @@ final class RequestTests: XCTestCase {
     }
 
     func testLimitsPerIPAndSlowlorisTimeout() throws {
-        let server = try startServer({ $0.connectionsPerIP = 2; $0.connectionTimeout = 1 }) { router in
+        try checkLimitsPerIPAndSlowlorisTimeout(threads: 1)
+    }
+
+    /// Each thread's daemon counts its own connections: one address's must all meet one count.
+    func testLimitsPerIPHoldAcrossThreads() throws {
+        try checkLimitsPerIPAndSlowlorisTimeout(threads: 3)
+    }
+
+    private func checkLimitsPerIPAndSlowlorisTimeout(threads: Int) throws {
+        let server = try startServer({ $0.connectionsPerIP = 2; $0.connectionTimeout = 1; $0.threads = threads }) { router in
             router.add(.GET, "/ping") { _ in .response(.text("pong")) }
         }
         defer { server.stop() }
