@@ -20,6 +20,10 @@ final class RequestJSONDecoderTests: XCTestCase {
             var a: String?
             var b: [Int]
         }
+
+        struct Inner2: Decodable {
+            var count: Int
+        }
     }
 
     private func fast<T: Decodable>(_ type: T.Type, _ json: String) -> T? {
@@ -109,15 +113,24 @@ final class RequestJSONDecoderTests: XCTestCase {
         XCTAssertNil(envelope.string("action"), "an object is no string")
         XCTAssertNil(envelope.string("missing"))
         var path: [String] = []
-        let action = envelope.decode("action", userInfo: [:]) { decoder -> CounterReactor.Action in
+        var none: RequestJSONDecoder.IntegerMismatch?
+        let action = envelope.decode("action", userInfo: [:], integerMismatch: &none) { decoder -> CounterReactor.Action in
             path = decoder.codingPath.map(\.stringValue)
             return try CounterReactor.Action(from: decoder)
         }
         XCTAssertEqual(action.map { String(describing: $0) }, String(describing: CounterReactor.Action.alert("hi")))
         XCTAssertEqual(path, ["action"])
-        XCTAssertNil(envelope.decode("missing", userInfo: [:]) { try CounterReactor.Action(from: $0) })
-        XCTAssertNil(envelope.decode("extra", userInfo: [:]) { try CounterReactor.Action(from: $0) }, "a throw is nil")
-        XCTAssertNil(envelope.decode("action", userInfo: [:]) { try Double(from: $0) }, "a decline is nil")
+        var unused: RequestJSONDecoder.IntegerMismatch?
+        XCTAssertNil(envelope.decode("missing", userInfo: [:], integerMismatch: &unused) { try CounterReactor.Action(from: $0) })
+        XCTAssertNil(envelope.decode("extra", userInfo: [:], integerMismatch: &unused) { try CounterReactor.Action(from: $0) },
+                     "a throw is nil")
+        var mismatch: RequestJSONDecoder.IntegerMismatch?
+        XCTAssertNil(envelope.decode("action", userInfo: [:], integerMismatch: &mismatch) { (try? Double(from: $0)) ?? 0 },
+                     "a decline is nil, even when the decoded type swallows it")
+        let numbers = try XCTUnwrap(RequestJSONDecoder.TopLevelObject(parsing: Array(#"{"n":{"count":1.5}}"#.utf8)))
+        XCTAssertNil(numbers.decode("n", userInfo: [:], integerMismatch: &mismatch) { try Sample.Inner2(from: $0) })
+        XCTAssertEqual(mismatch.map { $0.path.map(\.stringValue) }, ["n", "count"])
+        XCTAssertEqual(mismatch?.literal, "1.5")
 
         for notAnObject in ["[1]", #""s""#, "{", #"{"session":"a","session":"b"}"#, "{} x"] {
             XCTAssertNil(RequestJSONDecoder.TopLevelObject(parsing: Array(notAnObject.utf8)), notAnObject)

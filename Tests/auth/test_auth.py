@@ -191,6 +191,15 @@ def keys():
 
 # --- ownership -------------------------------------------------------------------------------
 
+def metric_value(server, series):
+    """The value of one series in /metrics (0 when it is not there yet)."""
+    _, _, text = server.request("GET", "/metrics")
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
 def check_owner_and_others(server, owner, other):
     """The owner may do everything; no token is 401 and another subject 403, on every route."""
     status, headers, created = server.create()
@@ -212,7 +221,11 @@ def check_owner_and_others(server, owner, other):
     for bearer, expected in ((None, 401), (other, 403)):
         challenge = 'Bearer realm="reactord"' if expected == 401 else None
         assert_problem(*server.request("GET", f"/sessions/{session}", bearer=bearer), expected, challenge=challenge)
+        forbidden = 'reactord_auth_failures_total{reason="forbidden"}'
+        before = metric_value(server, forbidden)
         assert_problem(*server.request("POST", "/action", action, bearer), expected, challenge=challenge)
+        if expected == 403:
+            assert metric_value(server, forbidden) == before + 1, "one refused action is one failure"
         assert_problem(*server.open_stream(session, bearer=bearer), expected, challenge=challenge)
         assert_problem(*server.request("DELETE", f"/sessions/{session}", bearer=bearer), expected, challenge=challenge)
     # Nothing the others tried changed it.

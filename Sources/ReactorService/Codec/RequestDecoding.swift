@@ -39,6 +39,14 @@ enum RequestDecoding {
             throw .malformed("request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
         case nil: break
         }
+        return try decodeDeclined(T.self, from: body, with: decoder, integerMismatch: mismatch)
+    }
+
+    /// `JSONDecoder`'s value or error for a well-formed body that `RequestJSONDecoder` declined,
+    /// having met `integerMismatch` on the way.
+    static func decodeDeclined<T: Decodable>(_ type: T.Type, from body: [UInt8], with decoder: JSONDecoder,
+                                             integerMismatch mismatch: RequestJSONDecoder.IntegerMismatch?)
+        throws(RequestError) -> T {
         do throws(RequestError) {
             return try decodeWithFoundation(T.self, from: body, with: decoder)
         } catch .malformed(let detail) {

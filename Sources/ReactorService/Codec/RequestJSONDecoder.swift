@@ -67,6 +67,11 @@ enum RequestJSONDecoder {
 /// Declines: the caller falls back to `JSONDecoder`.
 private struct Declined: Error {}
 
+private func findMember(_ name: String, in members: [(key: String, value: JSONValue)]) -> JSONValue? {
+    for member in members where member.key == name { return member.value }
+    return nil
+}
+
 extension RequestJSONDecoder {
     /// A body that is one JSON object, parsed once, whose members are read by name: a route reads
     /// an envelope's fields itself and decodes only the member it needs as a value, with no
@@ -91,19 +96,21 @@ extension RequestJSONDecoder {
         }
 
         /// `body`'s result over a decoder of the member `name` (its coding path `[name]`), or nil when
-        /// the member is absent or `body` throws or meets anything this decoder leaves to `JSONDecoder`.
-        func decode<T>(_ name: String, userInfo: [CodingUserInfoKey: Any], _ body: (any Decoder) throws -> T) -> T? {
+        /// the member is absent or `body` throws or meets anything this decoder leaves to `JSONDecoder`
+        /// (`integerMismatch` then tells of a number that was no integer of the type asked for).
+        func decode<T>(_ name: String, userInfo: [CodingUserInfoKey: Any], integerMismatch: inout IntegerMismatch?,
+                       _ body: (any Decoder) throws -> T) -> T? {
             guard let value = member(name) else { return nil }
             let context = DecodingContext(userInfo: userInfo)
             let decoder = ValueDecoder(value: value, parent: nil, key: MemberKey(stringValue: name), context: context)
-            guard let result = try? body(decoder), !context.declined else { return nil }
+            guard let result = try? body(decoder), !context.declined else {
+                integerMismatch = context.integerMismatch
+                return nil
+            }
             return result
         }
 
-        private func member(_ name: String) -> JSONValue? {
-            for member in members where member.key == name { return member.value }
-            return nil
-        }
+        private func member(_ name: String) -> JSONValue? { findMember(name, in: members) }
     }
 
     private struct MemberKey: CodingKey {
@@ -473,11 +480,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return members.compactMap { Key(stringValue: $0.key) }
     }
 
-    private func find(_ key: Key) -> JSONValue? {
-        let name = key.stringValue
-        for member in members where member.key == name { return member.value }
-        return nil
-    }
+    private func find(_ key: Key) -> JSONValue? { findMember(key.stringValue, in: members) }
 
     private func require(_ key: Key) throws -> JSONValue {
         guard let value = find(key) else { throw decoder.decline() }

@@ -13,6 +13,9 @@ private struct ActionRequest: Decodable {
     /// The caller's `Principal`, with authentication on: checked against the session's owner
     /// before the action is decoded.
     static let principalKey = CodingUserInfoKey(rawValue: "reactord.principal")!
+    /// The session the envelope's fast read already found and authorized, for the general path
+    /// when only the action needs it: no second lookup.
+    private static let foundSessionKey = CodingUserInfoKey(rawValue: "reactord.foundSession")!
 
     let session: any Session
     let run: () -> EventHub.Snapshot?
@@ -25,13 +28,19 @@ private struct ActionRequest: Decodable {
     /// errors name the problem; a session that cannot be used is the same error on both.
     static func decode(_ body: [UInt8], _ context: ServiceContext, principal: Principal?,
                        userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder) throws(RequestError) -> ActionRequest {
-        if let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session") {
-            let session = try usable(id, context, principal: principal)
-            if let run = envelope.decode("action", userInfo: userInfo, { try session.decodeAction(from: $0) }) {
-                return ActionRequest(session: session, run: run)
-            }
+        guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session") else {
+            return try RequestDecoding.decode(ActionRequest.self, from: body, with: decoder, userInfo: userInfo)
         }
-        return try RequestDecoding.decode(ActionRequest.self, from: body, with: decoder, userInfo: userInfo)
+        let session = try usable(id, context, principal: principal)
+        var mismatch: RequestJSONDecoder.IntegerMismatch?
+        if let run = envelope.decode("action", userInfo: userInfo, integerMismatch: &mismatch,
+                                     { try session.decodeAction(from: $0) }) {
+            return ActionRequest(session: session, run: run)
+        }
+        // The action needs JSONDecoder (to decode, or to word its error), with the session found.
+        let foundation = JSONDecoder()
+        foundation.userInfo = decoder.userInfo.merging([foundSessionKey: session]) { $1 }
+        return try RequestDecoding.decodeDeclined(ActionRequest.self, from: body, with: foundation, integerMismatch: mismatch)
     }
 
     private init(session: any Session, run: @escaping () -> EventHub.Snapshot?) {
@@ -54,8 +63,12 @@ private struct ActionRequest: Decodable {
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let id = try container.decode(String.self, forKey: .session)
-        guard let context = decoder.userInfo[Self.contextKey] as? ServiceContext else { throw RequestError.unknownSession }
-        session = try Self.usable(id, context, principal: decoder.userInfo[Self.principalKey] as? Principal)
+        if let found = decoder.userInfo[Self.foundSessionKey] as? any Session {
+            session = found
+        } else {
+            guard let context = decoder.userInfo[Self.contextKey] as? ServiceContext else { throw RequestError.unknownSession }
+            session = try Self.usable(id, context, principal: decoder.userInfo[Self.principalKey] as? Principal)
+        }
         run = try session.decodeAction(from: container.superDecoder(forKey: .action))
     }
 }
