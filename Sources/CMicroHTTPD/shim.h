@@ -128,15 +128,6 @@ mhd_shim_connection_fd (struct MHD_Connection *connection)
   return (NULL == info) ? -1 : (int) info->connect_fd;
 }
 
-/// Connections the daemon currently holds (all threads of a pool).
-static inline unsigned int
-mhd_shim_current_connections (struct MHD_Daemon *daemon)
-{
-  const union MHD_DaemonInfo *info =
-    MHD_get_daemon_info (daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-  return (NULL == info) ? 0 : info->num_connections;
-}
-
 /// Header fields and GET arguments in one pass (Swift imports MHD_ValueKind as a closed
 /// enum, so it cannot pass the combined mask itself).
 static inline int

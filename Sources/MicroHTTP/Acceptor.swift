@@ -21,9 +21,8 @@ import Darwin
 /// While the gate has no room the socket is not polled, so new connections wait in the listen
 /// backlog; `roomFreed()` wakes the thread to look again.
 ///
-/// The thread also keeps the daemons' batch ticker (see `mhd_shim_batch_ticker_create`), one
-/// timer in every daemon's epoll set: it reads the timer at each tick, since a timerfd re-arms
-/// only when read and libmicrohttpd never reads it.
+/// The thread also reads the daemons' batch ticker (see `mhd_shim_batch_ticker_create`) at each
+/// tick: libmicrohttpd never reads it.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemons: [OpaquePointer]
@@ -34,29 +33,22 @@ final class Acceptor: @unchecked Sendable {
     private var stopping = false    // guarded by `lock`
     #if os(Linux)
     private let wakeup: Int32
-    private let ticker: Int32
+    private let ticker: Int32       // the server's, or -1
     private var thread = pthread_t()
     #endif
 
-    /// How long at most a full batch of ready connections waits: 20 idle wake-ups a second.
-    static let batchTickerMilliseconds = 50
-
     /// Starts accepting on `listener` (non-blocking, listening) for `daemons`. Nil when the
-    /// thread or the ticker cannot be made; the caller still owns `listener` then.
-    init?(listener: Int32, daemons: [OpaquePointer], spreadByAddress: Bool, gate: any AcceptorGate) {
+    /// thread cannot be started; the caller still owns `listener` then. `ticker`: the batch
+    /// ticker to read, or -1.
+    init?(listener: Int32, daemons: [OpaquePointer], spreadByAddress: Bool, ticker: Int32, gate: any AcceptorGate) {
         self.listener = listener
         self.daemons = daemons
         self.spreadByAddress = spreadByAddress
         self.gate = gate
         #if os(Linux)
+        self.ticker = ticker
         wakeup = mhd_shim_wakeup_create()
-        ticker = mhd_shim_batch_ticker_create(Self.batchTickerMilliseconds)
-        guard wakeup >= 0, ticker >= 0,
-              daemons.allSatisfy({ mhd_shim_watch_batch_ticker($0, ticker) == 0 }) else {
-            if wakeup >= 0 { close(wakeup) }
-            if ticker >= 0 { close(ticker) }   // (closing it takes it out of every epoll set)
-            return nil
-        }
+        guard wakeup >= 0 else { return nil }
         let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
         guard pthread_create(&thread, nil, { raw in
             Unmanaged<Acceptor>.fromOpaque(raw!).takeRetainedValue().run()
@@ -64,7 +56,6 @@ final class Acceptor: @unchecked Sendable {
         }, me) == 0 else {
             Unmanaged<Acceptor>.fromOpaque(me).release()
             close(wakeup)
-            close(ticker)
             return nil
         }
         #else
@@ -78,7 +69,7 @@ final class Acceptor: @unchecked Sendable {
     }
 
     /// Ends the thread, then closes the listening socket: connects from now on, and those still
-    /// waiting in the backlog, are refused. After this nothing is added to the daemon.
+    /// waiting in the backlog, are refused. After this nothing is added to the daemons.
     func stop() {
         let first = lock.withLock { () -> Bool in
             if stopping { return false }
@@ -90,7 +81,6 @@ final class Acceptor: @unchecked Sendable {
         #if os(Linux)
         pthread_join(thread, nil)
         close(wakeup)   // roomFreed() writes only before `stopping`, which it reads under the lock
-        close(ticker)
         #endif
         close(listener)
     }

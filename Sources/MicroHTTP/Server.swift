@@ -30,6 +30,11 @@ public final class HTTPServer: @unchecked Sendable {
     private var acceptor: Acceptor?
     private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
+    /// In every daemon's epoll set (see `mhd_shim_batch_ticker_create`), read by the acceptor;
+    /// closed after MHD_stop_daemon, so a stop's drain has it too. -1: none (it could not be made).
+    private var batchTicker: Int32 = -1
+    /// How long at most a full batch of ready connections waits: 20 idle wake-ups a second.
+    static let batchTickerMilliseconds = 50
     /// Handed to libmicrohttpd as its external logger's context; freed after MHD_stop_daemon.
     private var logger: UnsafeMutablePointer<mhd_shim_logger>?
 
@@ -79,14 +84,18 @@ public final class HTTPServer: @unchecked Sendable {
                                                      mhdConnectionNotice, me.toOpaque(), log, &options) else { break }
             started.append(daemon)
         }
+        // Best effort, as before there was a timer: without one a full batch waits for another event.
+        let ticker = mhd_shim_batch_ticker_create(Self.batchTickerMilliseconds)
+        if ticker >= 0 { for daemon in started { _ = mhd_shim_watch_batch_ticker(daemon, ticker) } }
         let accepting = started.count == threads
             ? Acceptor(listener: listener.socket, daemons: started,
-                       spreadByAddress: configuration.connectionsPerIP > 0, gate: self)
+                       spreadByAddress: configuration.connectionsPerIP > 0, ticker: ticker, gate: self)
             : nil
         guard let accepting else {
             disconnectWatcher?.stop()
             disconnectWatcher = nil
             for daemon in started { MHD_stop_daemon(daemon) }
+            if ticker >= 0 { close(ticker) }
             me.release()
             log.deallocate()
             close(listener.socket)
@@ -98,6 +107,7 @@ public final class HTTPServer: @unchecked Sendable {
         acceptor = accepting
         logger = log
         daemons = started
+        batchTicker = ticker
         boundPort = listener.port
         if configuration.heartbeatInterval > 0 {
             // A strong capture, released when stop() cancels the timer: a weak reference would give
@@ -163,7 +173,11 @@ public final class HTTPServer: @unchecked Sendable {
         }
         watcher?.stop()
         for daemon in running { MHD_stop_daemon(daemon) }
-        lock.withLock { daemons = [] }
+        let ticker = lock.withLock { () -> Int32 in
+            defer { daemons = []; batchTicker = -1 }
+            return batchTicker
+        }
+        if ticker >= 0 { close(ticker) }
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
         logger = nil
         Unmanaged.passUnretained(self).release()  // the retain taken by start()
