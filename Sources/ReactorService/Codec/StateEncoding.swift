@@ -19,7 +19,8 @@ struct EncodedState {
 }
 
 /// Encodes states in one pass that also finds their pulses: `Pulse` reports itself to the
-/// observer in the encoder's `userInfo`, so no reflection runs per event.
+/// encoder's observer (`PulseObservingEncoder`, or `userInfo` for `JSONEncoder`), so no
+/// reflection runs per event.
 ///
 /// `StateJSONEncoder` writes the bytes; whatever it leaves to Foundation (see there) makes the
 /// whole value go through `JSONEncoder` instead, so bytes and errors are `JSONEncoder`'s.

@@ -175,15 +175,15 @@ final class EventHub: @unchecked Sendable {
     /// Appends committed (or, in memory, new) events to the history and queues them on
     /// every stream; the streams' resumes go out together once all are queued.
     private func publish(_ events: [RecordedEvent]) {
-        guard !subscribers.isEmpty else {   // nobody to wake: no batch to open
-            for event in events { history.append(event) }
-            return
-        }
-        EventStream.batchingResumes {
-            for event in events {
-                history.append(event)
-                broadcast(event)
-            }
+        // Nobody to wake: no batch to open.
+        if subscribers.isEmpty { return record(events) }
+        EventStream.batchingResumes { record(events) }
+    }
+
+    private func record(_ events: [RecordedEvent]) {
+        for event in events {
+            history.append(event)
+            broadcast(event)
         }
     }
 
