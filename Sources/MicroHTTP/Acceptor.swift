@@ -156,7 +156,7 @@ final class Acceptor: @unchecked Sendable {
     }
 
     /// FNV-1a over the address without its port.
-    static func hostHash(_ address: sockaddr_storage) -> UInt64 {
+    private static func hostHash(_ address: sockaddr_storage) -> UInt64 {
         let family = Int32(address.ss_family)
         return withUnsafeBytes(of: address) { raw -> UInt64 in
             let host: UnsafeRawBufferPointer

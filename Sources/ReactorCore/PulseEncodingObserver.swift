@@ -1,7 +1,7 @@
 /// Learns, while a state is being encoded, which `@Pulse` fields it holds and how often
 /// each was assigned: set one in an encoder's `userInfo` under `.pulseObserver` (or give it
-/// from a `PulseObservingEncoder`) and every `Pulse` that encodes reports itself. A server finds pulse events this way in the same
-/// pass that encodes the state, with no reflection.
+/// from a `PulseObservingEncoder`) and every `Pulse` that encodes reports itself. A server
+/// finds pulse events this way in the same pass that encodes the state, with no reflection.
 public protocol PulseEncodingObserver: AnyObject {
     func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable)
 }

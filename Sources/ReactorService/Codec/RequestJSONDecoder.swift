@@ -46,21 +46,35 @@ enum RequestJSONDecoder {
                                      userInfo: [CodingUserInfoKey: Any],
                                      integerMismatch: inout IntegerMismatch?,
                                      syntaxProblem: inout SyntaxProblem?) -> T? {
-        let (parsed, problem): (JSONValue?, SyntaxProblem?) = body.withUnsafeBufferPointer { bytes in
+        let (parsed, problem) = parse(body)
+        syntaxProblem = problem
+        guard let parsed else { return nil }
+        return decode(parsed, key: nil, userInfo: userInfo, integerMismatch: &integerMismatch) { try T(from: $0) }
+    }
+
+    /// The body's value, or why it is no JSON this parser accepts (nil and nil: JSON with a
+    /// duplicate key, which `JSONDecoder` must judge).
+    private static func parse(_ body: [UInt8]) -> (JSONValue?, SyntaxProblem?) {
+        body.withUnsafeBufferPointer { bytes in
             var parser = JSONParser(bytes: bytes)
             let value = parser.parseDocument()
             if parser.isWellFormed { return (value, nil) }
             return (nil, parser.tooDeep ? .tooDeep : .malformed(offset: min(parser.index, bytes.count)))
         }
-        syntaxProblem = problem
-        guard let parsed else { return nil }
+    }
+
+    /// `body`'s result over a decoder of `value` at `key`, or nil when `body` throws or meets
+    /// anything left to `JSONDecoder` (`integerMismatch` then tells of a number that was no
+    /// integer of the type asked for).
+    private static func decode<T>(_ value: JSONValue, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any],
+                                  integerMismatch: inout IntegerMismatch?, _ body: (any Decoder) throws -> T) -> T? {
         let context = DecodingContext(userInfo: userInfo)
-        let decoder = ValueDecoder(value: parsed, parent: nil, key: nil, context: context)
-        guard let value = try? T(from: decoder), !context.declined else {
+        let decoder = ValueDecoder(value: value, parent: nil, key: key, context: context)
+        guard let result = try? body(decoder), !context.declined else {
             integerMismatch = context.integerMismatch
             return nil
         }
-        return value
+        return result
     }
 }
 
@@ -81,11 +95,7 @@ extension RequestJSONDecoder {
         fileprivate let members: [(key: String, value: JSONValue)]
 
         init?(parsing body: [UInt8]) {
-            let parsed: JSONValue? = body.withUnsafeBufferPointer { bytes in
-                var parser = JSONParser(bytes: bytes)
-                return parser.parseDocument()
-            }
-            guard case let .object(members)? = parsed else { return nil }
+            guard case let .object(members)? = RequestJSONDecoder.parse(body).0 else { return nil }
             self.members = members
         }
 
@@ -101,13 +111,8 @@ extension RequestJSONDecoder {
         func decode<T>(_ name: String, userInfo: [CodingUserInfoKey: Any], integerMismatch: inout IntegerMismatch?,
                        _ body: (any Decoder) throws -> T) -> T? {
             guard let value = member(name) else { return nil }
-            let context = DecodingContext(userInfo: userInfo)
-            let decoder = ValueDecoder(value: value, parent: nil, key: MemberKey(stringValue: name), context: context)
-            guard let result = try? body(decoder), !context.declined else {
-                integerMismatch = context.integerMismatch
-                return nil
-            }
-            return result
+            return RequestJSONDecoder.decode(value, key: MemberKey(stringValue: name), userInfo: userInfo,
+                                             integerMismatch: &integerMismatch, body)
         }
 
         private func member(_ name: String) -> JSONValue? { findMember(name, in: members) }
