@@ -244,10 +244,10 @@ mhd_shim_wakeup_create (void)
 
 /// libmicrohttpd 0.9.75 (and 1.0.1) reads epoll events 128 at a time; after a full batch it
 /// waits for more with the timeout it chose before (up to a connection timeout) and serves
-/// none of the batch meanwhile. A periodic timer in the daemon's epoll set ends such a wait
-/// within its period. This makes the timer (-1 on error); `mhd_shim_watch_batch_ticker` puts it
-/// in a daemon's epoll set. Its events carry a NULL pointer, which libmicrohttpd skips; it is
-/// edge-triggered, and someone else must read it (a timerfd re-arms only when read).
+/// none of the batch meanwhile. An event every period in the daemon's epoll set ends such a
+/// wait. The period comes from this timer (-1 on error), which one thread reads (a periodic
+/// timerfd re-arms only when read); the events come from each daemon's own nudge
+/// (`mhd_shim_batch_nudge_create`), which that thread writes at each tick.
 static inline int
 mhd_shim_batch_ticker_create (long interval_ms)
 {
@@ -264,19 +264,38 @@ mhd_shim_batch_ticker_create (long interval_ms)
   return timer;
 }
 
-/// Adds the batch ticker to the epoll set of `daemon` (one epoll thread, no pool: a pool's
-/// workers have epoll sets of their own, out of reach). 0 on success.
+/// The epoll set of `daemon` (one epoll thread, no pool: a pool's workers have epoll sets of
+/// their own, out of reach); -1 if it has none.
 static inline int
-mhd_shim_watch_batch_ticker (struct MHD_Daemon *daemon, int timer)
+mhd_shim_daemon_epoll_fd (struct MHD_Daemon *daemon)
 {
   const union MHD_DaemonInfo *info = MHD_get_daemon_info (daemon, MHD_DAEMON_INFO_EPOLL_FD);
-  if (NULL == info || info->epoll_fd < 0)
+  return NULL == info ? -1 : info->epoll_fd;
+}
+
+/// An eventfd in the epoll set `ep`; -1 on error. Edge-triggered and never read, so each write
+/// is one event and the descriptor is still readable when epoll_wait collects it: a timerfd
+/// shared with the thread that reads it loses the events that thread reads first (epoll drops
+/// an edge whose descriptor is no longer ready). Its events carry a NULL pointer, which
+/// libmicrohttpd skips.
+static inline int
+mhd_shim_batch_nudge_create (int ep)
+{
+  if (ep < 0)
+    return -1;
+  int nudge = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (nudge < 0)
     return -1;
   struct epoll_event event;
   memset (&event, 0, sizeof (event));
   event.events = EPOLLIN | EPOLLET;
   event.data.ptr = NULL;
-  return epoll_ctl (info->epoll_fd, EPOLL_CTL_ADD, timer, &event);
+  if (0 != epoll_ctl (ep, EPOLL_CTL_ADD, nudge, &event))
+  {
+    close (nudge);
+    return -1;
+  }
+  return nudge;
 }
 
 /// accept4 (a GNU extension Glibc's Swift module leaves out): the new socket is non-blocking

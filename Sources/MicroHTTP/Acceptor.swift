@@ -21,8 +21,7 @@ import Darwin
 /// While the gate has no room the socket is not polled, so new connections wait in the listen
 /// backlog; `roomFreed()` wakes the thread to look again.
 ///
-/// The thread also reads the daemons' batch ticker (see `mhd_shim_batch_ticker_create`) at each
-/// tick: libmicrohttpd never reads it.
+/// The thread also keeps the server's `BatchTicker` going while it runs.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemons: [OpaquePointer]
@@ -33,14 +32,14 @@ final class Acceptor: @unchecked Sendable {
     private var stopping = false    // guarded by `lock`
     #if os(Linux)
     private let wakeup: Int32
-    private let ticker: Int32       // the server's, or -1
+    private let ticker: BatchTicker?
     private var thread = pthread_t()
     #endif
 
     /// Starts accepting on `listener` (non-blocking, listening) for `daemons`. Nil when the
-    /// thread cannot be started; the caller still owns `listener` then. `ticker`: the batch
-    /// ticker to read, or -1.
-    init?(listener: Int32, daemons: [OpaquePointer], spreadByAddress: Bool, ticker: Int32, gate: any AcceptorGate) {
+    /// thread cannot be started; the caller still owns `listener` then.
+    init?(listener: Int32, daemons: [OpaquePointer], spreadByAddress: Bool, ticker: BatchTicker?,
+          gate: any AcceptorGate) {
         self.listener = listener
         self.daemons = daemons
         self.spreadByAddress = spreadByAddress
@@ -96,7 +95,7 @@ final class Acceptor: @unchecked Sendable {
     private func run() {
         var watched = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: ticker, events: Int16(POLLIN), revents: 0)]
+                       pollfd(fd: ticker?.timer ?? -1, events: Int16(POLLIN), revents: 0)]
         while !lock.withLock({ stopping }) {
             let room = gate.hasRoom()
             watched[0].fd = room ? listener : -1   // poll skips a negative descriptor
@@ -111,10 +110,7 @@ final class Acceptor: @unchecked Sendable {
                 var count: UInt64 = 0
                 _ = read(wakeup, &count, MemoryLayout<UInt64>.size)
             }
-            if watched[2].revents != 0 {
-                var ticks: UInt64 = 0
-                _ = read(ticker, &ticks, MemoryLayout<UInt64>.size)
-            }
+            if watched[2].revents != 0 { ticker?.tick() }
             if room && watched[0].revents != 0 { acceptWaiting() }
         }
     }

@@ -30,11 +30,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var acceptor: Acceptor?
     private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
-    /// In every daemon's epoll set (see `mhd_shim_batch_ticker_create`), read by the acceptor;
-    /// closed after MHD_stop_daemon, so a stop's drain has it too. -1: none (it could not be made).
-    private var batchTicker: Int32 = -1
-    /// How long at most a full batch of ready connections waits: 20 idle wake-ups a second.
-    static let batchTickerMilliseconds = 50
+    /// Released after MHD_stop_daemon; nil when it could not be made.
+    private var batchTicker: BatchTicker?
     /// Handed to libmicrohttpd as its external logger's context; freed after MHD_stop_daemon.
     private var logger: UnsafeMutablePointer<mhd_shim_logger>?
 
@@ -75,7 +72,7 @@ public final class HTTPServer: @unchecked Sendable {
         let log = UnsafeMutablePointer<mhd_shim_logger>.allocate(capacity: 1)
         log.initialize(to: mhd_shim_logger(handler: mhdLogLine, cls: me.toOpaque()))
         // Not libmicrohttpd's thread pool: its workers' epoll sets are out of reach of the batch
-        // ticker (see Acceptor), so each thread is a daemon of its own.
+        // ticker, so each thread is a daemon of its own.
         let threads = max(1, configuration.threads)
         var started: [OpaquePointer] = []
         for _ in 0..<threads {
@@ -84,9 +81,7 @@ public final class HTTPServer: @unchecked Sendable {
                                                      mhdConnectionNotice, me.toOpaque(), log, &options) else { break }
             started.append(daemon)
         }
-        // Best effort, as before there was a timer: without one a full batch waits for another event.
-        let ticker = mhd_shim_batch_ticker_create(Self.batchTickerMilliseconds)
-        if ticker >= 0 { for daemon in started { _ = mhd_shim_watch_batch_ticker(daemon, ticker) } }
+        let ticker = started.count == threads ? BatchTicker(daemons: started) : nil
         let accepting = started.count == threads
             ? Acceptor(listener: listener.socket, daemons: started,
                        spreadByAddress: configuration.connectionsPerIP > 0, ticker: ticker, gate: self)
@@ -95,7 +90,7 @@ public final class HTTPServer: @unchecked Sendable {
             disconnectWatcher?.stop()
             disconnectWatcher = nil
             for daemon in started { MHD_stop_daemon(daemon) }
-            if ticker >= 0 { close(ticker) }
+            ticker?.release()
             me.release()
             log.deallocate()
             close(listener.socket)
@@ -134,14 +129,15 @@ public final class HTTPServer: @unchecked Sendable {
     public func stop(finalFrame: Frame? = nil, deadline: Double = 5) {
         stopLock.lock()
         defer { stopLock.unlock() }
-        let clock = Deadline(seconds: deadline)
-
         lock.lock()
         guard !daemons.isEmpty, !stopping else {
             lock.unlock()
             return
         }
         let running = daemons
+        let ticker = batchTicker
+        // Ticks on this thread from here on: the acceptor's thread, which ticked, ends first.
+        let clock = Deadline(seconds: deadline, ticking: ticker)
         stopping = true
         stopFinalFrame = finalFrame
         heartbeat?.cancel()
@@ -173,11 +169,11 @@ public final class HTTPServer: @unchecked Sendable {
         }
         watcher?.stop()
         for daemon in running { MHD_stop_daemon(daemon) }
-        let ticker = lock.withLock { () -> Int32 in
-            defer { daemons = []; batchTicker = -1 }
-            return batchTicker
+        lock.withLock {
+            daemons = []
+            batchTicker = nil
         }
-        if ticker >= 0 { close(ticker) }
+        ticker?.release()
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
         logger = nil
         Unmanaged.passUnretained(self).release()  // the retain taken by start()
@@ -271,16 +267,21 @@ public final class HTTPServer: @unchecked Sendable {
     }
 }
 
-/// A stop deadline, polled in small sleeps.
+/// A stop deadline, polled in small sleeps that keep the batch ticker going.
 private struct Deadline {
     let start = Deadline.now()
     let seconds: Double
+    let ticking: BatchTicker?
 
-    init(seconds: Double) { self.seconds = max(0, seconds) }
+    init(seconds: Double, ticking: BatchTicker?) {
+        self.seconds = max(0, seconds)
+        self.ticking = ticking
+    }
 
     /// Waits until `done()` or until `fraction` of the deadline has passed.
     func wait(fraction: Double, until done: () -> Bool) {
         while !done() && Deadline.now() - start < seconds * fraction {
+            ticking?.tick()
             usleep(2_000)
         }
     }
