@@ -83,9 +83,9 @@ let package = Package(
         .executableTarget(name: "reactord", dependencies: ["ReactorServiceCLI", "Examples"]),
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
         .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
-        .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore"]),
+        .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore", "TestSupport"]),
         .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore", "TestSupport"]),
-        // The raw-socket test clients, one piece of code shared by the HTTP test targets.
+        // The raw-socket test clients and `Locked`, one piece of code shared by the test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),
         // A test server with the bundled reactors, shared by the service and client tests.

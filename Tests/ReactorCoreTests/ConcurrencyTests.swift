@@ -39,7 +39,7 @@ final class ConcurrencyTests: XCTestCase {
         let reactors = (0..<4).map { _ in CounterReactor(currentUser: user) }
         let users = reactors.map { _ in Locked<[String?]>([]) }
         let cancellables = reactors.enumerated().map { index, reactor in
-            reactor.state.sink { state in users[index].mutate { $0.append(state.user) } }
+            reactor.state.sink { state in users[index].update { $0.append(state.user) } }
         }
         let group = DispatchGroup()
         for reactor in reactors {
@@ -91,7 +91,7 @@ final class ConcurrencyTests: XCTestCase {
                 var seen: [Int] = []
                 let cancellable = reactor.state.sink { seen.append($0.count) }
                 cancellable.cancel()
-                if seen.isEmpty || seen != seen.sorted() { failures.mutate { $0 += 1 } }
+                if seen.isEmpty || seen != seen.sorted() { failures.update { $0 += 1 } }
             }
         }
         group.wait()

@@ -92,7 +92,7 @@ final class EffectTests: XCTestCase {
         let subscriberTicks = Locked(0)
         let ticked = expectation(description: "ticked")
         let cancellable = reactor!.state.sink { state in
-            subscriberTicks.mutate { $0 = state.ticks }
+            subscriberTicks.update { $0 = state.ticks }
             if state.ticks == 3 { ticked.fulfill() }
         }
         reactor!.action.send(.ticks)
@@ -159,7 +159,7 @@ final class EffectTests: XCTestCase {
             gate.wait()
             await send(2) // after cancel: dropped
             done.fulfill()
-        }.sink { value in received.mutate { $0.append(value) } }
+        }.sink { value in received.update { $0.append(value) } }
         let first = Date()
         while received.value.isEmpty && Date().timeIntervalSince(first) < 5 { usleep(1_000) }
         cancellable.cancel()

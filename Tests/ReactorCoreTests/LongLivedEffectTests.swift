@@ -102,7 +102,7 @@ final class LongLivedEffectTests: XCTestCase {
         let seen = Locked<[Int]>([])
         let done = expectation(description: "last state")
         let cancellable = reactor.state.sink { value in
-            seen.mutate { $0.append(value) }
+            seen.update { $0.append(value) }
             if value == 100 { done.fulfill() }
         }
         for _ in 0..<100 { reactor.action.send(1) }

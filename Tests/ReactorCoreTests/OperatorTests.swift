@@ -103,9 +103,9 @@ final class OperatorTests: XCTestCase {
         let overlapped = Locked(false)
         var total = 0
         let cancellable = AnyPublisher.merge(subjects.map { $0.eraseToAnyPublisher() }).sink { _ in
-            inside.mutate { if $0 > 0 { overlapped.mutate { $0 = true } }; $0 += 1 }
+            inside.update { if $0 > 0 { overlapped.update { $0 = true } }; $0 += 1 }
             total += 1
-            inside.mutate { $0 -= 1 }
+            inside.update { $0 -= 1 }
         }
         DispatchQueue.concurrentPerform(iterations: 4) { index in
             for i in 0..<5_000 { subjects[index].send(i) }

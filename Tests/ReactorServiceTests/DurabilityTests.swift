@@ -56,16 +56,16 @@ final class DurabilityTests: XCTestCase {
                 for _ in 0..<100_000 {   // bounded; the kill ends it much sooner
                     let session = sessions[index % sessions.count]
                     index += clients
-                    inFlight.withLock { $0[session, default: 0] += 1 }
+                    inFlight.update { $0[session, default: 0] += 1 }
                     guard let response = try? act(client, session) else { return }
-                    inFlight.withLock { $0[session, default: 0] -= 1 }
+                    inFlight.update { $0[session, default: 0] -= 1 }
                     guard response.status == 200 else { return }
-                    answered.withLock { $0[session, default: 0] += 1 }
+                    answered.update { $0[session, default: 0] += 1 }
                 }
             }
         }
         // Mid-load: once a few hundred actions were answered (bounded, for slow sanitizer builds).
-        XCTAssertTrue(waitUntil(timeout: 60) { answered.current.values.reduce(0, +) >= 300 })
+        XCTAssertTrue(waitUntil(timeout: 60) { answered.value.values.reduce(0, +) >= 300 })
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertEqual(done.wait(timeout: .now() + 20), .success)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
@@ -74,8 +74,8 @@ final class DurabilityTests: XCTestCase {
         let client = HTTPClient(port: restarted.port)
         var total = 0
         for session in sessions {
-            let got = answered.current[session] ?? 0
-            let open = inFlight.current[session] ?? 0
+            let got = answered.value[session] ?? 0
+            let open = inFlight.value[session] ?? 0
             let stored = try XCTUnwrap(try count(client, session), "session \(session) is back")
             XCTAssertGreaterThanOrEqual(stored, got, "every answered action is there")
             XCTAssertLessThanOrEqual(stored, got + open, "at most the unanswered one in flight is added")
@@ -103,27 +103,27 @@ final class DurabilityTests: XCTestCase {
                 for _ in 0..<100_000 {   // bounded; the signal ends it much sooner
                     do {
                         let response = try act(client, session)
-                        if response.status == 200 { ok.withLock { $0 += 1 } } else { other.withLock { $0.append(response.status) } }
+                        if response.status == 200 { ok.update { $0 += 1 } } else { other.update { $0.append(response.status) } }
                     } catch {
-                        unanswered.withLock { $0 += 1 }
+                        unanswered.update { $0 += 1 }
                         if (try? TestSocket(port: server.port, timeout: 1)) == nil { return }
                         client = HTTPClient(port: server.port)
                     }
                 }
             }
         }
-        XCTAssertTrue(waitUntil(timeout: 60) { ok.current >= 300 })
+        XCTAssertTrue(waitUntil(timeout: 60) { ok.value >= 300 })
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0, "SIGTERM exits 0 within 10 s")
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
-        XCTAssertTrue(other.current.allSatisfy { $0 == 503 }, "only 200 and 503: \(other.current.prefix(5))")
+        XCTAssertTrue(other.value.allSatisfy { $0 == 503 }, "only 200 and 503: \(other.value.prefix(5))")
 
         let restarted = try start()
         let stored = try XCTUnwrap(try count(HTTPClient(port: restarted.port), session))
-        XCTAssertGreaterThanOrEqual(stored, ok.current, "every action answered 200 was committed")
-        XCTAssertLessThanOrEqual(stored, ok.current + unanswered.current, "and no action that was refused")
-        print("SIGTERM under load on the sqlite store: \(ok.current) answered 200, \(other.current.count) refused 503, "
-              + "\(unanswered.current) closed unanswered; stored count \(stored)")
+        XCTAssertGreaterThanOrEqual(stored, ok.value, "every action answered 200 was committed")
+        XCTAssertLessThanOrEqual(stored, ok.value + unanswered.value, "and no action that was refused")
+        print("SIGTERM under load on the sqlite store: \(ok.value) answered 200, \(other.value.count) refused 503, "
+              + "\(unanswered.value) closed unanswered; stored count \(stored)")
     }
 
     /// The user changes while a session is stored: when the session comes back, that change is

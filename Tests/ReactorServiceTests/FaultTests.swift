@@ -103,20 +103,20 @@ final class FaultTests: XCTestCase {
                 for session in active.enumerated().filter({ $0.offset % 2 == worker }).map(\.element) {
                     let status = (try? client.request("POST", "/action",
                         body: #"{"session":"\#(session)","action":{"type":"increase"}}"#).status) ?? -1
-                    if status == 200 { answered.withLock { $0 += 1 } } else { failures.withLock { $0.append("\(status)") } }
+                    if status == 200 { answered.update { $0 += 1 } } else { failures.update { $0.append("\(status)") } }
                 }
                 Thread.sleep(forTimeInterval: 0.01)
             }
         }
-        XCTAssertEqual(failures.current, [], "every action on a live session answered 200")
-        XCTAssertGreaterThan(answered.current, 100)
+        XCTAssertEqual(failures.value, [], "every action on a live session answered 200")
+        XCTAssertGreaterThan(answered.value, 100)
         // At once (the TTL is 2 s): the idle ones are gone, the busy ones all there.
         XCTAssertEqual(fixture.server.sessionCount, 50)
         let total = try active.map { session -> Int in
             let state = try fixture.client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any]
             return state?["count"] as? Int ?? -1
         }.reduce(0, +)
-        XCTAssertEqual(total, answered.current, "every 200 was applied exactly once")
+        XCTAssertEqual(total, answered.value, "every 200 was applied exactly once")
         for session in idle {
             XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
         }
@@ -139,8 +139,8 @@ final class FaultTests: XCTestCase {
         let lastCount = Locked<Int?>(nil), endReason = Locked<String?>(nil)
         let reader = Thread {
             while let event = events.next(timeout: 15) {
-                if event.event == "state" { lastCount.withLock { $0 = event.state["count"] as? Int } }
-                if event.event == "end" { endReason.withLock { $0 = event.object["reason"] as? String } }
+                if event.event == "state" { lastCount.update { $0 = event.state["count"] as? Int } }
+                if event.event == "end" { endReason.update { $0 = event.object["reason"] as? String } }
             }
         }
         reader.start()
@@ -155,18 +155,18 @@ final class FaultTests: XCTestCase {
                 defer { group.leave() }
                 var client = HTTPClient(port: port)
                 let until = monotonicNow() + 20
-                while !stop.current, monotonicNow() < until {
+                while !stop.value, monotonicNow() < until {
                     do {
                         let response = try client.request("POST", "/action",
                             body: #"{"session":"\#(session)","action":{"type":"increase"}}"#)
                         switch response.status {
-                        case 200: ok.withLock { $0 += 1 }
-                        case 503: refused.withLock { $0 += 1 }
-                        default: other.withLock { $0.append(response.status) }
+                        case 200: ok.update { $0 += 1 }
+                        case 503: refused.update { $0 += 1 }
+                        default: other.update { $0.append(response.status) }
                         }
                     } catch {
                         // Closed without an answer, or no longer accepting: the server is going.
-                        unanswered.withLock { $0 += 1 }
+                        unanswered.update { $0 += 1 }
                         if (try? TestSocket(port: port, timeout: 1)) == nil { return }
                         client = HTTPClient(port: port)
                     }
@@ -174,27 +174,18 @@ final class FaultTests: XCTestCase {
             }.start()
         }
         Thread.sleep(forTimeInterval: 1.5)
-        let atSignal = ok.current
+        let atSignal = ok.value
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 15), 0, "exit status 0")
-        stop.withLock { $0 = true }
+        stop.update { $0 = true }
         XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
-        XCTAssertTrue(waitUntil(timeout: 20) { endReason.current != nil })
+        XCTAssertTrue(waitUntil(timeout: 20) { endReason.value != nil })
 
-        print("SIGTERM under load: \(ok.current) answered 200 (\(atSignal) before the signal), \(refused.current) refused 503, "
-              + "\(unanswered.current) requests unanswered (closed or refused connections), final count \(lastCount.current ?? -1)")
-        XCTAssertEqual(other.current, [], "only 200 and 503")
+        print("SIGTERM under load: \(ok.value) answered 200 (\(atSignal) before the signal), \(refused.value) refused 503, "
+              + "\(unanswered.value) requests unanswered (closed or refused connections), final count \(lastCount.value ?? -1)")
+        XCTAssertEqual(other.value, [], "only 200 and 503")
         XCTAssertGreaterThan(atSignal, 100)
-        XCTAssertEqual(endReason.current, "shutdown")
-        XCTAssertEqual(lastCount.current, ok.current, "every action answered 200 was applied, and no other")
+        XCTAssertEqual(endReason.value, "shutdown")
+        XCTAssertEqual(lastCount.value, ok.value, "every action answered 200 was applied, and no other")
     }
-}
-
-/// A value behind a lock, for the test threads.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    var current: Value { lock.lock(); defer { lock.unlock() }; return value }
-    func withLock<T>(_ body: (inout Value) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&value) }
 }

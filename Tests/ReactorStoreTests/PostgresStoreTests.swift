@@ -422,12 +422,3 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try store.session("s63", historyLength: 1)?.version, version)
     }
 }
-
-/// A value several threads read and change.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-    init(_ value: Value) { stored = value }
-    var value: Value { lock.withLock { stored } }
-    func update(_ body: (inout Value) -> Void) { lock.withLock { body(&stored) } }
-}

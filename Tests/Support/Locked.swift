@@ -1,0 +1,17 @@
+import Foundation
+
+/// A value a test shares with the threads it starts.
+public final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+
+    public init(_ value: Value) { stored = value }
+
+    public var value: Value {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+
+    @discardableResult
+    public func update<T>(_ body: (inout Value) -> T) -> T { lock.withLock { body(&stored) } }
+}
