@@ -217,16 +217,23 @@ public final class ReactorServer: @unchecked Sendable {
 
     /// Starts, then blocks until SIGINT or SIGTERM, then stops gracefully.
     public func run() throws {
-        // The handlers first: a signal that arrives once the port is logged (a supervisor, a
-        // test) must not fall between SIG_IGN and the source's registration and be lost.
+        // The handlers first, and registered before anything starts: `resume()` registers a
+        // signal source later, on libdispatch's own thread, and a signal that came before was
+        // lost (ignored), so a server stopped soon after it logged its port ran on.
         let stopped = DispatchSemaphore(value: 0)
+        let registered = DispatchGroup()
         let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
-            signal(number, SIG_IGN)
+            #if !os(Linux)
+            signal(number, SIG_IGN)   // kqueue reports a signal beside its action; on Linux libdispatch installs a handler
+            #endif
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { stopped.signal() }
+            registered.enter()
+            source.setRegistrationHandler { registered.leave() }
             source.resume()
             return source
         }
+        _ = registered.wait(timeout: .now() + 5)   // bounded: a source that cannot register never says so
         do {
             try start()
         } catch {
