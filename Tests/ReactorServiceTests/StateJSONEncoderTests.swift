@@ -66,6 +66,14 @@ final class StateJSONEncoderTests: XCTestCase {
         try assertSameAsFoundation([Float]([0.1, 1, 1e20, 16777216]))
     }
 
+    /// A session keeps its last encoded state: a short one must not keep the 128 bytes the
+    /// encoder starts with (`Array(out[...])` kept them, capacity and all).
+    func testAShortStateKeepsFewSpareBytes() throws {
+        let bytes = try StateJSONEncoder().encode(Inner())
+        XCTAssertEqual(bytes.count, 15)   // {"a":"x","b":2}
+        XCTAssertLessThanOrEqual(bytes.capacity - bytes.count, 32, "capacity \(bytes.capacity)")
+    }
+
     func testEscapesStringsAsJSONEncoderDoes() throws {
         var every = ""
         for scalar in 0..<0x80 { every.unicodeScalars.append(Unicode.Scalar(UInt8(scalar))) }

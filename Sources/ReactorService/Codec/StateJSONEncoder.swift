@@ -38,8 +38,9 @@ struct StateJSONEncoder {
         var out: [UInt8] = []
         out.reserveCapacity(128)
         try Self.write(node, into: &out)
-        // A session keeps its last state: no more than a few spare bytes with it.
-        return out.capacity - out.count > 32 ? Array(out[...]) : out
+        // A session keeps its last state: no more than a few spare bytes with it. (`Array(out[...])`
+        // would share the buffer, capacity and all.)
+        return out.capacity - out.count > 32 ? out.withUnsafeBufferPointer { Array($0) } : out
     }
 
     // MARK: - Writing
