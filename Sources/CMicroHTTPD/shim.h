@@ -283,7 +283,7 @@ mhd_shim_batch_nudge_create (int ep)
 {
   if (ep < 0)
     return -1;
-  int nudge = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int nudge = mhd_shim_wakeup_create ();
   if (nudge < 0)
     return -1;
   struct epoll_event event;

@@ -19,8 +19,8 @@ final class BatchTicker: @unchecked Sendable {
     let timer: Int32
     private let nudges: [Int32]
 
-    /// Nil when a descriptor cannot be made: best effort, as before there was a ticker (a full
-    /// batch then waits for another event).
+    /// Nil when the timer cannot be made, and a daemon whose nudge cannot be made goes without:
+    /// best effort, as before there was a ticker (a full batch then waits for another event).
     convenience init?(daemons: [OpaquePointer]) {
         #if os(Linux)
         self.init(epollSets: daemons.map { mhd_shim_daemon_epoll_fd($0) })
@@ -34,17 +34,7 @@ final class BatchTicker: @unchecked Sendable {
         #if os(Linux)
         timer = mhd_shim_batch_ticker_create(Self.milliseconds)
         guard timer >= 0 else { return nil }
-        var made: [Int32] = []
-        for epollSet in epollSets {
-            let nudge = mhd_shim_batch_nudge_create(epollSet)
-            guard nudge >= 0 else {
-                for fd in made { close(fd) }
-                close(timer)
-                return nil
-            }
-            made.append(nudge)
-        }
-        nudges = made
+        nudges = epollSets.map { mhd_shim_batch_nudge_create($0) }.filter { $0 >= 0 }
         #else
         return nil
         #endif

@@ -17,9 +17,12 @@ final class EventBatchTests: XCTestCase {
         try checkAFullBatchIsServed(threads: 2, heldDaemon: 1)
     }
 
+    #if os(Linux)
     /// Each tick is one event in every nudged epoll set, though the ticking thread reads the
     /// timer as soon as it fires. The timer itself in the sets, read by that thread, lost about
-    /// 40 % of them: epoll drops an event whose descriptor is no longer ready when collected.
+    /// 40 % of them (10 and 11 of 20 here): epoll drops an event whose descriptor is no longer
+    /// ready when collected. Two ticks can merge into one event only if a waiter is held up
+    /// for a whole period, hence the margin.
     func testEveryTickReachesEveryEpollSet() throws {
         // Two epoll sets with an eventfd each, to end their waits (both carry token 0, as the nudges do).
         var wakeups: [Int32] = [-1, -1]
@@ -30,6 +33,12 @@ final class EventBatchTests: XCTestCase {
         defer { ticker.release() }
         let counts = Locked([0, 0]), done = Locked(false)
         let waiters = DispatchGroup()
+        defer {   // on every way out, before the descriptors close: end the waiters
+            done.update { $0 = true }
+            var one: UInt64 = 1
+            for wakeup in wakeups { _ = write(wakeup, &one, MemoryLayout<UInt64>.size) }
+            XCTAssertEqual(waiters.wait(timeout: .now() + 5), .success)
+        }
         for (index, set) in sets.enumerated() {
             waiters.enter()
             Thread.detachNewThread {
@@ -50,12 +59,9 @@ final class EventBatchTests: XCTestCase {
             if ticker.tick() { ticks += 1 }
         }
         usleep(100_000)
-        done.value = true
-        var one: UInt64 = 1
-        for wakeup in wakeups { _ = write(wakeup, &one, MemoryLayout<UInt64>.size) }
-        XCTAssertEqual(waiters.wait(timeout: .now() + 5), .success)
-        for seen in counts.value { XCTAssertGreaterThanOrEqual(seen, ticks - 1, "events seen of \(ticks) ticks") }
+        for seen in counts.value { XCTAssertGreaterThanOrEqual(seen, ticks * 3 / 4, "events seen of \(ticks) ticks") }
     }
+    #endif
 
     private func checkAFullBatchIsServed(threads: Int, heldDaemon: Int = 0) throws {
         let blocked = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
