@@ -12,7 +12,7 @@ final class ReadinessTests: XCTestCase {
         XCTAssertEqual(ready.object["status"] as? String, "ready")
         XCTAssertEqual((ready.object["checks"] as? [String: Any])?["listening"] as? String, "ok")
 
-        let reachable = LockedFlag(false)
+        let reachable = Locked(false)
         fixture.server.addReadinessCheck(ReadinessCheck("store") { reachable.value ? nil : "the database does not answer" })
         let notReady = try fixture.client.request("GET", "/readyz")
         XCTAssertEqual(notReady.status, 503, notReady.text)
@@ -21,19 +21,9 @@ final class ReadinessTests: XCTestCase {
         XCTAssertEqual(notReady.object["detail"] as? String, "not ready: store: the database does not answer")
         XCTAssertEqual(try fixture.client.request("GET", "/healthz").status, 200, "alive while not ready")
 
-        reachable.value = true
+        reachable.update { $0 = true }
         let again = try fixture.client.request("GET", "/readyz")
         XCTAssertEqual(again.status, 200, again.text)
         XCTAssertEqual((again.object["checks"] as? [String: Any])?["store"] as? String, "ok")
-    }
-}
-
-private final class LockedFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var flag: Bool
-    init(_ flag: Bool) { self.flag = flag }
-    var value: Bool {
-        get { lock.lock(); defer { lock.unlock() }; return flag }
-        set { lock.lock(); flag = newValue; lock.unlock() }
     }
 }

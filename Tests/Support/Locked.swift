@@ -7,10 +7,8 @@ public final class Locked<Value>: @unchecked Sendable {
 
     public init(_ value: Value) { stored = value }
 
-    public var value: Value {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
-    }
+    /// A copy; change it through `update`, in one locked step.
+    public var value: Value { lock.withLock { stored } }
 
     @discardableResult
     public func update<T>(_ body: (inout Value) -> T) -> T { lock.withLock { body(&stored) } }
