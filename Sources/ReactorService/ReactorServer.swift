@@ -219,7 +219,11 @@ public final class ReactorServer: @unchecked Sendable {
     public func run() throws {
         // The handlers first, and registered before anything starts: `resume()` registers a
         // signal source later, on libdispatch's own thread, and a signal that came before was
-        // lost (ignored), so a server stopped soon after it logged its port ran on.
+        // lost (ignored), so a server stopped soon after it logged its port ran on. On Linux,
+        // registering installs libdispatch's handler, which hands the signal to its signalfd
+        // (the thread it lands on sees EINTR, which every blocking call here retries); until
+        // then, or if registration never comes, the signal's default action ends the process,
+        // which has accepted nothing yet.
         let stopped = DispatchSemaphore(value: 0)
         let registered = DispatchGroup()
         let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in

@@ -1,2 +1,2 @@
-// The shared raw-socket clients (Tests/Support), visible to every file of this target.
+// The shared raw-socket clients and `Locked` (Tests/Support), visible to every file of this target.
 @_exported import TestSupport

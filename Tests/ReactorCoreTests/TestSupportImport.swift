@@ -1,2 +1,2 @@
-// The shared raw-socket clients (Tests/Support), visible to every file of this target.
+// `Locked` and the rest of Tests/Support, visible to every file of this target.
 @_exported import TestSupport
