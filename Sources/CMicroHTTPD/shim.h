@@ -2,8 +2,8 @@
 #define CMICROHTTPD_SHIM_H
 // Swift cannot call C variadic functions. These static inline wrappers give every variadic
 // libmicrohttpd entry point that MicroHTTP needs a fixed signature; besides them, the few
-// epoll calls of MicroHTTP's DisconnectWatcher (Glibc's Swift module has no sys/epoll.h, and
-// struct epoll_event is packed).
+// epoll, eventfd and timerfd calls of MicroHTTP's DisconnectWatcher, Acceptor and BatchTicker
+// (Glibc's Swift module has no sys/epoll.h, and struct epoll_event is packed).
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>

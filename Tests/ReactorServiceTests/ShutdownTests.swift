@@ -4,20 +4,9 @@ import XCTest
 /// The real executable on the memory store, stopped by SIGTERM with live subscribers: the
 /// sessions are over, so every stream gets `event: end` (DurabilityTests has the durable case).
 final class ShutdownTests: XCTestCase {
-    /// The `reactord` that `swift build --build-tests` put beside the test binary.
-    private func executableURL() throws -> URL {
-        let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(),
-                          Bundle(for: Self.self).bundleURL.deletingLastPathComponent()]
-        for directory in candidates.compactMap({ $0 }) {
-            let url = directory.appendingPathComponent("reactord")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        throw XCTSkip("reactord is not built beside the tests (looked in \(candidates))")
-    }
-
     func testSIGTERMEndsStreamsAnswersAndExitsZero() throws {
         let process = Process()
-        process.executableURL = try executableURL()
+        process.executableURL = try ReactordProcess.executableURL()
         process.arguments = ["--port", "0", "--admin-token", "t", "--store", "memory"]
         process.environment = ["REACTORD_HEARTBEAT": "1", "REACTORD_LOG_LEVEL": "info"]
         let stderr = Pipe()
