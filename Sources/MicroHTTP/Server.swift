@@ -81,8 +81,9 @@ public final class HTTPServer: @unchecked Sendable {
                                                      mhdConnectionNotice, me.toOpaque(), log, &options) else { break }
             started.append(daemon)
         }
-        let ticker = started.count == threads ? BatchTicker(daemons: started) : nil
-        let accepting = started.count == threads
+        let allStarted = started.count == threads
+        let ticker = allStarted ? BatchTicker(daemons: started) : nil
+        let accepting = allStarted
             ? Acceptor(listener: listener.socket, daemons: started,
                        spreadByAddress: configuration.connectionsPerIP > 0, ticker: ticker, gate: self)
             : nil
@@ -95,9 +96,9 @@ public final class HTTPServer: @unchecked Sendable {
             log.deallocate()
             close(listener.socket)
             let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
-            throw HTTPServerError.cannotStart(started.count < threads
-                ? "libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)"
-                : "no thread to accept connections on")
+            throw HTTPServerError.cannotStart(allStarted
+                ? "no thread to accept connections on"
+                : "libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
         }
         acceptor = accepting
         logger = log

@@ -272,13 +272,14 @@ private final class NodeEncoder: PulseObservingEncoder {
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
             return .raw(Array(try JSONText.makeEncoder().encode(value)))
         }
-        let child = (extraPath.isEmpty ? self : pathEncoder(extraPath)).child(key: key)
+        let child = pathEncoder(extraPath).child(key: key)
         try value.encode(to: child)
         guard let node = child.node else { throw StateJSONEncoder.Unsupported() }
         return node
     }
 
-    /// A parent chain for values inside nested containers, whose keys are not encoders' own.
+    /// A parent chain for values inside nested containers, whose keys are not encoders' own
+    /// (this encoder itself when `extraPath` is empty).
     func pathEncoder(_ extraPath: [any CodingKey]) -> NodeEncoder {
         var level = self
         for key in extraPath { level = level.child(key: key) }
@@ -397,7 +398,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(key: key, name: key.stringValue) }
 
     private func superEncoder(key: any CodingKey, name: String) -> any Encoder {
-        let child = (extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)).child(key: key)
+        let child = encoder.pathEncoder(extraPath).child(key: key)
         box.set(name, .deferred(child))
         return child
     }
@@ -445,7 +446,7 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     }
 
     mutating func superEncoder() -> any Encoder {
-        let child = (extraPath.isEmpty ? encoder : encoder.pathEncoder(extraPath)).child(key: IndexKey(box.elements.count))
+        let child = encoder.pathEncoder(extraPath).child(key: IndexKey(box.elements.count))
         box.elements.append(.deferred(child))
         return child
     }
