@@ -30,6 +30,8 @@ final class ErrorTests: XCTestCase {
         assertProblem(try fixture.client.request("POST", "/action", bodyBytes: [0x7B, 0xFF, 0xFE, 0x7D]), 400,
                       mentions: ["JSON"])
         assertProblem(try fixture.client.request("POST", "/sessions", body: "[1,"), 400, mentions: ["JSON"])
+        assertProblem(try fixture.client.request("POST", "/sessions", body: "\r"), 400, mentions: ["JSON"])
+        assertProblem(try fixture.client.request("POST", "/sessions", body: " \n"), 400, mentions: ["JSON"])
         try assertSessionUnchanged()
     }
 

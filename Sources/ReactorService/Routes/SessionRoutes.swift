@@ -68,7 +68,8 @@ extension RouteTable {
         }
         let kinds = context.registry.names
         var kind = context.configuration.defaultReactor ?? kinds.first ?? ""
-        if request.body.contains(where: { !Self.isJSONWhitespace($0) }) {
+        // Only an empty body means "the default kind": whitespace alone is not a JSON document.
+        if !request.body.isEmpty {
             do throws(RequestError) {
                 if let named = try RequestDecoding.decode(CreateBody.self, from: request.body).reactor { kind = named }
             } catch {
@@ -109,10 +110,6 @@ extension RouteTable {
             response.headers.add("Location", "/sessions/\(id)")
             return response
         }
-    }
-
-    private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
-        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }
 }
 
