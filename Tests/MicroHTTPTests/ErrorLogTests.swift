@@ -5,13 +5,6 @@ import XCTest
 /// libmicrohttpd's own error log goes to `HTTPServerConfiguration.errorLog`, never to stderr:
 /// clients that vanish or send nonsense cannot flood the process's log.
 final class ErrorLogTests: XCTestCase {
-    final class Lines: @unchecked Sendable {
-        private let lock = NSLock()
-        private var lines: [String] = []
-        func add(_ line: String) { lock.lock(); lines.append(line); lock.unlock() }
-        var all: [String] { lock.lock(); defer { lock.unlock() }; return lines }
-    }
-
     /// Runs `body` with fd 2 pointed at a file; returns what was written to it.
     private func capturingStderr(_ body: () throws -> Void) rethrows -> String {
         let path = NSTemporaryDirectory() + "stderr-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -29,11 +22,11 @@ final class ErrorLogTests: XCTestCase {
     }
 
     func testLibmicrohttpdLinesGoToTheHandlerNotStderr() throws {
-        let lines = Lines()
+        let lines = Locked<[String]>([])
         let registry = StreamRegistry()
         var server: HTTPServer!
         let stderr = try capturingStderr {
-            server = try startServer({ $0.bodyLimit = 1024; $0.errorLog = { lines.add($0) } }) { router in
+            server = try startServer({ $0.bodyLimit = 1024; $0.errorLog = { line in lines.update { $0.append(line) } } }) { router in
                 router.add(.POST, "/echo") { request in .response(Response(body: request.body)) }
                 router.add(.GET, "/events") { _ in .eventStream(headers: HTTPHeaders()) { registry.add($0) } }
             }
@@ -50,14 +43,14 @@ final class ErrorLogTests: XCTestCase {
             XCTAssertTrue(waitUntil(timeout: 5) { server.openStreamCount == 0 })
             server.stop()
         }
-        XCTAssertFalse(lines.all.isEmpty, "libmicrohttpd logged something")
-        XCTAssertTrue(lines.all.contains { $0.contains("internal error") }, "\(lines.all.prefix(5))")
-        XCTAssertTrue(lines.all.allSatisfy { !$0.hasSuffix("\n") }, "one line per call, without its newline")
-        XCTAssertFalse(lines.all.contains { $0.contains("not the first option") }, "the logger is set before any option")
-        XCTAssertEqual(server.lastErrorLogLine, lines.all.last)
+        XCTAssertFalse(lines.value.isEmpty, "libmicrohttpd logged something")
+        XCTAssertTrue(lines.value.contains { $0.contains("internal error") }, "\(lines.value.prefix(5))")
+        XCTAssertTrue(lines.value.allSatisfy { !$0.hasSuffix("\n") }, "one line per call, without its newline")
+        XCTAssertFalse(lines.value.contains { $0.contains("not the first option") }, "the logger is set before any option")
+        XCTAssertEqual(server.lastErrorLogLine, lines.value.last)
         XCTAssertFalse(stderr.contains("internal error") || stderr.contains("Failed to send"),
                        "nothing of libmicrohttpd's on stderr: \(stderr.prefix(300))")
-        print("libmicrohttpd lines routed to the handler: \(lines.all.count); e.g. \(lines.all.first ?? "")")
+        print("libmicrohttpd lines routed to the handler: \(lines.value.count); e.g. \(lines.value.first ?? "")")
     }
 
     func testWithoutAHandlerTheLinesAreDropped() throws {

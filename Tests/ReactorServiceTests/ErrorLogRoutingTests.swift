@@ -7,15 +7,8 @@ import XCTest
 final class ErrorLogRoutingTests: XCTestCase {
     struct Record { let level: Logger.Level; let message: String; let source: String? }
 
-    final class Capture: @unchecked Sendable {
-        private let lock = NSLock()
-        private var records: [Record] = []
-        func add(_ record: Record) { lock.lock(); records.append(record); lock.unlock() }
-        var all: [Record] { lock.lock(); defer { lock.unlock() }; return records }
-    }
-
     struct CaptureHandler: LogHandler {
-        let capture: Capture
+        let capture: Locked<[Record]>
         var logLevel: Logger.Level = .trace
         var metadata: Logger.Metadata = [:]
         subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -25,12 +18,13 @@ final class ErrorLogRoutingTests: XCTestCase {
         func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
                  source: String, file: String, function: String, line: UInt) {
             let merged = metadata.merging(extra ?? [:]) { $1 }
-            capture.add(Record(level: level, message: "\(message)", source: merged["source"].map { "\($0)" }))
+            let record = Record(level: level, message: "\(message)", source: merged["source"].map { "\($0)" })
+            capture.update { $0.append(record) }
         }
     }
 
     func testVanishingSubscribersAreLoggedAtDebugOnly() throws {
-        let capture = Capture()
+        let capture = Locked<[Record]>([])
         let logger = Logger(label: "reactord-test") { _ in CaptureHandler(capture: capture) }
         var configuration = ServiceConfiguration()
         configuration.port = 0
@@ -46,10 +40,10 @@ final class ErrorLogRoutingTests: XCTestCase {
         XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 0 })
         server.stop()
 
-        let mhd = capture.all.filter { $0.source == "libmicrohttpd" }
+        let mhd = capture.value.filter { $0.source == "libmicrohttpd" }
         XCTAssertFalse(mhd.isEmpty, "libmicrohttpd's lines arrive through swift-log")
         XCTAssertTrue(mhd.allSatisfy { $0.level == .debug }, "\(mhd.map(\.level))")
-        XCTAssertFalse(capture.all.contains { $0.level >= .info && $0.message.contains("Failed to send") })
+        XCTAssertFalse(capture.value.contains { $0.level >= .info && $0.message.contains("Failed to send") })
         print("200 vanished subscribers: \(mhd.count) libmicrohttpd lines, all at debug")
     }
 }
