@@ -166,6 +166,27 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(userID(stored), "u2", "the change was committed")
     }
 
+    /// The first request after the restart is a read: it waits for the change to be committed,
+    /// so it shows the current user under the new version, as every later read does.
+    func testTheFirstReadAfterARestartShowsAUserChangeMadeWhileStored() throws {
+        let admin = ["Authorization": "Bearer t"]
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#, headers: admin).status, 200)
+        let session = try create(client)
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+
+        let restarted = try start()
+        let again = HTTPClient(port: restarted.port)
+        XCTAssertEqual(try again.request("DELETE", "/user", headers: admin).status, 204)
+        for attempt in 1...2 {
+            let read = try again.request("GET", "/sessions/\(session)").object
+            XCTAssertEqual(read["version"] as? Int, 1, "read \(attempt)")
+            XCTAssertTrue((read["state"] as? [String: Any])?["user"] is NSNull, "read \(attempt): \(read)")
+        }
+    }
+
     func testSIGTERMClosesStreamsWithoutEndAndTheSubscriberResumesExactly() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)

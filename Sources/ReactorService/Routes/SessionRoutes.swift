@@ -15,7 +15,12 @@ extension RouteTable {
             case let .success(session):
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
                 session.hub.touch()
-                return .response(.json(SessionJSON.body(of: session, session.hub.snapshot)))
+                // After what is pending commits: a session restored just now may hold a change
+                // (the user, changed while it was stored) that clients may not see before then.
+                // A write that failed leaves the committed state, which is still the answer.
+                return Self.answer(afterCommitOf: session.hub, context) { _ in
+                    .json(SessionJSON.body(of: session, session.hub.snapshot))
+                }
             case let .failure(.heldElsewhere(address)):
                 return Self.forward(request, to: address, context)
             case let .failure(error):
