@@ -82,12 +82,18 @@ public final class CounterReactor: Reactor {
     public func reduce(state: State, mutation: Mutation) -> State {
         var state = state
         switch mutation {
-        case .increase: state.count += 1
-        case .decrease: state.count -= 1
+        // At Int's bounds the count stays: a trap in a reactor would stop the whole server.
+        case .increase: state.count = Self.step(state.count, by: 1)
+        case .decrease: state.count = Self.step(state.count, by: -1)
         case let .setAlert(message): state.alertMessage = message
         case let .setUser(user): state.user = user
         }
         return state
+    }
+
+    private static func step(_ count: Int, by delta: Int) -> Int {
+        let (sum, overflow) = count.addingReportingOverflow(delta)
+        return overflow ? count : sum
     }
 
     /// Where a reactor would derive or share state; the counter's passes through unchanged.
