@@ -44,7 +44,7 @@ public final class ReactorServer: @unchecked Sendable {
         let context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
         context.routes.withLock { $0 = RouteTable(context: context).router }
         self.context = context
-        http = HTTPServer(configuration: Self.httpConfiguration(configuration, logger: logger),
+        http = HTTPServer(configuration: Self.httpConfiguration(configuration, metrics: context.metrics, logger: logger),
                           router: context.routes.current)
         if configuration.adminToken == nil { Self.announceGenerated(token, configuration, logger) }
     }
@@ -249,7 +249,7 @@ public final class ReactorServer: @unchecked Sendable {
         signals.forEach { $0.cancel() }
     }
 
-    private static func httpConfiguration(_ configuration: ServiceConfiguration,
+    private static func httpConfiguration(_ configuration: ServiceConfiguration, metrics: ServiceMetrics,
                                           logger: Logger) -> HTTPServerConfiguration {
         var http = HTTPServerConfiguration()
         // libmicrohttpd's own log is mostly about single clients (one line per vanished event
@@ -266,7 +266,11 @@ public final class ReactorServer: @unchecked Sendable {
         http.bodyLimit = configuration.bodyLimit
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit
-        http.decorate = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
+        let cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
+        http.decorate = { head, response in
+            cors?(head, &response)
+            metrics.countRefusal(method: head.method, path: head.path, status: response.status)
+        }
         return http
     }
 

@@ -68,6 +68,25 @@ final class ErrorTests: XCTestCase {
         try assertSessionUnchanged()
     }
 
+    /// Every action that did not apply is counted by its outcome: under its session's kind once
+    /// the session was found, `unknown` before, and a 413 MicroHTTP gave before the route ran too.
+    func testActionsThatDidNotApplyAreCountedByOutcomeAndKind() throws {
+        let big = #"{"session":"\#(session)","action":{"type":"increase"}}"# + String(repeating: " ", count: 8192)
+        XCTAssertEqual(try fixture.client.request("POST", "/action", body: big).status, 413)
+        XCTAssertEqual(try fixture.send(session, #"{"type":"alert"}"#).status, 422)
+        XCTAssertEqual(try fixture.send("AAAAAAAAAAAAAAAAAAAAAA", #"{"type":"increase"}"#).status, 404)
+        XCTAssertEqual(try fixture.client.request("POST", "/action", body: "{not json").status, 400)
+        let text = try fixture.client.request("GET", "/metrics").text
+        for line in [#"reactord_actions_total{reactor="unknown",outcome="too_large"} 1"#,
+                     #"reactord_actions_total{reactor="counter",outcome="invalid"} 1"#,
+                     #"reactord_actions_total{reactor="unknown",outcome="unknown_session"} 1"#,
+                     #"reactord_actions_total{reactor="unknown",outcome="malformed"} 1"#,
+                     #"reactord_actions_total{reactor="counter",outcome="applied"} 1"#] {
+            XCTAssertTrue(text.contains(line), "\(line) in\n\(text)")
+        }
+        XCTAssertFalse(text.contains(#"reactor="unknown",outcome="invalid""#), text)
+    }
+
     func testWrongMethodIs405WithAllow() throws {
         let response = try fixture.client.request("PATCH", "/action", body: "{}")
         assertProblem(response, 405, mentions: [])

@@ -9,7 +9,6 @@ struct RequestObserver: Sendable {
     let serviceMetrics: ServiceMetrics
     let accessLog: AccessLog?
     let route: String
-    let isAction: Bool
     let limits: LimitNotices
 
     init(context: ServiceContext, method: HTTPMethod, route: String) {
@@ -17,7 +16,6 @@ struct RequestObserver: Sendable {
         serviceMetrics = context.metrics
         accessLog = context.configuration.accessLog ? AccessLog(logger: context.logger, route: route) : nil
         self.route = route
-        isAction = method == .POST && route == "/action"
         limits = LimitNotices(logger: context.logger)
     }
 
@@ -29,9 +27,6 @@ struct RequestObserver: Sendable {
         case .deferred: status = 0
         }
         if status != 0 { metrics.record(status: status, nanoseconds: nanoseconds) }
-        if isAction, let outcome = ServiceMetrics.actionOutcome(status: status) {
-            serviceMetrics.countAction(kind: "unknown", outcome: outcome)
-        }
         if status == 503 || status == 429, case let .response(response) = reply, response.headers["Retry-After"] != nil {
             limits.hit("\(request.method.rawValue) \(route) refused: a limit was reached (\(status) with Retry-After)")
         }

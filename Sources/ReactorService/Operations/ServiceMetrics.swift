@@ -1,3 +1,4 @@
+import MicroHTTP
 import Prometheus
 
 /// The service's metrics, in this server's own swift-prometheus registry (not a process-wide
@@ -56,6 +57,14 @@ final class ServiceMetrics: Sendable {
             return counter
         }
         counter.increment()
+    }
+
+    /// An answer MicroHTTP gave before any route ran (413 over the body limit, 400 for bad
+    /// framing, 503 at the connection limit or while stopping): a POST /action refused so is
+    /// an action that did not apply, from no session found.
+    func countRefusal(method: HTTPMethod, path: String, status: Int) {
+        guard method == .POST, path == "/action", let outcome = Self.actionOutcome(status: status) else { return }
+        countAction(kind: "unknown", outcome: outcome)
     }
 
     /// The outcome of a POST /action that did not apply, from its status.

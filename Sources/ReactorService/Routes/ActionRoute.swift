@@ -26,12 +26,16 @@ private struct ActionRequest: Decodable {
     /// as a string, its `action` decoded by the session's reactor. Anything else (not an object,
     /// a field missing or mistyped, an action that does not decode) takes the general path, whose
     /// errors name the problem; a session that cannot be used is the same error on both.
+    /// `found`: the session, once its id was read and it may be used (for the metrics of an
+    /// action that then fails to decode).
     static func decode(_ body: [UInt8], _ context: ServiceContext, principal: Principal?,
-                       userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder) throws(RequestError) -> ActionRequest {
+                       userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder,
+                       found: inout (any Session)?) throws(RequestError) -> ActionRequest {
         guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session") else {
             return try RequestDecoding.decode(ActionRequest.self, from: body, with: decoder, userInfo: userInfo)
         }
         let session = try usable(id, context, principal: principal)
+        found = session
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         if let run = envelope.decode("action", userInfo: userInfo, integerMismatch: &mismatch,
                                      { try session.decodeAction(from: $0) }) {
@@ -84,38 +88,49 @@ extension RouteTable {
         let decoder = JSONDecoder()
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
-            guard !context.isStopping else { return .response(Problems.stopping) }
+            guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
             var requestInfo = userInfo
             var requestDecoder = decoder
             var principal: Principal?
             if context.access.isAuthenticating {
                 switch context.access.authenticate(request) {
                 case let .success(caller): principal = caller
-                case let .failure(refusal): return .response(refusal.response)
+                case let .failure(refusal): return .response(Self.notApplied(refusal.response, kind: nil, context))
                 }
                 requestInfo[ActionRequest.principalKey] = principal
                 // The caller travels with this request's decoding only (the shared decoder is never mutated).
                 requestDecoder = JSONDecoder()
                 requestDecoder.userInfo = requestInfo
             }
+            var found: (any Session)?
             do throws(RequestError) {
                 let action = try ActionRequest.decode(request.body, context, principal: principal,
-                                                      userInfo: requestInfo, decoder: requestDecoder)
+                                                      userInfo: requestInfo, decoder: requestDecoder, found: &found)
+                let session = action.session
                 guard let snapshot = action.run() else {
                     // The session ended while the action was on its way: deleted or expired, or shut down.
-                    return .response(Problems.sessionGone(stopping: context.isStopping))
+                    return .response(Self.notApplied(Problems.sessionGone(stopping: context.isStopping),
+                                                     kind: session.kind, context))
                 }
-                let session = action.session
                 return Self.answer(afterCommitOf: session.hub, context) { failure in
-                    if let failure { return Problems.store(failure) }
+                    if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
                     return .json(SessionJSON.body(of: session, snapshot))
                 }
             } catch .session(.heldElsewhere(let address)) {
                 return Self.forward(request, to: address, context)
             } catch {
-                return .response(Problems.body(error))
+                return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
             }
         }
+    }
+
+    /// A POST /action answered without applying it, counted by its outcome under the session's
+    /// kind (`unknown` before a session was found). Refusals MicroHTTP makes before the route
+    /// runs are counted by `ServiceMetrics.countRefusal`.
+    private static func notApplied(_ response: Response, kind: String?, _ context: ServiceContext) -> Response {
+        context.metrics.countAction(kind: kind ?? "unknown",
+                                    outcome: ServiceMetrics.actionOutcome(status: response.status) ?? .unavailable)
+        return response
     }
 }
