@@ -91,6 +91,24 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(events.filter { $0.event == "pulse" }.count, 1, "pulses still arrive")
     }
 
+    /// A filtered stream that resumes compares with the state the client had at its last id,
+    /// also before the first event (version 0) and past what history still holds: a change of
+    /// other fields sends nothing.
+    func testAFilteredResumeSendsOnlyChangesOfItsFields() throws {
+        let fixture = try ServerFixture { $0.historyLength = 2 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let fromStart = try fixture.subscribe(session, query: "?fields=alertMessage", headers: ["Last-Event-ID": "0"])
+        for _ in 1...3 { try fixture.send(session, #"{"type":"increase"}"#) }   // events 1-3; history holds 2 and 3
+        let fromOne = try fixture.subscribe(session, query: "?fields=alertMessage", headers: ["Last-Event-ID": "1"])
+        try fixture.send(session, #"{"type":"alert","message":"m"}"#)           // 4: state, 5: pulse
+        for stream in [fromStart, fromOne] {
+            let events = stream.drain()
+            XCTAssertEqual(events.map { $0.id }, ["4", "5"], "\(events.map { ($0.id, $0.event) })")
+            XCTAssertEqual(events.first?.state as NSDictionary?, ["alertMessage": "m"])
+        }
+    }
+
     func testConcurrentActionsOnOneSessionAreSerialised() throws {
         let fixture = try ServerFixture { $0.threads = 2 }
         defer { fixture.stop() }

@@ -30,13 +30,26 @@ struct EventHistory {
     private var start = 0
     let capacity: Int
 
+    /// The state just before the oldest event held (the latest state while none is held), when
+    /// known: what a stream that resumes from there had, for a filtered stream's first compare.
+    private var stateBeforeOldest: [UInt8]?
+
     init(capacity: Int) { self.capacity = max(0, capacity) }
 
+    /// The state the session goes live with, before any event is held.
+    mutating func begin(with stateJSON: [UInt8]) {
+        if events.isEmpty { stateBeforeOldest = stateJSON }
+    }
+
     mutating func append(_ event: RecordedEvent) {
-        guard capacity > 0 else { return }
+        guard capacity > 0 else {
+            if case let .state(json) = event.kind { stateBeforeOldest = json }
+            return
+        }
         if events.count < capacity {
             events.append(event)
         } else {
+            if case let .state(json) = events[start].kind { stateBeforeOldest = json }
             events[start] = event
             start = (start + 1) % capacity
         }
@@ -49,13 +62,14 @@ struct EventHistory {
         return ordered.filter { $0.seq > seq }
     }
 
-    /// The JSON of the latest state event at or before `seq`, or nil when history no longer
-    /// holds it (history is contiguous, so one found is the latest).
+    /// The state at `seq`: the latest state event at or before it (history is contiguous, so one
+    /// found is the latest), else the state before the oldest event; nil when not known.
     func stateJSON(atOrBefore seq: UInt64) -> [UInt8]? {
         for event in ordered.reversed() where event.seq <= seq {
             if case let .state(json) = event.kind { return json }
         }
-        return nil
+        if let oldest = oldestSeq, seq + 1 < oldest { return nil }
+        return stateBeforeOldest
     }
 
     private var oldestSeq: UInt64? { events.isEmpty ? nil : events[start].seq }

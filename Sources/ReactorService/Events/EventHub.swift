@@ -90,6 +90,7 @@ final class EventHub: @unchecked Sendable {
     func goLive() {
         let changedWhileRestoring: [UInt8]? = locked {
             isLive = true
+            defer { history.begin(with: stateJSON) }
             guard let record, !record.isNew, record.published.json != stateJSON else { return nil }
             defer { stateJSON = record.published.json }
             return stateJSON
