@@ -149,16 +149,20 @@ struct mhd_shim_framing
   unsigned int encodings;        /* Transfer-Encoding fields */
   const char *first_encoding;
   unsigned int spaced_names;     /* field names with a space or tab in them ("Name : value") */
+  unsigned int cr_fields;        /* fields with a CR in their name or value (a NUL ends the value) */
 };
 
 static inline enum MHD_Result
-mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                        const char *value, size_t value_size)
 {
   struct mhd_shim_framing *framing = (struct mhd_shim_framing *) cls;
   (void) kind;
   if (NULL == key) return MHD_YES;
   if (NULL != strpbrk (key, " \t"))
     framing->spaced_names++;
+  if (NULL != memchr (key, '\r', key_size) || (NULL != value && NULL != memchr (value, '\r', value_size)))
+    framing->cr_fields++;
   if (0 == strcasecmp (key, MHD_HTTP_HEADER_TRANSFER_ENCODING))
   {
     if (0 == framing->encodings++)
@@ -179,8 +183,8 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, con
 static inline struct mhd_shim_framing
 mhd_shim_framing_fields (struct MHD_Connection *connection)
 {
-  struct mhd_shim_framing framing = { 0, 0, 0, NULL, 0, NULL, 0 };
-  MHD_get_connection_values (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
+  struct mhd_shim_framing framing = { 0, 0, 0, NULL, 0, NULL, 0, 0 };
+  MHD_get_connection_values_n (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
   return framing;
 }
 

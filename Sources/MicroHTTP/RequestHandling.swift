@@ -182,7 +182,11 @@ extension HTTPServer {
             guard let decoded = String(validatingCString: url) else {
                 return .refused(Refusal(.problem(status: 400, detail: "the request path is not valid UTF-8")))
             }
-            (resolution, path) = (router.resolve(method, decoded), decoded)
+            guard let target = Self.originForm(decoded) else {
+                return .refused(Refusal(.problem(
+                    status: 400, detail: "the request target must be a path that starts with / or an absolute http(s) URL")))
+            }
+            (resolution, path) = (router.resolve(method, target), target)
         }
         switch resolution {
         case let .found(handler, parameters):
@@ -199,6 +203,20 @@ extension HTTPServer {
         }
     }
 
+    /// The path of a request target (RFC 9112 §3.2): origin-form as it is, the path of the
+    /// absolute form, which a server must accept (`GET http://host/healthz`), `*` as it is
+    /// (asterisk-form, which no route has); nil for anything else (`GET healthz`).
+    static func originForm(_ target: String) -> String? {
+        if target.hasPrefix("/") || target == "*" { return target }
+        for scheme in ["http://", "https://"] where target.count > scheme.count
+            && target.prefix(scheme.count).lowercased() == scheme {
+            let authorityAndPath = target.dropFirst(scheme.count)
+            guard let slash = authorityAndPath.firstIndex(of: "/") else { return "/" }
+            return String(authorityAndPath[slash...])
+        }
+        return nil
+    }
+
     /// RFC 9112's framing rules that libmicrohttpd 0.9.75 does not enforce: no whitespace between
     /// a field name and its colon (§5.1: libmicrohttpd would keep "Content-Length " as another
     /// field and read the body as the next request); an HTTP/1.1 request has exactly one Host
@@ -211,6 +229,7 @@ extension HTTPServer {
         if framing.spaced_names > 0 {
             return (400, "a header field name has whitespace before its colon")
         }
+        if framing.cr_fields > 0 { return (400, "a header field contains a bare CR") }
         if framing.lengths > 1 && framing.lengths_differ != 0 {
             return (400, "the request has conflicting Content-Length header fields")
         }

@@ -328,6 +328,32 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()   // the smuggled DELETE did not run
     }
 
+    func testABareCRInAFieldIs400ThenClose() throws {
+        // RFC 9112 §2.2: a bare CR makes the element invalid; libmicrohttpd kept it in the value.
+        for head in ["GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\rb\r\n\r\n",
+                     "GET /healthz HTTP/1.1\r\nHost: t\r\nX-F\roo: b\r\n\r\n"] {
+            try assertRefusedThenClosed(head, 400, mentions: ["bare CR"])
+        }
+        try assertUnchangedAndAlive()
+    }
+
+    func testTheAbsoluteFormIsServedAndATargetWithoutSlashIs400() throws {
+        // RFC 9112 §3.2.2: a server must accept the absolute form; §3.2: origin-form starts with "/".
+        let client = try TestClient(port: fixture.port)
+        client.send("GET http://t/sessions/\(session) HTTP/1.1\r\nHost: t\r\n\r\n")
+        let read = try XCTUnwrap(client.readResponse())
+        XCTAssertEqual(read.status, 200)
+        XCTAssertTrue(read.bodyText.contains(session), read.bodyText)
+        client.send("GET HTTPS://t HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(client.readResponse()?.status, 200, "the root page")
+        for target in ["healthz", "sessions/\(session)"] {
+            let other = try TestClient(port: fixture.port)
+            other.send("GET \(target) HTTP/1.1\r\nHost: t\r\n\r\n")
+            assertProblem(other.readResponse(), 400, mentions: ["starts with /"])
+        }
+        try assertUnchangedAndAlive()
+    }
+
     func testTransferEncodingOtherThanChunkedAloneIsAnsweredThenClose() throws {
         // RFC 9112 §6.1: with Content-Length too, answer and close; chunked not final (or twice):
         // 400; a coding not implemented: 501. libmicrohttpd waited for a body it could not frame.
