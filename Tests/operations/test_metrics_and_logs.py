@@ -124,7 +124,7 @@ def test_metrics_parse_with_help_type_and_labels(server):
     assert actions[("counter", "applied")] == 1
     assert actions[("unknown", "malformed")] == 1
     assert actions[("unknown", "unknown_session")] == 1
-    assert actions[("unknown", "invalid")] == 1
+    assert actions[("counter", "invalid")] == 1, "under the kind of the session it was sent to"
 
     sessions = {s.labels["reactor"]: s.value for s in samples("reactord_reactor_sessions")}
     assert sessions == {"counter": 3}

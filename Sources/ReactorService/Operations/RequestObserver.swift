@@ -3,17 +3,15 @@ import Logging
 import MicroHTTP
 
 /// What happens after each routed request's handler, for operators: its request metrics, its
-/// access-log line, the outcome of a failed action, and a notice when a limit turned it away.
+/// access-log line, and a notice when a limit turned it away.
 struct RequestObserver: Sendable {
     let metrics: ServiceMetrics.RouteMetrics
-    let serviceMetrics: ServiceMetrics
     let accessLog: AccessLog?
     let route: String
     let limits: LimitNotices
 
     init(context: ServiceContext, method: HTTPMethod, route: String) {
         metrics = context.metrics.routeMetrics(method: method.rawValue, route: route)
-        serviceMetrics = context.metrics
         accessLog = context.configuration.accessLog ? AccessLog(logger: context.logger, route: route) : nil
         self.route = route
         limits = LimitNotices(logger: context.logger)
