@@ -97,7 +97,7 @@ extension HTTPServer {
                 // libmicrohttpd 0.9.75 accepts no response before the upload ends, so the rest is
                 // read and dropped for the 413, but only up to another `bodyLimit` bytes: past
                 // that the sender is cut off (no endless upload holds the connection).
-                if exchange.received > 2 * configuration.bodyLimit { return false }
+                if exchange.received - configuration.bodyLimit > configuration.bodyLimit { return false }
             } else {
                 if exchange.received > configuration.bodyLimit {
                     exchange.bodyTooLarge = true

@@ -36,9 +36,17 @@ public final class HTTPServer: @unchecked Sendable {
     private var logger: UnsafeMutablePointer<mhd_shim_logger>?
 
     public init(configuration: HTTPServerConfiguration, router: Router) {
+        var configuration = configuration
+        // No arithmetic on a limit may overflow, whatever a caller sets: past these no machine
+        // serves anyway (libmicrohttpd counts connections in an unsigned int).
+        configuration.connectionLimit = min(configuration.connectionLimit, Self.maxConnectionLimit)
+        configuration.bodyLimit = min(configuration.bodyLimit, Int.max / 2)
         self.configuration = configuration
         self.router = router
     }
+
+    /// The largest `connectionLimit` honoured; a larger one is taken as this.
+    public static let maxConnectionLimit = 1 << 24
 
     /// Binds, then starts libmicrohttpd. Throws `HTTPServerError` when it cannot.
     public func start() throws {

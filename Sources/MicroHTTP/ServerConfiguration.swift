@@ -9,7 +9,7 @@ public struct HTTPServerConfiguration: Sendable {
     /// connections are counted in one place).
     public var threads: Int = 1
     /// Open connections served; a connection past it has its request answered 503 (see
-    /// `HTTPServer.overLimitSlots`).
+    /// `HTTPServer.overLimitSlots`). At most `HTTPServer.maxConnectionLimit`.
     public var connectionLimit: Int = 10_000
     /// 0 = unlimited.
     public var connectionsPerIP: Int = 0

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import MicroHTTP
 import ReactorService
 
 extension ServerOptions {
@@ -43,12 +44,13 @@ extension ServerOptions {
         try require(seconds(configuration.sessionTTL, min: 0, exclusive: true), sessionTTL, "session-ttl",
                     "must be a number of seconds above 0 and at most 1e9", configuration.sessionTTL)
         try require(configuration.maxSessions >= 1, maxSessions, "max-sessions", "must be at least 1", configuration.maxSessions)
-        try require(configuration.bodyLimit >= 64, bodyLimit, "body-limit", "must be at least 64 bytes", configuration.bodyLimit)
+        try require((64...(1 << 30)).contains(configuration.bodyLimit), bodyLimit, "body-limit",
+                    "must be from 64 bytes to 1 GiB (1073741824)", configuration.bodyLimit)
         try require(seconds(configuration.heartbeat, min: 0.01, exclusive: false), heartbeat, "heartbeat",
                     "must be a number of seconds from 0.01 to 1e9", configuration.heartbeat)
         try require(configuration.historyLength >= 0, history, "history", "must not be negative", configuration.historyLength)
-        try require(configuration.connectionLimit >= 1, connectionLimit, "connection-limit", "must be at least 1",
-                    configuration.connectionLimit)
+        try require((1...HTTPServer.maxConnectionLimit).contains(configuration.connectionLimit), connectionLimit,
+                    "connection-limit", "must be from 1 to \(HTTPServer.maxConnectionLimit)", configuration.connectionLimit)
         try require(seconds(configuration.streamMaxAge, min: 0, exclusive: false), streamMaxAge, "stream-max-age",
                     "must be a number of seconds from 0 to 1e9", configuration.streamMaxAge)
         try require(configuration.connectionsPerIP >= 0, connectionsPerIP, "connections-per-ip", "must not be negative",

@@ -44,6 +44,8 @@ final class CommandLineTests: XCTestCase {
             (["--heartbeat", "inf"], "--heartbeat"),     // trapped in Dispatch before it was refused
             (["--history=-1"], "--history"),
             (["--connection-limit", "0"], "--connection-limit"),
+            (["--connection-limit", "\(Int.max)"], "--connection-limit"),   // overflowed and trapped at start
+            (["--body-limit", "\(Int.max)"], "--body-limit"),
             (["--connections-per-ip=-1"], "--connections-per-ip"),
             (["--stream-max-age", "1e300"], "--stream-max-age"),
             (["--connection-timeout", "0"], "--connection-timeout"),
