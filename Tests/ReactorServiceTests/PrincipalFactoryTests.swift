@@ -81,6 +81,24 @@ final class PrincipalFactoryTests: XCTestCase {
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)").status, 401)
     }
 
+    func testSubjectsAreComparedByteForByte() throws {
+        // "Å" as U+212B and as U+00C5 are equal Swift strings, but two subjects (RFC 7519 §7.3).
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#,
+                                                 headers: bearer(#"\u212B"#))
+        XCTAssertEqual(created.status, 201, created.text)
+        let id = try XCTUnwrap(created.object["session"] as? String)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: bearer(#"\u212B"#)).status, 200)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: bearer(#"\u00C5"#)).status, 403)
+    }
+
+    func testASubjectWithANulIsRefused() throws {
+        // A store keeps the owner as text; PostgreSQL's failed the whole group commit on it.
+        let refused = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#,
+                                                 headers: bearer(#"a\u0000b"#))
+        XCTAssertEqual(refused.status, 401, refused.text)
+        XCTAssertTrue(refused.text.contains("NUL"), refused.text)
+    }
+
     func testAOneArgumentFactoryStillWorksWithAuthenticationOn() throws {
         // `counter` is registered by the bundled reactors with `{ currentUser in ... }`.
         let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: bearer("carol"))

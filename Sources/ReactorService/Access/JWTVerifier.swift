@@ -120,6 +120,10 @@ public struct JWTVerification: Sendable {
         guard case let .string(subject)? = claims["sub"], !subject.isEmpty else {
             return .failure(TokenRejection(.claims, "the token has no 'sub' (a non-empty string)"))
         }
+        // A session's owner is stored as text, and PostgreSQL's text holds no NUL.
+        guard !subject.utf8.contains(0) else {
+            return .failure(TokenRejection(.claims, "the token's 'sub' contains a NUL character"))
+        }
         return .success(Principal(subject: subject, claims: claims))
     }
 
