@@ -317,6 +317,11 @@ def test_access_token_query_works_for_the_owner_only_and_is_never_logged(hs_serv
     assert_problem(*hs_server.open_stream(session), 401, challenge='Bearer realm="reactord"')
     # The query token is for the event stream only.
     assert_problem(*hs_server.request("GET", f"/sessions/{session}?access_token={alice}"), 401)
+    # Misspelled parameters that carry a token are redacted too: an encoded '=' puts the token
+    # in the parameter's name; a bracketed name; a token under a name of its own.
+    for query in (f"access_token%3D{alice}", f"access_token[]={alice}", f"t={alice}", alice):
+        status, _, _ = hs_server.request("GET", f"/sessions/{session}/events?{query}&fields=count")
+        assert status == 401, query
     log, _ = assert_no_token_leaked(hs_server)
     access = [json.loads(line) for line in log.splitlines() if '"access"' in line]
     redacted = [line for line in access if "access_token=REDACTED" in line.get("fields", {}).get("query", "")]

@@ -46,14 +46,22 @@ struct AccessLog: Sendable {
         logger.log(level: level, "\(request.method.rawValue) \(request.path)", metadata: fields)
     }
 
-    /// Names whose values are secrets: never written to the log.
-    static let secretParameters: Set<String> = ["access_token", "token"]
-
+    /// The query as logged. A parameter is a secret when its name mentions a token
+    /// (`access_token`, `access_token[]`, `access_token%3D<token>` whose name holds the token) or
+    /// its name or value looks like a JWT: its name is cut to its leading word, its value REDACTED.
     static func redactedQuery(_ query: [String: String]) -> String {
         query.keys.sorted().map { name in
-            secretParameters.contains(name.lowercased()) ? "\(name)=REDACTED" : "\(name)=\(query[name]!)"
+            let value = query[name]!
+            guard name.lowercased().contains("token") || looksLikeJWT(name) || looksLikeJWT(value) else {
+                return "\(name)=\(value)"
+            }
+            let word = name.prefix { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
+            return "\(word.isEmpty ? "?" : word)=REDACTED"
         }.joined(separator: "&")
     }
+
+    /// A JWT's header is base64url JSON: it starts with `eyJ` (`{"`).
+    private static func looksLikeJWT(_ text: String) -> Bool { text.hasPrefix("eyJ") }
 
     /// The session a JSON reply is about: the service writes `"session":"…"` among the first
     /// members of every session document (POST /sessions, POST /action), so a short scan finds it.
