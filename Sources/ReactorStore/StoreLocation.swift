@@ -28,6 +28,11 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
             guard !path.isEmpty else { throw .cannotOpen("'sqlite:' needs a file path, e.g. sqlite:reactord.sqlite") }
             self = .sqlite(path: String(path), sync: sync)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            // libpq ends the user info at the first '@': the rest of a password would be read as
+            // the host name, and echoed in libpq's error.
+            guard Self.authority(of: text).filter({ $0 == "@" }).count <= 1 else {
+                throw .cannotOpen("the store URL's user or password contains '@': write it as %40")
+            }
             self = .postgres(url: text)
         } else {
             throw .cannotOpen("unknown store '\(Self.redacted(text))'; expected 'memory', 'sqlite:PATH' or "
@@ -78,11 +83,16 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
         return text[...query] + options.joined(separator: "&")
     }
 
+    /// `user:password@host:port` in `scheme://user:password@host:port/db?options`.
+    private static func authority(of url: String) -> Substring {
+        guard let scheme = url.firstRange(of: "://") else { return "" }
+        let rest = url[scheme.upperBound...]
+        return rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex)]
+    }
+
     /// Where the password sits in `scheme://user:password@host…`.
     private static func passwordRange(in url: String) -> Range<String.Index>? {
-        guard let scheme = url.firstRange(of: "://") else { return nil }
-        let rest = url[scheme.upperBound...]
-        let authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex)]
+        let authority = authority(of: url)
         guard let at = authority.lastIndex(of: "@"),
               let colon = authority[..<at].firstIndex(of: ":") else { return nil }
         return authority.index(after: colon)..<at

@@ -352,6 +352,12 @@ final class PostgresStoreTests: XCTestCase {
                        "postgresql://h/db?password=***&sslmode=disable")
         XCTAssertEqual(try StoreLocation(parsing: "postgres://u@h/db").description, "postgres://u@h/db")
         XCTAssertEqual(StoreLocation.passwords(in: "postgres://u:p%40ss@h/db"), ["p%40ss", "p@ss"])
+        // A raw '@' in the password: libpq would take what follows it for the host and echo it.
+        XCTAssertThrowsError(try StoreLocation(parsing: "postgres://u:hun@ter2@127.0.0.1:5999/db")) { error in
+            let message = "\(error)"
+            XCTAssertTrue(message.contains("%40"), message)
+            XCTAssertFalse(message.contains("ter2") || message.contains("hun"), message)
+        }
     }
 
     // MARK: - PostgreSQL down and back
