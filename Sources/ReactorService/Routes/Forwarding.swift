@@ -33,16 +33,19 @@ extension RouteTable {
                     if request.headers[Self.retryMarker] == nil, let retry = Self.retry(request, context) {
                         return retry(responder)
                     }
+                    // The reason names the node's address, which is the cluster's, not the client's.
+                    context.logger.info("forwarding to the session's node failed: \(reason)")
                     responder.respond(.problem(
-                        status: 503, detail: "the node holding this session does not answer (\(reason)); "
+                        status: 503, detail: "the node holding this session does not answer; "
                             + "another node takes it over once its lease runs out: retry",
                         headers: HTTPHeaders([("Retry-After", retryAfter)])))
                 case let .unknown(reason):
                     cluster.metrics.countForward(.unknown)
                     cluster.forgetHolder(address)
+                    context.logger.info("no answer came back from the session's node: \(reason)")
                     responder.respond(.problem(
                         status: 504, detail: "the request reached the node holding this session, but no answer "
-                            + "came back (\(reason)): whether it was done is unknown; read the session before retrying"))
+                            + "came back: whether it was done is unknown; read the session before retrying"))
                 }
             }
         }
