@@ -41,6 +41,8 @@ extension ServerOptions {
             value.isFinite && value <= 1e9 && (exclusive ? value > min : value >= min)
         }
         try require(configuration.threads >= 1, threads, "threads", "must be at least 1", configuration.threads)
+        try require(configuration.adminToken?.isEmpty != true, adminToken, "admin-token",
+                    "must not be empty (leave it out to have one generated)", "\"\"")
         try require(seconds(configuration.sessionTTL, min: 0, exclusive: true), sessionTTL, "session-ttl",
                     "must be a number of seconds above 0 and at most 1e9", configuration.sessionTTL)
         try require(configuration.maxSessions >= 1, maxSessions, "max-sessions", "must be at least 1", configuration.maxSessions)

@@ -50,6 +50,10 @@ extension ServerOptions {
             }
             return nil
         }
+        for (value, flag, name) in [(issuer, jwtIssuer, "jwt-issuer"), (audience, jwtAudience, "jwt-audience")]
+        where value?.isEmpty == true {
+            throw ValidationError("\(source(flag, name)) must not be empty (leave it out to accept any)")
+        }
         verification.issuer = issuer
         verification.audience = audience
         if let leeway {

@@ -46,6 +46,9 @@ final class CommandLineTests: XCTestCase {
             (["--connection-limit", "0"], "--connection-limit"),
             (["--connection-limit", "\(Int.max)"], "--connection-limit"),   // overflowed and trapped at start
             (["--body-limit", "\(Int.max)"], "--body-limit"),
+            (["--admin-token", ""], "--admin-token"),
+            (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-issuer", ""], "--jwt-issuer"),
+            (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-audience", ""], "--jwt-audience"),
             (["--connections-per-ip=-1"], "--connections-per-ip"),
             (["--stream-max-age", "1e300"], "--stream-max-age"),
             (["--connection-timeout", "0"], "--connection-timeout"),
