@@ -25,6 +25,12 @@ struct Healthcheck: ParsableCommand {
     @Option(help: "Seconds to wait for the answer.")
     var timeout: Double = 2
 
+    mutating func validate() throws {
+        guard timeout.isFinite, timeout > 0, timeout <= 3_600 else {
+            throw ValidationError("--timeout must be a number of seconds above 0 and at most 3600 (got \(timeout))")
+        }
+    }
+
     func run() throws {
         let environment = Environment(ProcessInfo.processInfo.environment)
         let port = try port ?? environment.value("REACTORD_PORT") ?? 8080

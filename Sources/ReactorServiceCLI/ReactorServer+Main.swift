@@ -31,20 +31,11 @@ extension ReactorServer {
         // `<binary> healthcheck`: the container's HEALTHCHECK, asking a running server (see Healthcheck).
         let given = arguments ?? Array(CommandLine.arguments.dropFirst())
         if given.first == "healthcheck" {
-            Healthcheck.main(Array(given.dropFirst()))
+            let healthcheck = parsed(Healthcheck.self, Array(given.dropFirst()))
+            do { try healthcheck.run() } catch { Healthcheck.exit(withError: error) }
             Healthcheck.exit()
         }
-        let options: ServerOptions
-        do {
-            options = try ServeCommand.parse(arguments).options
-        } catch {
-            // A bad flag, value or variable is a usage error: its message (naming it), then exit
-            // status 2, the usage convention of getopt-style tools. `--help` and the like exit as
-            // argument-parser says (0).
-            guard ServeCommand.exitCode(for: error) == .validationFailure else { ServeCommand.exit(withError: error) }
-            fputs(ServeCommand.fullMessage(for: error) + "\n", stderr)
-            Glibc.exit(2)
-        }
+        let options = parsed(ServeCommand.self, arguments).options
         do {
             try options.bootstrapLogging()
             let server = ReactorServer(configuration: try options.configuration(),
@@ -56,6 +47,19 @@ extension ReactorServer {
             ServeCommand.exit(withError: error)
         }
         ServeCommand.exit()
+    }
+
+    /// A bad flag, value or variable is a usage error: its message (naming it), then exit status
+    /// 2, the usage convention of getopt-style tools. `--help` and the like exit as
+    /// argument-parser says (0).
+    private static func parsed<Command: ParsableCommand>(_ command: Command.Type, _ arguments: [String]?) -> Command {
+        do {
+            return try Command.parse(arguments)
+        } catch {
+            guard Command.exitCode(for: error) == .validationFailure else { Command.exit(withError: error) }
+            fputs(Command.fullMessage(for: error) + "\n", stderr)
+            Glibc.exit(2)
+        }
     }
 }
 

@@ -47,6 +47,8 @@ final class CommandLineTests: XCTestCase {
             (["--connection-limit", "\(Int.max)"], "--connection-limit"),   // overflowed and trapped at start
             (["--body-limit", "\(Int.max)"], "--body-limit"),
             (["--admin-token", ""], "--admin-token"),
+            (["healthcheck", "--timeout=-1"], "--timeout"),      // the subcommand's usage errors exit 2 too (was 64)
+            (["healthcheck", "--bogus"], "--bogus"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-issuer", ""], "--jwt-issuer"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-audience", ""], "--jwt-audience"),
             (["--connections-per-ip=-1"], "--connections-per-ip"),
