@@ -126,20 +126,26 @@ final class DurabilityTests: XCTestCase {
               + "\(unanswered.value) closed unanswered; stored count \(stored)")
     }
 
-    /// The user changes while a session is stored: when the session comes back, that change is
-    /// its next event, committed like any other, so its answers, its GET, its stream and the
-    /// store agree (it used to be answered 200 under the stored version and then lost).
-    func testAUserChangeWhileASessionIsStoredIsItsNextEvent() throws {
-        let admin = ["Authorization": "Bearer t"]
+    private let admin = ["Authorization": "Bearer t"]
+
+    /// A session made while the user was u1, then a `kill -9` and a new server on the same file:
+    /// the session is stored there, not loaded yet.
+    private func restartedWithASessionOfUserU1() throws -> (session: String, server: ReactordProcess, client: HTTPClient) {
         let server = try start()
         let client = HTTPClient(port: server.port)
         XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#, headers: admin).status, 200)
         let session = try create(client)
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
-
         let restarted = try start()
-        let again = HTTPClient(port: restarted.port)
+        return (session, restarted, HTTPClient(port: restarted.port))
+    }
+
+    /// The user changes while a session is stored: when the session comes back, that change is
+    /// its next event, committed like any other, so its answers, its GET, its stream and the
+    /// store agree (it used to be answered 200 under the stored version and then lost).
+    func testAUserChangeWhileASessionIsStoredIsItsNextEvent() throws {
+        let (session, restarted, again) = try restartedWithASessionOfUserU1()
         XCTAssertEqual(try again.request("PUT", "/user", body: #"{"id":"u2","name":"kim"}"#, headers: admin).status, 200)
         func userID(_ body: [String: Any]) -> String? {
             ((body["state"] as? [String: Any])?["user"] as? [String: Any])?["id"] as? String
@@ -169,16 +175,7 @@ final class DurabilityTests: XCTestCase {
     /// The first request after the restart is a read: it waits for the change to be committed,
     /// so it shows the current user under the new version, as every later read does.
     func testTheFirstReadAfterARestartShowsAUserChangeMadeWhileStored() throws {
-        let admin = ["Authorization": "Bearer t"]
-        let server = try start()
-        let client = HTTPClient(port: server.port)
-        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#, headers: admin).status, 200)
-        let session = try create(client)
-        kill(server.process.processIdentifier, SIGKILL)
-        XCTAssertNotNil(server.waitForExit(timeout: 5))
-
-        let restarted = try start()
-        let again = HTTPClient(port: restarted.port)
+        let (session, restarted, again) = try restartedWithASessionOfUserU1()
         XCTAssertEqual(try again.request("DELETE", "/user", headers: admin).status, 204)
         for attempt in 1...2 {
             let read = try again.request("GET", "/sessions/\(session)").object
@@ -235,7 +232,7 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try act(client, kept).status, 200)
         XCTAssertEqual(try client.request("DELETE", "/sessions/\(deleted)").status, 204)
         XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#,
-                                          headers: ["Authorization": "Bearer t"]).status, 200)
+                                          headers: admin).status, 200)
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
 
