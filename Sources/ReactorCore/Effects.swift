@@ -9,7 +9,7 @@ extension AnyPublisher where Failure == Never {
     /// runtime metadata lookups unspecialised generic code pays on every call.)
     @inlinable
     public static func just(_ output: Output) -> AnyPublisher<Output, Never> {
-        Just(output).eraseToAnyPublisher()
+        JustEffect(output).eraseToAnyPublisher()
     }
 
     /// Finishes at once, with no value.

@@ -208,7 +208,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
 
 /// Subscribes to one effect returned by `mutate`; its state is guarded by its parent's
 /// lock (one lock per reactor stage, not one per effect).
-final class EffectSubscriber<Mutation>: Subscriber, GateWork {
+final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateWork {
     typealias Input = Mutation
     typealias Failure = Never
 
@@ -236,6 +236,11 @@ final class EffectSubscriber<Mutation>: Subscriber, GateWork {
     func receive(_ input: Mutation) -> Subscribers.Demand {
         parent.gate.dispatch(self, input)
         return .none
+    }
+
+    override func receiveAtOnce(_ value: UnsafeRawPointer) {
+        parent.gate.dispatch(self, value.assumingMemoryBound(to: Mutation.self).pointee)
+        parent.effectFinished(self)
     }
 
     /// Under the gate.
