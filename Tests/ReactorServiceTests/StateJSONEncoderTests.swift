@@ -54,6 +54,34 @@ final class StateJSONEncoderTests: XCTestCase {
         var set: Set<Int> = [3]
     }
 
+    /// Optionals written with `encode` rather than `encodeIfPresent` (a hand-written
+    /// `encode(to:)`, arrays, dictionaries) take the encoder's short way for optionals.
+    struct ExplicitOptionals: Encodable {
+        var none: Inner? = nil
+        var some: Inner? = Inner(b: 1, a: nil)
+        var doubleNone: Int?? = .some(nil)
+        var doubleSome: Int?? = 4
+        var list: [Int?] = [1, nil, 3]
+        var map: [String: Inner?] = ["x": nil, "y": Inner()]
+
+        private enum CodingKeys: String, CodingKey { case none, some, doubleNone, doubleSome, list, map }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(none, forKey: .none)
+            try container.encode(some, forKey: .some)
+            try container.encode(doubleNone, forKey: .doubleNone)
+            try container.encode(doubleSome, forKey: .doubleSome)
+            try container.encode(list, forKey: .list)
+            try container.encode(map, forKey: .map)
+        }
+    }
+
+    func testMatchesJSONEncoderOnOptionalsEncodedExplicitly() throws {
+        try assertSameAsFoundation(ExplicitOptionals())
+        try assertSameAsFoundation([Inner?.none, Inner()])
+    }
+
     func testMatchesJSONEncoderOnEveryKindOfValue() throws {
         try assertSameAsFoundation(Everything())
         try assertSameAsFoundation(Inner())

@@ -168,7 +168,13 @@ private enum Node {
 }
 
 private final class ObjectBox {
-    var members: [(key: String, value: Node)] = []
+    var members: [(key: String, value: Node)]
+
+    /// Room for a state's few fields at once: growing one by one reallocates twice by three.
+    init() {
+        members = []
+        members.reserveCapacity(4)
+    }
 
     /// A key encoded again replaces its value, as in `JSONEncoder`: the writer keeps the last.
     func set(_ key: String, _ value: Node) {
@@ -272,6 +278,12 @@ private final class NodeEncoder: PulseObservingEncoder {
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
             return .raw(Array(try JSONText.makeEncoder().encode(value)))
         }
+        // An optional encodes its wrapped value at its own level, or null (`Optional.encode(to:)`):
+        // so without an encoder of its own. (`_isOptional` reads the type's metadata kind; the
+        // cast alone would cost a conformance lookup for every value.)
+        if _isOptional(T.self), let optional = value as? any EncodableOptional {
+            return try optional.node(in: self, key: key, extraPath: extraPath)
+        }
         let child = pathEncoder(extraPath).child(key: key)
         try value.encode(to: child)
         guard let node = child.node else { throw StateJSONEncoder.Unsupported() }
@@ -287,6 +299,16 @@ private final class NodeEncoder: PulseObservingEncoder {
     }
 }
 
+private protocol EncodableOptional {
+    func node(in encoder: NodeEncoder, key: any CodingKey, extraPath: [any CodingKey]) throws -> Node
+}
+
+extension Optional: EncodableOptional where Wrapped: Encodable {
+    fileprivate func node(in encoder: NodeEncoder, key: any CodingKey, extraPath: [any CodingKey]) throws -> Node {
+        guard let self else { return .null }
+        return try encoder.box(self, key: key, extraPath: extraPath)
+    }
+}
 
 private struct SuperKey: CodingKey {
     var stringValue: String { "super" }
