@@ -299,9 +299,10 @@ public final class ReactorServer: @unchecked Sendable {
                     metadata: metadata)
     }
 
-    /// Writes `text` to `path`, readable by its owner only (0600, whatever the file was before).
+    /// Writes `text` to `path`, readable by its owner only (0600, whatever the file was before),
+    /// never through a symbolic link.
     private static func writePrivately(_ text: String, to path: String) -> String? {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { return String(cString: strerror(errno)) }
         defer { close(fd) }
         guard fchmod(fd, 0o600) == 0 else { return String(cString: strerror(errno)) }

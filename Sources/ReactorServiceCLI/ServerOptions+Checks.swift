@@ -1,4 +1,7 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -66,10 +69,45 @@ extension ServerOptions {
         try require(seconds(configuration.leaseDuration, min: 0.5, exclusive: false) && configuration.leaseDuration <= 3_600,
                     lease, "lease", "must be a number of seconds from 0.5 to 3600", configuration.leaseDuration)
         if let address = configuration.advertise {
-            try require(address.hasPrefix("http://") && address.count > "http://".count, advertise, "advertise",
-                        "must be an http:// URL other nodes can reach, e.g. http://10.0.0.5:8080", address)
+            try require(Self.isNodeAddress(address), advertise, "advertise",
+                        "must be an http:// URL with a host and a port other nodes can reach, e.g. http://10.0.0.5:8080",
+                        address)
         }
         try require(configuration.connectionTimeout >= 1, connectionTimeout, "connection-timeout", "must be at least 1 second",
                     configuration.connectionTimeout)
+        if configuration.adminToken == nil, let path = configuration.adminTokenFile {
+            try checkAdminTokenFile(path, require)
+        }
+    }
+
+    /// `http://HOST:PORT`, optionally with a trailing `/`: forwards go to that port (a missing one
+    /// made every forward fail).
+    static func isNodeAddress(_ address: String) -> Bool {
+        guard address.hasPrefix("http://") else { return false }
+        var authority = address.dropFirst("http://".count)
+        if authority.hasSuffix("/") { authority = authority.dropLast() }
+        guard let colon = authority.lastIndex(of: ":"), let port = UInt16(authority[authority.index(after: colon)...]),
+              port > 0 else { return false }
+        let host = authority[..<colon]
+        return !host.isEmpty && !host.contains("/") && !host.contains("@")
+    }
+
+    /// The generated token's file: its folder must exist, and it must not be a symbolic link
+    /// (the token would land wherever the link points). An explicitly named file's folder must
+    /// also be writable; the default, in the working directory, only warns when it is not (a
+    /// read-only working directory must not stop a server that needs no file).
+    private func checkAdminTokenFile(_ path: String,
+                                     _ require: (Bool, Any?, String, String, Any) throws -> Void) throws {
+        let explicit = adminTokenFile != nil || path != Self.defaultAdminTokenFile
+        let flag: Any? = adminTokenFile
+        let folder = path.contains("/") ? String(path[...path.lastIndex(of: "/")!]) : "."
+        var info = stat()
+        try require(stat(folder, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR,
+                    flag, "admin-token-file", "must be in a folder that exists", path)
+        let isLink = lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK
+        try require(!isLink, flag, "admin-token-file", "must not be a symbolic link", path)
+        if explicit {
+            try require(access(folder, W_OK) == 0, flag, "admin-token-file", "must be in a folder this user can write", path)
+        }
     }
 }

@@ -87,6 +87,9 @@ public struct ServerOptions: ParsableArguments {
         _ = try logFormat(environment: environment)
     }
 
+    /// Where a generated admin token goes when neither the flag nor its variable says.
+    static let defaultAdminTokenFile = "reactord-admin-token"
+
     /// The configuration these flags and `environment`'s `REACTORD_*` variables describe.
     public func configuration(environment: [String: String] = ProcessInfo.processInfo.environment)
         throws -> ServiceConfiguration {
@@ -123,7 +126,7 @@ public struct ServerOptions: ParsableArguments {
         configuration.leaseDuration = try lease ?? environment.value("REACTORD_LEASE") ?? configuration.leaseDuration
         configuration.accessLog = try (accessLog ?? environment.value("REACTORD_ACCESS_LOG") ?? .on) == .on
         configuration.adminTokenFile = try adminTokenFile ?? environment.value("REACTORD_ADMIN_TOKEN_FILE")
-            ?? "reactord-admin-token"
+            ?? Self.defaultAdminTokenFile
         configuration.maxSessionsPerSubject = try maxSessionsPerSubject
             ?? environment.value("REACTORD_MAX_SESSIONS_PER_SUBJECT") ?? configuration.maxSessionsPerSubject
         configuration.sessionCreateRate = try sessionCreateRate ?? environment.value("REACTORD_SESSION_CREATE_RATE")

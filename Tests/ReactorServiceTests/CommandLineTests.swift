@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import ReactorService
 import XCTest
 
 /// The real `reactord`'s command line (ReactorServiceCLI): a bad flag or variable is exit 2
@@ -47,6 +49,10 @@ final class CommandLineTests: XCTestCase {
             (["--connection-limit", "\(Int.max)"], "--connection-limit"),   // overflowed and trapped at start
             (["--body-limit", "\(Int.max)"], "--body-limit"),
             (["--admin-token", ""], "--admin-token"),
+            (["--admin-token-file", "/no-such-folder/token"], "--admin-token-file"),   // only warned, and ran
+            (["--admin-token-file", "/etc/hostname/token"], "--admin-token-file"),     // a file is no folder
+            (["--advertise", "http://10.0.0.5"], "--advertise"),      // every forward then failed: no port
+            (["--advertise", "http://:8080"], "--advertise"),
             (["healthcheck", "--timeout=-1"], "--timeout"),      // the subcommand's usage errors exit 2 too (was 64)
             (["healthcheck", "--bogus"], "--bogus"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-issuer", ""], "--jwt-issuer"),
@@ -68,6 +74,26 @@ final class CommandLineTests: XCTestCase {
         }
     }
 
+    /// A generated token is never written through a symbolic link (it would land wherever the
+    /// link points): the command line refuses one, and the library does not follow it.
+    func testTheAdminTokenFileIsNotASymbolicLink() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("token-link-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let link = folder.appendingPathComponent("reactord-admin-token").path
+        let target = folder.appendingPathComponent("elsewhere").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+
+        let outcome = try run(["--admin-token-file", link])
+        XCTAssertEqual(outcome.status, 2, outcome.output)
+        XCTAssertTrue(outcome.output.contains("--admin-token-file must not be a symbolic link"), outcome.output)
+
+        var configuration = ServiceConfiguration()
+        configuration.adminTokenFile = link
+        _ = ReactorServer(configuration: configuration, logger: Logger(label: "test"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target), "the token went through the link")
+    }
+
     func testBadEnvironmentVariablesExit2NamingTheVariable() throws {
         let cases: [(String, String)] = [
             ("REACTORD_PORT", "70000"), ("REACTORD_PORT", "http"), ("REACTORD_THREADS", "0"),
@@ -75,6 +101,7 @@ final class CommandLineTests: XCTestCase {
             ("REACTORD_HEARTBEAT", "inf"), ("REACTORD_HISTORY", "-1"), ("REACTORD_CONNECTION_LIMIT", "0"),
             ("REACTORD_CONNECTIONS_PER_IP", "-2"), ("REACTORD_STREAM_MAX_AGE", "-1"),
             ("REACTORD_CONNECTION_TIMEOUT", "0"), ("REACTORD_LOG_LEVEL", "verbose"),
+            ("REACTORD_ADMIN_TOKEN_FILE", "/no-such-folder/token"), ("REACTORD_ADVERTISE", "http://node-a"),
         ]
         for (name, value) in cases {
             let outcome = try run([], environment: [name: value])
