@@ -150,7 +150,24 @@ struct mhd_shim_framing
   const char *first_encoding;
   unsigned int spaced_names;     /* field names with a space or tab in them ("Name : value") */
   unsigned int cr_fields;        /* fields with a CR in their name or value (a NUL ends the value) */
+  unsigned int folded_fields;    /* fields continued on the next line (obs-fold) */
 };
+
+/// libmicrohttpd 0.9.75 parses "Name: value" in place, so a field's value follows its name,
+/// the NUL that replaced the colon and optional whitespace. It appends an obs-fold
+/// continuation line to the field's *name*, which moves the name elsewhere in its pool
+/// ("Content-Length:\r\n 35" becomes a field "Content-Length35" with an empty value, and the
+/// body is read as the next request): a value that does not follow its name marks one.
+static inline int
+mhd_shim_value_follows_name (const char *key, size_t key_size, const char *value)
+{
+  const char *after_colon = key + key_size + 1;
+  if (NULL == value) return 1;
+  if (value < after_colon || value - after_colon > 1024) return 0;
+  for (const char *p = after_colon; p < value; p++)
+    if (' ' != *p && '\t' != *p) return 0;
+  return 1;
+}
 
 static inline enum MHD_Result
 mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
@@ -163,6 +180,8 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
     framing->spaced_names++;
   if (NULL != memchr (key, '\r', key_size) || (NULL != value && NULL != memchr (value, '\r', value_size)))
     framing->cr_fields++;
+  if (!mhd_shim_value_follows_name (key, key_size, value))
+    framing->folded_fields++;
   if (0 == strcasecmp (key, MHD_HTTP_HEADER_TRANSFER_ENCODING))
   {
     if (0 == framing->encodings++)
@@ -183,7 +202,7 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
 static inline struct mhd_shim_framing
 mhd_shim_framing_fields (struct MHD_Connection *connection)
 {
-  struct mhd_shim_framing framing = { 0, 0, 0, NULL, 0, NULL, 0, 0 };
+  struct mhd_shim_framing framing = { 0, 0, 0, NULL, 0, NULL, 0, 0, 0 };
   MHD_get_connection_values_n (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
   return framing;
 }

@@ -223,13 +223,19 @@ extension HTTPServer {
     /// (§3.2); Content-Length fields that disagree, or Content-Length with Transfer-Encoding, make
     /// the body's end unknowable (§6.1, §6.3); chunked must be the final transfer coding, once
     /// (§6.1), and libmicrohttpd implements no other (§7: 501). Repeated identical Content-Length
-    /// values are accepted, as §6.3 allows. Each problem is answered, then the connection closes.
+    /// values are accepted, as §6.3 allows. Obsolete line folding is refused (§5.2 lets a server
+    /// choose): libmicrohttpd glued the continuation onto the field's name, so a folded
+    /// Content-Length vanished and the body ran as a second request. Each problem is answered,
+    /// then the connection closes.
     static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>)
         -> (status: Int, detail: String)? {
         if framing.spaced_names > 0 {
             return (400, "a header field name has whitespace before its colon")
         }
         if framing.cr_fields > 0 { return (400, "a header field contains a bare CR") }
+        if framing.folded_fields > 0 {
+            return (400, "a header field is continued on the next line (obs-fold); send each field on one line")
+        }
         if framing.lengths > 1 && framing.lengths_differ != 0 {
             return (400, "the request has conflicting Content-Length header fields")
         }

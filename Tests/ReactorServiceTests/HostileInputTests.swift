@@ -328,6 +328,19 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()   // the smuggled DELETE did not run
     }
 
+    func testAFoldedFieldIs400ThenClose() throws {
+        // RFC 9112 §5.2 (obs-fold): libmicrohttpd glued the continuation onto the field's name, so
+        // "Content-Length:" folded before its value vanished and the body, a DELETE, ran as a
+        // second request; a folded Origin lost the CORS headers.
+        let smuggled = "DELETE /sessions/\(session) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        for head in ["POST /action HTTP/1.1\r\nHost: t\r\nContent-Length:\r\n \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+                     "GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\t\(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+                     "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\r\n b\r\n\tc\r\n\r\n"] {
+            try assertRefusedThenClosed(head, 400, mentions: ["obs-fold"])
+        }
+        try assertUnchangedAndAlive()   // the smuggled DELETE did not run
+    }
+
     func testABareCRInAFieldIs400ThenClose() throws {
         // RFC 9112 §2.2: a bare CR makes the element invalid; libmicrohttpd kept it in the value.
         for head in ["GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\rb\r\n\r\n",
