@@ -43,7 +43,7 @@ public struct ServerOptions: ParsableArguments {
     var sessionCreateRate: Double?
     @Option(help: "The burst --session-create-rate allows. [env: REACTORD_SESSION_CREATE_BURST] (default: 100)")
     var sessionCreateBurst: Int?
-    @Option(help: "Seconds a session lives without actions or subscribers. [env: REACTORD_SESSION_TTL] (default: 1800)")
+    @Option(help: "Seconds a session lives without actions, reads (GET /sessions/{id}) or subscribers. [env: REACTORD_SESSION_TTL] (default: 1800)")
     var sessionTTL: Double?
     @Option(help: "Most sessions at once; past it POST /sessions answers 503. [env: REACTORD_MAX_SESSIONS] (default: 100000)")
     var maxSessions: Int?
