@@ -74,14 +74,29 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
   return (size_t) (write - text);
 }
 
+/// MHD_OPTION_URI_LOG_CALLBACK: sees the request target as sent, before unescaping. RFC 9112
+/// §3.2 allows no whitespace or control character in it, and libmicrohttpd 0.9.75 keeps them
+/// in the path ("GET  /healthz  HTTP/1.1" asks for "/healthz "): such a request starts with
+/// `cls`, a mark the access handler answers 400. Any other starts with NULL, as without it.
+static inline void *
+mhd_shim_check_target (void *cls, const char *uri, struct MHD_Connection *connection)
+{
+  (void) connection;
+  for (const unsigned char *p = (const unsigned char *) uri; '\0' != *p; p++)
+    if (*p <= 0x20 || 0x7F == *p) return cls;
+  return NULL;
+}
+
 /// Starts a daemon: the access handler, the completion callback and the error logger are
 /// named; every other option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
+/// A request whose target is malformed starts with `malformed_target` in its context.
 static inline struct MHD_Daemon *
 mhd_shim_start_daemon (unsigned int flags,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
                        MHD_NotifyConnectionCallback connection_notice, void *notice_cls,
                        struct mhd_shim_logger *logger,
+                       void *malformed_target,
                        struct MHD_OptionItem *options)
 {
   /* The logger comes first: libmicrohttpd logs options it parses before it to stderr. */
@@ -90,6 +105,7 @@ mhd_shim_start_daemon (unsigned int flags,
                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                            MHD_OPTION_NOTIFY_CONNECTION, connection_notice, notice_cls,
                            MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, NULL,
+                           MHD_OPTION_URI_LOG_CALLBACK, mhd_shim_check_target, malformed_target,
                            MHD_OPTION_ARRAY, options,
                            MHD_OPTION_END);
 }
@@ -143,6 +159,7 @@ mhd_shim_get_headers_and_arguments (struct MHD_Connection *connection,
 struct mhd_shim_framing
 {
   unsigned int hosts;            /* Host fields */
+  const char *first_host;
   unsigned int lengths;          /* Content-Length fields */
   int lengths_differ;            /* two Content-Length values are not the same text */
   const char *first_length;
@@ -188,7 +205,10 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
       framing->first_encoding = value;
   }
   else if (0 == strcasecmp (key, MHD_HTTP_HEADER_HOST))
-    framing->hosts++;
+  {
+    if (0 == framing->hosts++)
+      framing->first_host = value;
+  }
   else if (0 == strcasecmp (key, MHD_HTTP_HEADER_CONTENT_LENGTH))
   {
     if (0 == framing->lengths++)
@@ -202,7 +222,7 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
 static inline struct mhd_shim_framing
 mhd_shim_framing_fields (struct MHD_Connection *connection)
 {
-  struct mhd_shim_framing framing = { 0, 0, 0, NULL, 0, NULL, 0, 0, 0 };
+  struct mhd_shim_framing framing = { 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0 };
   MHD_get_connection_values_n (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
   return framing;
 }

@@ -29,7 +29,7 @@ func mhdRequestCompleted(
     var exchange: Exchange?
     if let context, let raw = context.pointee {
         context.pointee = nil
-        if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
+        if raw != bodylessRequestMark && raw != malformedTargetMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
     Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
         $0.completed(exchange, ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,

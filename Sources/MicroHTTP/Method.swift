@@ -26,3 +26,13 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConv
         else { self.init(rawValue: String(cString: cString)) }
     }
 }
+
+extension HTTPMethod {
+    /// The methods an `Allow` field names for a resource with `methods`: HEAD wherever GET is
+    /// (a GET handler answers it), in a stable order.
+    public static func allowed(_ methods: some Sequence<HTTPMethod>) -> [HTTPMethod] {
+        var allowed = Set(methods)
+        if allowed.contains(.GET) { allowed.insert(.HEAD) }
+        return allowed.sorted { $0.rawValue < $1.rawValue }
+    }
+}

@@ -9,6 +9,10 @@ import Darwin
 /// case needs no per-request allocation here.
 let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
+/// Marks, in `con_cls`, a request whose target has whitespace or a control character in it
+/// (set before the first call, by `mhd_shim_check_target`).
+let malformedTargetMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+
 /// Marks, in a connection's socket context, one accepted past the connection limit.
 let overLimitMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
@@ -25,6 +29,8 @@ extension HTTPServer {
     func handle(_ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                 version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
+        let malformedTarget = context.pointee == malformedTargetMark
+        if malformedTarget { context.pointee = nil }
         if let raw = context.pointee {
             if raw == bodylessRequestMark {
                 context.pointee = nil
@@ -45,7 +51,8 @@ extension HTTPServer {
                           connection, HTTPMethod(cString: method), url, closing: true)
         }
         let framing = mhd_shim_framing_fields(connection.raw)
-        if let problem = Self.framingProblem(framing, version: version) {
+        if let problem = Self.requestLineProblem(method: method, malformedTarget: malformedTarget)
+            ?? Self.framingProblem(framing, version: version) {
             // Then close: the framing of what follows is unknowable.
             return refuse(.problem(status: problem.status, detail: problem.detail), connection,
                           HTTPMethod(cString: method), url, closing: true)
@@ -197,8 +204,10 @@ extension HTTPServer {
             return .refused(Refusal(.problem(status: 404, detail: "no resource at this path")))
         case let .methodNotAllowed(allow):
             let allowed = allow.map(\.rawValue).joined(separator: ", ")
+            // A method is echoed only while short: it is the client's text.
+            let named = method.rawValue.utf8.count <= 32 ? method.rawValue : "this method"
             return .refused(Refusal(.problem(
-                status: 405, detail: "\(method) is not allowed on this resource; allowed: \(allowed)",
+                status: 405, detail: "\(named) is not allowed on this resource; allowed: \(allowed)",
                 headers: HTTPHeaders([("Allow", allowed)]))))
         }
     }
@@ -227,6 +236,56 @@ extension HTTPServer {
     /// choose): libmicrohttpd glued the continuation onto the field's name, so a folded
     /// Content-Length vanished and the body ran as a second request. Each problem is answered,
     /// then the connection closes.
+    /// RFC 9112 §3: the method is a token (RFC 9110 §5.6.2) and the target has no whitespace
+    /// or control character; libmicrohttpd 0.9.75 passes on both.
+    static func requestLineProblem(method: UnsafePointer<CChar>, malformedTarget: Bool) -> (status: Int, detail: String)? {
+        if malformedTarget { return (400, "the request target contains whitespace or a control character") }
+        var byte = method
+        while byte.pointee != 0 {
+            guard isTokenCharacter(UInt8(bitPattern: byte.pointee)) else {
+                return (400, "the request method is not a token (RFC 9110 section 5.6.2)")
+            }
+            byte += 1
+        }
+        return nil
+    }
+
+    /// RFC 9110 §5.6.2's tchar.
+    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    /// RFC 9112 §3.2: Host is `uri-host [ ":" port ]` (RFC 3986), or empty. Anything else (a
+    /// space, a slash, userinfo, an unclosed IPv6 literal) is 400.
+    static func isValidHost(_ host: UnsafePointer<CChar>) -> Bool {
+        var text = Array(String(cString: host).utf8)[...]
+        if text.first == UInt8(ascii: "[") {
+            guard let close = text.firstIndex(of: UInt8(ascii: "]")) else { return false }
+            let literal = text[text.index(after: text.startIndex)..<close]
+            let allowed: (UInt8) -> Bool = { byte in
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
+                    || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
+            }
+            guard !literal.isEmpty, literal.allSatisfy(allowed) else { return false }
+            text = text[text.index(after: close)...]
+        } else {
+            let name = text.prefix { $0 != UInt8(ascii: ":") }
+            let subDelimiters = "-._~%!$&'()*+,;=".utf8
+            guard name.allSatisfy({ byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || subDelimiters.contains(byte)
+            }) else { return false }
+            text = text[name.endIndex...]
+        }
+        guard let colon = text.first else { return true }
+        return colon == UInt8(ascii: ":") && text.dropFirst().allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
     static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>)
         -> (status: Int, detail: String)? {
         if framing.spaced_names > 0 {
@@ -240,6 +299,9 @@ extension HTTPServer {
             return (400, "the request has conflicting Content-Length header fields")
         }
         if framing.hosts > 1 { return (400, "the request has more than one Host header field") }
+        if let host = framing.first_host, !isValidHost(host) {
+            return (400, "the Host header field is not a host name or address with an optional port")
+        }
         if framing.hosts == 0 && strcmp(version, "HTTP/1.0") != 0 {
             return (400, "an HTTP/1.1 request must have a Host header field")
         }

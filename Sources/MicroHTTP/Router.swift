@@ -118,9 +118,7 @@ public struct Router: Sendable {
         // No `??` here: its generic parameter would wrap the handler in a thunk per request.
         if let handler = route.handler(for: method) { return .found(handler, parameters: parameters) }
         if method == .HEAD, let handler = route.handler(for: .GET) { return .found(handler, parameters: parameters) }
-        var allow = Set(route.handlers.map(\.method))
-        if allow.contains(.GET) { allow.insert(.HEAD) }
-        return .methodNotAllowed(allow: allow.sorted { $0.rawValue < $1.rawValue })
+        return .methodNotAllowed(allow: HTTPMethod.allowed(route.handlers.map(\.method)))
     }
 
     private static func match(_ segments: [Segment], _ parts: [Substring]) -> [String: String]? {

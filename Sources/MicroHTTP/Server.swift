@@ -86,7 +86,8 @@ public final class HTTPServer: @unchecked Sendable {
         for _ in 0..<threads {
             guard let daemon = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
                                                      mhdRequestCompleted, me.toOpaque(),
-                                                     mhdConnectionNotice, me.toOpaque(), log, &options) else { break }
+                                                     mhdConnectionNotice, me.toOpaque(), log,
+                                                     malformedTargetMark, &options) else { break }
             started.append(daemon)
         }
         let allStarted = started.count == threads

@@ -49,6 +49,16 @@ final class CORSTests: XCTestCase {
         XCTAssertTrue(list(response.header("Access-Control-Allow-Headers")).contains("last-event-id"))
     }
 
+    /// OPTIONS names what a 405 on the same resource names (HEAD wherever GET is).
+    func testOptionsAllowsWhatA405Allows() throws {
+        let session = try fixture.createSession()
+        let options = try preflight("/sessions/\(session)", origin: Self.allowed, method: "GET")
+        let refused = try fixture.client.request("PATCH", "/sessions/\(session)")
+        XCTAssertEqual(refused.status, 405)
+        XCTAssertEqual(options.header("Allow"), refused.header("Allow"))
+        XCTAssertEqual(list(options.header("Allow")), ["delete", "get", "head", "options"])
+    }
+
     func testPreflightFromAnotherOriginGrantsNothing() throws {
         let response = try preflight("/action", origin: Self.other)
         XCTAssertEqual(response.status, 204)

@@ -300,6 +300,40 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    func testInvalidHostValuesAre400ThenClose() throws {
+        // RFC 9112 §3.2: "a Host header field with an invalid field value" is 400; libmicrohttpd
+        // 0.9.75 passed every one on.
+        for host in ["a b", "a/b", "user@x", "[::1", "[::1]x", "x:8o", "x\"y"] {
+            try assertRefusedThenClosed("GET /healthz HTTP/1.1\r\nHost: \(host)\r\n\r\n", 400, mentions: ["Host"])
+        }
+        // Names, addresses, IPv6 literals, ports and the empty value (a target without authority).
+        for host in ["localhost", "localhost:8080", "10.0.0.5:80", "[::1]:8080", "[fe80::1]", "my_host.example-1", ""] {
+            let response = try raw("GET /healthz HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+            XCTAssertEqual(response?.status, 200, "Host: \(host)")
+        }
+        try assertUnchangedAndAlive()
+    }
+
+    func testAMalformedRequestLineIs400ThenClose() throws {
+        // RFC 9112 §3: single spaces around a target without whitespace, and a method that is a
+        // token. libmicrohttpd 0.9.75 served "GET  /healthz  HTTP/1.1" as "/healthz " (404) and
+        // passed on any method; a long one came back whole in the 405's detail.
+        for line in ["GET  /healthz  HTTP/1.1", "GET /healthz  HTTP/1.1", "GET /a b HTTP/1.1",
+                     "GET /sessions/\(session)\u{1}x HTTP/1.1"] {
+            try assertRefusedThenClosed("\(line)\r\nHost: t\r\n\r\n", 400, mentions: ["target"])
+        }
+        for method in ["GE\"T", "G<script>T", "G\u{1}T", "G(T)"] {
+            try assertRefusedThenClosed("\(method) /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 400, mentions: ["method"])
+        }
+        let long = String(repeating: "M", count: 5_000)
+        let response = try raw("\(long) /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        assertProblem(response, 405)
+        XCTAssertFalse(response.map { String(decoding: $0.body, as: UTF8.self).contains(long) } ?? true)
+        // An encoded space is part of a path, not a malformed line: no such resource.
+        assertProblem(try raw("GET /a%20b HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
+        try assertUnchangedAndAlive()
+    }
+
     func testConflictingContentLengthsAre400ThenClose() throws {
         // RFC 9112 §6.3: differing Content-Length values leave the body's end unknown: 400, close.
         let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#

@@ -33,7 +33,7 @@ struct CORSPolicy: Sendable {
     /// `OPTIONS` on a route: 204, naming the route's methods when the origin is allowed.
     func preflight(_ request: Request, methods: [HTTPMethod]) -> Response {
         var response = Response(status: 204)
-        response.headers.add("Allow", (methods + [.OPTIONS]).map(\.rawValue).joined(separator: ", "))
+        response.headers.add("Allow", HTTPMethod.allowed(methods + [.OPTIONS]).map(\.rawValue).joined(separator: ", "))
         let headers = responseHeaders(for: request)
         for (name, value) in headers { response.headers.add(name, value) }
         guard allowsRequest(request) else { return response }
