@@ -35,6 +35,19 @@ final class ErrorTests: XCTestCase {
         try assertSessionUnchanged()
     }
 
+    /// A key twice in one object means what each reader makes of it (Foundation took the first,
+    /// most parsers the last): a filter in front could pass one request and reactord serve another.
+    func testADuplicateKeyIs400NamingIt() throws {
+        let cases = [(#"{"session":"\#(session)","action":{"type":"increase","type":"decrease"}}"#, "type"),
+                     (#"{"session":"\#(session)","action":{"type":"increase"},"session":"x"}"#, "session")]
+        for (body, key) in cases {
+            assertProblem(try fixture.client.request("POST", "/action", body: body), 400, mentions: ["'\(key)'", "twice"])
+        }
+        assertProblem(try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter","reactor":"counter"}"#),
+                      400, mentions: ["reactor", "twice"])
+        try assertSessionUnchanged()
+    }
+
     func testWrongShapeIs422NamingTheField() throws {
         assertProblem(try fixture.client.request("POST", "/action", body: "[]"), 422, mentions: ["object"])
         assertProblem(try fixture.client.request("POST", "/action", body: #"{"action":{"type":"increase"}}"#),

@@ -37,6 +37,8 @@ enum RequestDecoding {
             throw .malformed("request body is not valid JSON (RFC 8259, in UTF-8) at or before byte \(offset)")
         case .tooDeep?:
             throw .malformed("request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
+        case let .duplicateKey(key)?:
+            throw .malformed("request body has the key '\(key.prefix(40))' twice in one object; send each key once")
         case nil: break
         }
         return try decodeDeclined(T.self, from: body, with: decoder, integerMismatch: mismatch)

@@ -9,8 +9,8 @@ import Foundation
 /// Its parser is the judge of syntax: a body that is not RFC 8259 JSON in UTF-8 is reported as
 /// a `SyntaxProblem` (Foundation's `JSONDecoder` on Linux lets through trailing commas, bad
 /// numbers, escapes and UTF-8 in values it skips, and UTF-16). Otherwise it only ever answers
-/// with a value it is sure `JSONDecoder` would give: anything it is not sure of — a duplicate
-/// key, a number that is not a plain integer, `Date`, `Data`, `URL` or `Decimal`, `allKeys`,
+/// with a value it is sure `JSONDecoder` would give: anything it is not sure of — a number
+/// that is not a plain integer, `Date`, `Data`, `URL` or `Decimal`, `allKeys`,
 /// any error at all (including the decoded type's own) —
 /// gives `nil`, and the caller decodes the body with `JSONDecoder`, whose value or error
 /// (with its wording and coding path) is then the answer. Errors are rare; the common request
@@ -31,6 +31,10 @@ enum RequestJSONDecoder {
         case malformed(offset: Int)
         /// Nested deeper than `maxDepth` arrays and objects.
         case tooDeep
+        /// An object with `key` twice. RFC 8259 §4 leaves what that means to each reader (Foundation
+        /// keeps the first, most parsers the last), so a proxy or filter could act on another
+        /// request than the one served: refused, as I-JSON (RFC 7493 §2.3) does.
+        case duplicateKey(String)
     }
 
     static let maxDepth = 256
@@ -52,13 +56,15 @@ enum RequestJSONDecoder {
         return decode(parsed, key: nil, userInfo: userInfo, integerMismatch: &integerMismatch) { try T(from: $0) }
     }
 
-    /// The body's value, or why it is no JSON this parser accepts (nil and nil: JSON with a
-    /// duplicate key, which `JSONDecoder` must judge).
+    /// The body's value, or why it is no JSON this parser accepts.
     private static func parse(_ body: [UInt8]) -> (JSONValue?, SyntaxProblem?) {
         body.withUnsafeBufferPointer { bytes in
             var parser = JSONParser(bytes: bytes)
             let value = parser.parseDocument()
-            if parser.isWellFormed { return (value, nil) }
+            if parser.isWellFormed {
+                if let key = parser.duplicateKey { return (nil, .duplicateKey(key)) }
+                return (value, nil)
+            }
             return (nil, parser.tooDeep ? .tooDeep : .malformed(offset: min(parser.index, bytes.count)))
         }
     }
@@ -146,7 +152,8 @@ private struct JSONParser {
     var depth = 0
     /// JSON, whatever else; a well-formed document with a duplicate key still gives nil.
     private(set) var isWellFormed = false
-    private var metDuplicateKey = false
+    /// The first key met twice in one object.
+    private(set) var duplicateKey: String?
     private(set) var tooDeep = false
 
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
@@ -158,7 +165,7 @@ private struct JSONParser {
         guard let value = parseValue() else { return nil }
         skipWhitespace()
         isWellFormed = index == bytes.count
-        return isWellFormed && !metDuplicateKey ? value : nil
+        return isWellFormed && duplicateKey == nil ? value : nil
     }
 
     private mutating func skipWhitespace() {
@@ -214,9 +221,9 @@ private struct JSONParser {
             index += 1
             skipWhitespace()
             guard let value = parseValue() else { return nil }
-            // A duplicate key: JSONDecoder's own rule decides, once the rest is known to be JSON.
+            // A duplicate key is refused once the rest is known to be JSON.
             if members.contains(where: { $0.key == key }) {
-                metDuplicateKey = true
+                if duplicateKey == nil { duplicateKey = key }
             } else {
                 members.append((key, value))
             }
