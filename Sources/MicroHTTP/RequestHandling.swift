@@ -263,27 +263,30 @@ extension HTTPServer {
     /// RFC 9112 §3.2: Host is `uri-host [ ":" port ]` (RFC 3986), or empty. Anything else (a
     /// space, a slash, userinfo, an unclosed IPv6 literal) is 400.
     static func isValidHost(_ host: UnsafePointer<CChar>) -> Bool {
-        var text = Array(String(cString: host).utf8)[...]
+        let text = UnsafeRawBufferPointer(start: host, count: strlen(host))
+        let isDigit: (UInt8) -> Bool = { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        var index = 0
         if text.first == UInt8(ascii: "[") {
-            guard let close = text.firstIndex(of: UInt8(ascii: "]")) else { return false }
-            let literal = text[text.index(after: text.startIndex)..<close]
-            let allowed: (UInt8) -> Bool = { byte in
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
-                    || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
+            // IP-literal: hex digits, colons and dots (an IPv4 tail) between brackets.
+            index = 1
+            while index < text.count, isDigit(text[index]) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(text[index] | 0x20)
+                    || text[index] == UInt8(ascii: ":") || text[index] == UInt8(ascii: ".") {
+                index += 1
             }
-            guard !literal.isEmpty, literal.allSatisfy(allowed) else { return false }
-            text = text[text.index(after: close)...]
+            guard index > 1, index < text.count, text[index] == UInt8(ascii: "]") else { return false }
+            index += 1
         } else {
-            let name = text.prefix { $0 != UInt8(ascii: ":") }
-            let subDelimiters = "-._~%!$&'()*+,;=".utf8
-            guard name.allSatisfy({ byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                    || subDelimiters.contains(byte)
-            }) else { return false }
-            text = text[name.endIndex...]
+            // reg-name or IPv4address: unreserved, percent-encoded and sub-delims characters.
+            while index < text.count, text[index] != UInt8(ascii: ":") {
+                let byte = text[index]
+                guard isDigit(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                        || "-._~%!$&'()*+,;=".utf8.contains(byte) else { return false }
+                index += 1
+            }
         }
-        guard let colon = text.first else { return true }
-        return colon == UInt8(ascii: ":") && text.dropFirst().allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        guard index < text.count else { return true }
+        guard text[index] == UInt8(ascii: ":") else { return false }
+        return text[(index + 1)...].allSatisfy(isDigit)
     }
 
     static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>)
