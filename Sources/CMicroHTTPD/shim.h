@@ -77,26 +77,28 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
 /// MHD_OPTION_URI_LOG_CALLBACK: sees the request target as sent, before unescaping. RFC 9112
 /// §3.2 allows no whitespace or control character in it, and libmicrohttpd 0.9.75 keeps them
 /// in the path ("GET  /healthz  HTTP/1.1" asks for "/healthz "): such a request starts with
-/// `cls`, a mark the access handler answers 400. Any other starts with NULL, as without it.
+/// `marks`, which the access handler answers 400; any other with `marks + 1`. (With this
+/// callback installed, libmicrohttpd reports every request whose line it read as completed,
+/// also those it ends before the access handler's first call: the marks tell them apart.)
 static inline void *
-mhd_shim_check_target (void *cls, const char *uri, struct MHD_Connection *connection)
+mhd_shim_check_target (void *marks, const char *uri, struct MHD_Connection *connection)
 {
   (void) connection;
   for (const unsigned char *p = (const unsigned char *) uri; '\0' != *p; p++)
-    if (*p <= 0x20 || 0x7F == *p) return cls;
-  return NULL;
+    if (*p <= 0x20 || 0x7F == *p) return marks;
+  return (char *) marks + 1;
 }
 
 /// Starts a daemon: the access handler, the completion callback and the error logger are
 /// named; every other option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
-/// A request whose target is malformed starts with `malformed_target` in its context.
+/// `request_marks` (two bytes) is what `mhd_shim_check_target` marks requests with.
 static inline struct MHD_Daemon *
 mhd_shim_start_daemon (unsigned int flags,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
                        MHD_NotifyConnectionCallback connection_notice, void *notice_cls,
                        struct mhd_shim_logger *logger,
-                       void *malformed_target,
+                       void *request_marks,
                        struct MHD_OptionItem *options)
 {
   /* The logger comes first: libmicrohttpd logs options it parses before it to stderr. */
@@ -105,7 +107,7 @@ mhd_shim_start_daemon (unsigned int flags,
                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                            MHD_OPTION_NOTIFY_CONNECTION, connection_notice, notice_cls,
                            MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, NULL,
-                           MHD_OPTION_URI_LOG_CALLBACK, mhd_shim_check_target, malformed_target,
+                           MHD_OPTION_URI_LOG_CALLBACK, mhd_shim_check_target, request_marks,
                            MHD_OPTION_ARRAY, options,
                            MHD_OPTION_END);
 }
@@ -170,20 +172,30 @@ struct mhd_shim_framing
   unsigned int folded_fields;    /* fields continued on the next line (obs-fold) */
 };
 
-/// libmicrohttpd 0.9.75 parses "Name: value" in place, so a field's value follows its name,
-/// the NUL that replaced the colon and optional whitespace. It appends an obs-fold
-/// continuation line to the field's *name*, which moves the name elsewhere in its pool
-/// ("Content-Length:\r\n 35" becomes a field "Content-Length35" with an empty value, and the
-/// body is read as the next request): a value that does not follow its name marks one.
+/// Whether a field was continued on the next line (obs-fold). libmicrohttpd 0.9.75 appends the
+/// continuation to the field's *name* ("Content-Length:\r\n 35" becomes a field
+/// "Content-Length35" with an empty value, and the body is read as the next request). It
+/// parses fields in place, replacing the colon and each line's CR and LF with NULs, so:
+/// - a value that does not follow its name, the colon's NUL and optional whitespace had its
+///   name moved elsewhere in the pool to grow it;
+/// - a name that could grow in place (it ended where the pool's allocations did) wrote the
+///   continuation over the colon, but the continuation line is still where it was: right
+///   after the value's line, starting with SP or HTAB.
+/// Every byte read lies in the pool: a field's line is followed by at least the blank line,
+/// and the pool's end holds libmicrohttpd's own records of the fields. (After a bare-LF blank
+/// line the second byte read is the body's first: one starting with SP or HTAB sent with bare
+/// LFs is taken for a fold.)
 static inline int
-mhd_shim_value_follows_name (const char *key, size_t key_size, const char *value)
+mhd_shim_field_is_folded (const char *key, size_t key_size, const char *value, size_t value_size)
 {
   const char *after_colon = key + key_size + 1;
-  if (NULL == value) return 1;
-  if (value < after_colon || value - after_colon > 1024) return 0;
+  if (NULL == value) return 0;
+  if (value < after_colon || value - after_colon > 1024) return 1;
   for (const char *p = after_colon; p < value; p++)
-    if (' ' != *p && '\t' != *p) return 0;
-  return 1;
+    if (' ' != *p && '\t' != *p) return 1;
+  const char *next = value + value_size + 1;   /* past the NUL that ended the value's line */
+  if ('\0' == *next) next++;                   /* the LF of a CRLF */
+  return ' ' == *next || '\t' == *next;
 }
 
 static inline enum MHD_Result
@@ -197,7 +209,7 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
     framing->spaced_names++;
   if (NULL != memchr (key, '\r', key_size) || (NULL != value && NULL != memchr (value, '\r', value_size)))
     framing->cr_fields++;
-  if (!mhd_shim_value_follows_name (key, key_size, value))
+  if (mhd_shim_field_is_folded (key, key_size, value, value_size))
     framing->folded_fields++;
   if (0 == strcasecmp (key, MHD_HTTP_HEADER_TRANSFER_ENCODING))
   {

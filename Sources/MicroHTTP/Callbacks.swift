@@ -29,7 +29,9 @@ func mhdRequestCompleted(
     var exchange: Exchange?
     if let context, let raw = context.pointee {
         context.pointee = nil
-        if raw != bodylessRequestMark && raw != malformedTargetMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
+        // Ended before the access handler saw it: nothing of ours to finish.
+        if raw == unseenRequestMark || raw == malformedTargetMark { return }
+        if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
     Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
         $0.completed(exchange, ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,

@@ -9,9 +9,13 @@ import Darwin
 /// case needs no per-request allocation here.
 let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
-/// Marks, in `con_cls`, a request whose target has whitespace or a control character in it
-/// (set before the first call, by `mhd_shim_check_target`).
-let malformedTargetMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+/// What `mhd_shim_check_target` puts in `con_cls` once a request line is in, before the first
+/// call: `malformedTargetMark` for a target with whitespace or a control character in it,
+/// `unseenRequestMark` for any other. A request libmicrohttpd ends before that call (a head it
+/// answers itself, a client gone mid-head) still has its mark when it completes.
+let requestMarks = UnsafeMutableRawPointer.allocate(byteCount: 2, alignment: 1)
+let malformedTargetMark = requestMarks
+let unseenRequestMark = requestMarks + 1
 
 /// Marks, in a connection's socket context, one accepted past the connection limit.
 let overLimitMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
@@ -30,7 +34,7 @@ extension HTTPServer {
                 version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         let malformedTarget = context.pointee == malformedTargetMark
-        if malformedTarget { context.pointee = nil }
+        if malformedTarget || context.pointee == unseenRequestMark { context.pointee = nil }
         if let raw = context.pointee {
             if raw == bodylessRequestMark {
                 context.pointee = nil
@@ -263,7 +267,10 @@ extension HTTPServer {
     /// RFC 9112 §3.2: Host is `uri-host [ ":" port ]` (RFC 3986), or empty. Anything else (a
     /// space, a slash, userinfo, an unclosed IPv6 literal) is 400.
     static func isValidHost(_ host: UnsafePointer<CChar>) -> Bool {
-        let text = UnsafeRawBufferPointer(start: host, count: strlen(host))
+        // libmicrohttpd drops the whitespace before a value, not after it (RFC 9112 §5: both are OWS).
+        var length = strlen(host)
+        while length > 0, host[length - 1] == 0x20 || host[length - 1] == 0x09 { length -= 1 }
+        let text = UnsafeRawBufferPointer(start: host, count: length)
         let isDigit: (UInt8) -> Bool = { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
         var index = 0
         if text.first == UInt8(ascii: "[") {

@@ -87,7 +87,7 @@ public final class HTTPServer: @unchecked Sendable {
             guard let daemon = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
                                                      mhdRequestCompleted, me.toOpaque(),
                                                      mhdConnectionNotice, me.toOpaque(), log,
-                                                     malformedTargetMark, &options) else { break }
+                                                     requestMarks, &options) else { break }
             started.append(daemon)
         }
         let allStarted = started.count == threads
@@ -219,6 +219,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Counts a new request. `stopping`: it is refused; `crowded`: more connections are open than
     /// the limit, so one accepted past it is refused (one accepted within it is served, and so
     /// is one accepted past it once the crowd has thinned, e.g. after a mass disconnect).
+    /// Requests the access handler has seen that libmicrohttpd has not completed (tests).
+    var requestsInFlight: Int { lock.withLock { inFlight } }
+
     func beginRequest() -> (stopping: Bool, crowded: Bool) {
         lock.withLock {
             inFlight += 1

@@ -80,21 +80,20 @@ extension ServerOptions {
         }
     }
 
-    /// `http://HOST:PORT`, optionally with a trailing `/`: forwards go to that port (a missing one
-    /// made every forward fail).
+    /// `http://HOST:PORT`, a path after it ignored as forwards ignore it: forwards go to that
+    /// port (a missing one made every forward fail).
     static func isNodeAddress(_ address: String) -> Bool {
         guard address.hasPrefix("http://") else { return false }
-        var authority = address.dropFirst("http://".count)
-        if authority.hasSuffix("/") { authority = authority.dropLast() }
+        let authority = address.dropFirst("http://".count).prefix { $0 != "/" }
         guard let colon = authority.lastIndex(of: ":"), let port = UInt16(authority[authority.index(after: colon)...]),
               port > 0 else { return false }
         let host = authority[..<colon]
         return !host.isEmpty && !host.contains("/") && !host.contains("@")
     }
 
-    /// The generated token's file: its folder must exist, and it must not be a symbolic link
-    /// (the token would land wherever the link points). An explicitly named file's folder must
-    /// also be writable; the default, in the working directory, only warns when it is not (a
+    /// The generated token's file: its folder must exist, and it must be neither a folder nor a
+    /// symbolic link (the token would land wherever the link points). An explicitly named file
+    /// and its folder must also be writable; the default, in the working directory, only warns when it is not (a
     /// read-only working directory must not stop a server that needs no file).
     private func checkAdminTokenFile(_ path: String,
                                      _ require: (Bool, Any?, String, String, Any) throws -> Void) throws {
@@ -104,10 +103,13 @@ extension ServerOptions {
         var info = stat()
         try require(stat(folder, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR,
                     flag, "admin-token-file", "must be in a folder that exists", path)
-        let isLink = lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK
-        try require(!isLink, flag, "admin-token-file", "must not be a symbolic link", path)
+        let exists = lstat(path, &info) == 0
+        try require(!(exists && info.st_mode & S_IFMT == S_IFLNK), flag, "admin-token-file", "must not be a symbolic link", path)
+        try require(!(exists && info.st_mode & S_IFMT == S_IFDIR) && !path.hasSuffix("/"), flag, "admin-token-file",
+                    "must name a file, not a folder", path)
         if explicit {
-            try require(access(folder, W_OK) == 0, flag, "admin-token-file", "must be in a folder this user can write", path)
+            try require(access(folder, W_OK) == 0 && (!exists || access(path, W_OK) == 0), flag, "admin-token-file",
+                        "must be a file this user can write, in a folder it can write", path)
         }
     }
 }

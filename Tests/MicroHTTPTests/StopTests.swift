@@ -25,6 +25,27 @@ final class StopTests: XCTestCase {
         }
     }
 
+    /// Requests libmicrohttpd ends before the access handler's first call (a head it answers
+    /// itself, a client gone mid-head, a malformed target) must not count as completed ones: the
+    /// count went below zero, and stop() waited on it for most of its deadline.
+    func testRequestsEndedBeforeTheHandlerLeaveNothingInFlight() throws {
+        let server = try startServer { router in router.add(.GET, "/hello") { _ in .response(.text("hi")) } }
+        for head in ["GET /hello HTTP/1.1\r\nHost: t\r\nNoColonHere\r\n\r\n",  // libmicrohttpd's own 400
+                     "GET /hello HTTP/1.1\r\nHost: t\r\nX-Half: ",                 // then the client leaves
+                     "GET /a b HTTP/1.1\r\nHost: t\r\n\r\n",                       // our 400
+                     "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"] {                   // answered
+            let client = try TestClient(port: server.port, receiveTimeout: 2)
+            client.send(head)
+            _ = client.readResponse()
+        }
+        XCTAssertTrue(waitUntil(timeout: 5) { server.requestsInFlight == 0 })
+        Thread.sleep(forTimeInterval: 0.3)   // a late completion would take it below zero
+        XCTAssertEqual(server.requestsInFlight, 0)
+        let before = monotonicNow()
+        server.stop(deadline: 4)
+        XCTAssertLessThan(monotonicNow() - before, 1.5, "stop() waited for requests that had ended")
+    }
+
     func testStopWithFiveHundredStreamsAndARequestInFlight() throws {
         let registry = StreamRegistry()
         let started = DispatchSemaphore(value: 0)

@@ -51,6 +51,7 @@ final class CommandLineTests: XCTestCase {
             (["--admin-token", ""], "--admin-token"),
             (["--admin-token-file", "/no-such-folder/token"], "--admin-token-file"),   // only warned, and ran
             (["--admin-token-file", "/etc/hostname/token"], "--admin-token-file"),     // a file is no folder
+            (["--admin-token-file", "/tmp"], "--admin-token-file"),                    // a folder is no file
             (["--advertise", "http://10.0.0.5"], "--advertise"),      // every forward then failed: no port
             (["--advertise", "http://:8080"], "--advertise"),
             (["healthcheck", "--timeout=-1"], "--timeout"),      // the subcommand's usage errors exit 2 too (was 64)
@@ -65,6 +66,12 @@ final class CommandLineTests: XCTestCase {
             (["--bogus"], "--bogus"),
             (["--port"], "--port"),
         ]
+        // Good addresses pass, so the next bad flag is the one named.
+        for address in ["http://[::1]:8080", "http://10.0.0.5:8080/", "http://node-a:8080/reactord"] {
+            let outcome = try run(["--advertise", address, "--threads", "0"])
+            XCTAssertEqual(outcome.status, 2, outcome.output)
+            XCTAssertFalse(outcome.output.contains("--advertise"), "\(address): \(outcome.output)")
+        }
         for (arguments, name) in cases {
             let outcome = try run(arguments)
             XCTAssertEqual(outcome.status, 2, "\(arguments): \(outcome.output)")

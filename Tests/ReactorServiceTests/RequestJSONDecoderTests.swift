@@ -54,7 +54,8 @@ final class RequestJSONDecoderTests: XCTestCase {
             #"{"name":"a","count":1.0}"#,          // JSONDecoder's number rules
             #"{"name":"a","count":1e2}"#,
             #"{"name":"a","count":01}"#,           // not JSON
-            #"{"name":"a","count":1,"count":2}"#,  // duplicate key
+            #"{"name":"a","count":1,"count":2}"#,  // duplicate key (a 400 over HTTP)
+            #"{"name":"a","count":1,"\u00e9":1,"e\u0301":2}"#,  // two names, canonically one String
             #"{"name":"a","count":1,"small":128}"#, // out of range
             #"{"name":"a","count":1,"big":-1}"#,
             #"{"name":"a"}"#,                      // missing field

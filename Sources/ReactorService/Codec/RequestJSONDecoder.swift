@@ -56,7 +56,8 @@ enum RequestJSONDecoder {
         return decode(parsed, key: nil, userInfo: userInfo, integerMismatch: &integerMismatch) { try T(from: $0) }
     }
 
-    /// The body's value, or why it is no JSON this parser accepts.
+    /// The body's value, or why it is no JSON this parser accepts (nil and nil: JSON whose
+    /// names only `JSONDecoder` can judge).
     private static func parse(_ body: [UInt8]) -> (JSONValue?, SyntaxProblem?) {
         body.withUnsafeBufferPointer { bytes in
             var parser = JSONParser(bytes: bytes)
@@ -154,6 +155,8 @@ private struct JSONParser {
     private(set) var isWellFormed = false
     /// The first key met twice in one object.
     private(set) var duplicateKey: String?
+    /// Two names in one object that differ in code units but are canonically equal strings.
+    private var metEquivalentKeys = false
     private(set) var tooDeep = false
 
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
@@ -165,7 +168,7 @@ private struct JSONParser {
         guard let value = parseValue() else { return nil }
         skipWhitespace()
         isWellFormed = index == bytes.count
-        return isWellFormed && duplicateKey == nil ? value : nil
+        return isWellFormed && duplicateKey == nil && !metEquivalentKeys ? value : nil
     }
 
     private mutating func skipWhitespace() {
@@ -222,8 +225,13 @@ private struct JSONParser {
             skipWhitespace()
             guard let value = parseValue() else { return nil }
             // A duplicate key is refused once the rest is known to be JSON.
-            if members.contains(where: { $0.key == key }) {
+            // Names compare as JSON compares them, code unit by code unit: "é" and "e\u{301}" are
+            // two names, but String's == (which reading a member by name uses) takes them for
+            // one, so such a pair is left to JSONDecoder.
+            if members.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
                 if duplicateKey == nil { duplicateKey = key }
+            } else if members.contains(where: { $0.key == key }) {
+                metEquivalentKeys = true
             } else {
                 members.append((key, value))
             }
