@@ -33,6 +33,13 @@ final class CreationRateLimit: Sendable {
         }
     }
 
+    /// Returns a token `take` gave for a session that was not made.
+    func giveBack(_ peer: String) {
+        buckets.withLock { state in
+            if let bucket = state.byPeer[peer] { state.byPeer[peer] = (min(burst, bucket.tokens + 1), bucket.at) }
+        }
+    }
+
     private func prune(_ state: inout (byPeer: [String: (tokens: Double, at: UInt64)], pruneAt: Int), now: UInt64) {
         state.byPeer = state.byPeer.filter { _, bucket in
             bucket.tokens + Double(now &- bucket.at) / 1e9 * rate < burst

@@ -137,24 +137,31 @@ final class SessionAccess: Sendable {
                     status: 429, detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
                     headers: HTTPHeaders([("Retry-After", String(quotaRetryAfter))]))))
             }
-            return .success(CreationTicket(quota: quota, subject: principal.subject))
+            return .success(CreationTicket(quota: quota, subject: principal.subject, rate: nil, peer: ""))
         }
-        if let createRate, let wait = createRate.take(request.peer ?? "") {
+        let peer = request.peer ?? ""
+        if let createRate, let wait = createRate.take(peer) {
             metrics.countLimited("session_create_rate")
             return .failure(Refusal(response: .problem(
                 status: 429, detail: "too many sessions created from this address; at most \(createRate.describe)",
                 headers: HTTPHeaders([("Retry-After", String(wait))]))))
         }
-        return .success(CreationTicket(quota: nil, subject: ""))
+        return .success(CreationTicket(quota: nil, subject: "", rate: createRate, peer: peer))
     }
 
-    /// A reserved place in a subject's quota, until the session is adopted or not made.
+    /// A reserved place in a subject's quota, or a creation token of a client address, until the
+    /// session is adopted or not made.
     struct CreationTicket {
         fileprivate let quota: SubjectQuota?
         fileprivate let subject: String
+        fileprivate let rate: CreationRateLimit?
+        fileprivate let peer: String
 
-        /// The session was not made: its place is free again.
-        func cancel() { quota?.release(pending: subject) }
+        /// The session was not made (a full table, say): its place, or its token, is free again.
+        func cancel() {
+            quota?.release(pending: subject)
+            rate?.giveBack(peer)
+        }
         /// The session is adopted (and counted by `sessionOpened`): the reservation ends.
         func opened() { quota?.release(pending: subject) }
     }
