@@ -38,14 +38,28 @@ mhd_shim_log (void *cls, const char *format, va_list arguments)
   logger->handler (logger->cls, line);
 }
 
+/// One daemon's (one thread's) request-line parsing: `mhd_shim_check_target` sees the target
+/// first and notes it; libmicrohttpd then unescapes the target's query arguments and, in place,
+/// its path from that very address. `marks` (two bytes): see `mhd_shim_check_target`.
+struct mhd_shim_parse_state
+{
+  void *marks;
+  const char *target;
+};
+
 /// libmicrohttpd's URL and argument unescaper, except that "%00" stays as it is: the path
 /// reaches Swift as a C string, and a decoded NUL would silently cut it short
-/// ("/sessions/ID%00/events" would be served as "/sessions/ID"). Decodes in place, returns
-/// the new length (the callback libmicrohttpd's MHD_OPTION_UNESCAPE_CALLBACK expects).
+/// ("/sessions/ID%00/events" would be served as "/sessions/ID"). In the path "%2F" stays too:
+/// an encoded slash is data within a segment (RFC 3986 §2.2), and decoded it made
+/// "/sessions/ID%2Fevents" the event stream, a path a proxy in front sees as another.
+/// Decodes in place, returns the new length (what MHD_OPTION_UNESCAPE_CALLBACK expects).
 static inline size_t
 mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, char *text)
 {
-  (void) cls; (void) connection;
+  (void) connection;
+  struct mhd_shim_parse_state *state = (struct mhd_shim_parse_state *) cls;
+  const int is_path = text == state->target;
+  if (is_path) state->target = NULL;
   char *read = text, *write = text;
   while ('\0' != *read)
   {
@@ -61,7 +75,7 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
         else if (c >= 'A' && c <= 'F') value |= c - 'A' + 10;
         else ok = 0;
       }
-      if (ok && 0 != value)
+      if (ok && 0 != value && !(is_path && '/' == value))
       {
         *write++ = (char) value;
         read += 3;
@@ -81,24 +95,26 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
 /// callback installed, libmicrohttpd reports every request whose line it read as completed,
 /// also those it ends before the access handler's first call: the marks tell them apart.)
 static inline void *
-mhd_shim_check_target (void *marks, const char *uri, struct MHD_Connection *connection)
+mhd_shim_check_target (void *cls, const char *uri, struct MHD_Connection *connection)
 {
   (void) connection;
+  struct mhd_shim_parse_state *state = (struct mhd_shim_parse_state *) cls;
+  state->target = uri;
   for (const unsigned char *p = (const unsigned char *) uri; '\0' != *p; p++)
-    if (*p <= 0x20 || 0x7F == *p) return marks;
-  return (char *) marks + 1;
+    if (*p <= 0x20 || 0x7F == *p) return state->marks;
+  return (char *) state->marks + 1;
 }
 
 /// Starts a daemon: the access handler, the completion callback and the error logger are
 /// named; every other option comes in `options`, an array terminated by {MHD_OPTION_END, 0, NULL}.
-/// `request_marks` (two bytes) is what `mhd_shim_check_target` marks requests with.
+/// `parse_state` is this daemon's own, for its request lines.
 static inline struct MHD_Daemon *
 mhd_shim_start_daemon (unsigned int flags,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
                        MHD_NotifyConnectionCallback connection_notice, void *notice_cls,
                        struct mhd_shim_logger *logger,
-                       void *request_marks,
+                       struct mhd_shim_parse_state *parse_state,
                        struct MHD_OptionItem *options)
 {
   /* The logger comes first: libmicrohttpd logs options it parses before it to stderr. */
@@ -106,8 +122,8 @@ mhd_shim_start_daemon (unsigned int flags,
                            MHD_OPTION_EXTERNAL_LOGGER, mhd_shim_log, logger,
                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                            MHD_OPTION_NOTIFY_CONNECTION, connection_notice, notice_cls,
-                           MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, NULL,
-                           MHD_OPTION_URI_LOG_CALLBACK, mhd_shim_check_target, request_marks,
+                           MHD_OPTION_UNESCAPE_CALLBACK, mhd_shim_unescape_keeping_nul, parse_state,
+                           MHD_OPTION_URI_LOG_CALLBACK, mhd_shim_check_target, parse_state,
                            MHD_OPTION_ARRAY, options,
                            MHD_OPTION_END);
 }

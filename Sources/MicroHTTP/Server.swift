@@ -34,6 +34,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var batchTicker: BatchTicker?
     /// Handed to libmicrohttpd as its external logger's context; freed after MHD_stop_daemon.
     private var logger: UnsafeMutablePointer<mhd_shim_logger>?
+    /// One per daemon: its thread's request-line parsing (`mhd_shim_parse_state`).
+    private var parseStates: UnsafeMutablePointer<mhd_shim_parse_state>?
 
     public init(configuration: HTTPServerConfiguration, router: Router) {
         var configuration = configuration
@@ -82,12 +84,14 @@ public final class HTTPServer: @unchecked Sendable {
         // Not libmicrohttpd's thread pool: its workers' epoll sets are out of reach of the batch
         // ticker, so each thread is a daemon of its own.
         let threads = max(1, configuration.threads)
+        let states = UnsafeMutablePointer<mhd_shim_parse_state>.allocate(capacity: threads)
+        states.initialize(repeating: mhd_shim_parse_state(marks: requestMarks, target: nil), count: threads)
         var started: [OpaquePointer] = []
-        for _ in 0..<threads {
+        for index in 0..<threads {
             guard let daemon = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
                                                      mhdRequestCompleted, me.toOpaque(),
                                                      mhdConnectionNotice, me.toOpaque(), log,
-                                                     requestMarks, &options) else { break }
+                                                     states + index, &options) else { break }
             started.append(daemon)
         }
         let allStarted = started.count == threads
@@ -103,6 +107,7 @@ public final class HTTPServer: @unchecked Sendable {
             ticker?.release()
             me.release()
             log.deallocate()
+            states.deallocate()
             close(listener.socket)
             let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
             throw HTTPServerError.cannotStart(allStarted
@@ -111,6 +116,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         acceptor = accepting
         logger = log
+        parseStates = states
         daemons = started
         batchTicker = ticker
         boundPort = listener.port
@@ -186,6 +192,8 @@ public final class HTTPServer: @unchecked Sendable {
         ticker?.release()
         logger?.deallocate()   // libmicrohttpd logs no more once stopped
         logger = nil
+        parseStates?.deallocate()
+        parseStates = nil
         Unmanaged.passUnretained(self).release()  // the retain taken by start()
     }
 

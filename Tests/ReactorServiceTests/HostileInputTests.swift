@@ -183,6 +183,23 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    func testAnEncodedSlashIsNoPathSeparator() throws {
+        // RFC 3986 §2.2: "%2F" is data within a segment. Decoded before routing, it made
+        // /sessions/ID%2Fevents the event stream: a path a proxy in front takes for another.
+        for encoded in ["%2F", "%2f"] {
+            // The head only: were it the stream, its heartbeats would keep a whole read waiting.
+            let client = try TestClient(port: fixture.port, receiveTimeout: 5)
+            client.send("GET /sessions/\(session)\(encoded)events HTTP/1.1\r\nHost: t\r\n\r\n")
+            XCTAssertEqual(client.readResponse(headOnly: true)?.status, 404, encoded)
+        }
+        // Other escapes in the path still decode, and query arguments decode "%2C" and "%2F" alike.
+        XCTAssertEqual(try raw("GET /%68ealthz HTTP/1.1\r\nHost: t\r\n\r\n")?.status, 200)
+        let client = try TestClient(port: fixture.port, receiveTimeout: 5)
+        client.send("GET /sessions/\(session)/events?fields=count%2CalertMessage HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(client.readResponse(headOnly: true)?.status, 200)
+        try assertUnchangedAndAlive()
+    }
+
     func testNULBytes() throws {
         // A raw NUL inside a JSON string is a control character JSON forbids: 400.
         let prefix = Array(#"{"session":"\#(session)","action":{"type":"alert","message":"a"#.utf8)
