@@ -230,16 +230,6 @@ extension HTTPServer {
         return nil
     }
 
-    /// RFC 9112's framing rules that libmicrohttpd 0.9.75 does not enforce: no whitespace between
-    /// a field name and its colon (§5.1: libmicrohttpd would keep "Content-Length " as another
-    /// field and read the body as the next request); an HTTP/1.1 request has exactly one Host
-    /// (§3.2); Content-Length fields that disagree, or Content-Length with Transfer-Encoding, make
-    /// the body's end unknowable (§6.1, §6.3); chunked must be the final transfer coding, once
-    /// (§6.1), and libmicrohttpd implements no other (§7: 501). Repeated identical Content-Length
-    /// values are accepted, as §6.3 allows. Obsolete line folding is refused (§5.2 lets a server
-    /// choose): libmicrohttpd glued the continuation onto the field's name, so a folded
-    /// Content-Length vanished and the body ran as a second request. Each problem is answered,
-    /// then the connection closes.
     /// RFC 9112 §3: the method is a token (RFC 9110 §5.6.2) and the target has no whitespace
     /// or control character; libmicrohttpd 0.9.75 passes on both.
     static func requestLineProblem(method: UnsafePointer<CChar>, malformedTarget: Bool) -> (status: Int, detail: String)? {
@@ -296,6 +286,16 @@ extension HTTPServer {
         return text[(index + 1)...].allSatisfy(isDigit)
     }
 
+    /// RFC 9112's framing rules that libmicrohttpd 0.9.75 does not enforce: no whitespace between
+    /// a field name and its colon (§5.1: libmicrohttpd would keep "Content-Length " as another
+    /// field and read the body as the next request); no obsolete line folding (§5.2 lets a server
+    /// refuse it: libmicrohttpd glued the continuation onto the field's name, so a folded
+    /// Content-Length vanished and the body ran as a second request); an HTTP/1.1 request has
+    /// exactly one Host, a host with an optional port (§3.2); Content-Length fields that disagree,
+    /// or Content-Length with Transfer-Encoding, make the body's end unknowable (§6.1, §6.3);
+    /// chunked must be the final transfer coding, once (§6.1), and libmicrohttpd implements no
+    /// other (§7: 501). Repeated identical Content-Length values are accepted, as §6.3 allows.
+    /// Each problem is answered, then the connection closes.
     static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>)
         -> (status: Int, detail: String)? {
         if framing.spaced_names > 0 {
