@@ -430,6 +430,18 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try client.request("GET", "/healthz").status, 200, "the server stays up")
         XCTAssertEqual(try client.request("GET", "/sessions/\(session)").object["version"] as? Int, answered * 2,
                        "the session is back at its last committed state")
+        // Each failed commit lets the session go, to come back from the store: an action racing that
+        // was answered 404, which a client takes as final. It exists: 507 or 503, never 404.
+        let statuses = Locked<[Int]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            let own = HTTPClient(port: server.port)
+            for _ in 0..<40 {
+                let status = (try? self.act(own, session, #"{"type":"alert","message":"\#(String(repeating: "y", count: 900))"}"#).status) ?? 0
+                statuses.update { $0.append(status) }
+            }
+        }
+        let seen = Set(statuses.value)
+        XCTAssertTrue(seen.isSubset(of: [503, 507]), "answers while the disk is full: \(seen.sorted())")
 
         try FileManager.default.removeItem(at: filler)
         XCTAssertEqual(try act(client, session).status, 200, "requests succeed again once space is back")

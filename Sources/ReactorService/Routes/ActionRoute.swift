@@ -104,13 +104,23 @@ extension RouteTable {
             }
             var found: (any Session)?
             do throws(RequestError) {
-                let action = try ActionRequest.decode(request.body, context, principal: principal,
+                var action = try ActionRequest.decode(request.body, context, principal: principal,
                                                       userInfo: requestInfo, decoder: requestDecoder, found: &found)
+                var outcome = action.run()
+                if outcome == nil, !context.isStopping {
+                    // Its reactor was let go on the way, the action not applied: the session was deleted
+                    // or expired (found no more: 404), or dropped after a failed commit, to come back
+                    // from the store on its next use (found again, or the store's error). Once.
+                    action = try ActionRequest.decode(request.body, context, principal: principal,
+                                                      userInfo: requestInfo, decoder: requestDecoder, found: &found)
+                    outcome = action.run()
+                }
                 let session = action.session
-                guard let snapshot = action.run() else {
-                    // The session ended while the action was on its way: deleted or expired, or shut down.
-                    return .response(Self.notApplied(Problems.sessionGone(stopping: context.isStopping),
-                                                     kind: session.kind, context))
+                guard let snapshot = outcome else {
+                    // Stopping, or found each time and let go again before the action ran (each failed
+                    // commit lets it go): it exists, so 503, never 404.
+                    let refusal = context.isStopping ? Problems.stopping : Problems.sessionInFlux
+                    return .response(Self.notApplied(refusal, kind: session.kind, context))
                 }
                 return Self.answer(afterCommitOf: session.hub, context) { failure in
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }

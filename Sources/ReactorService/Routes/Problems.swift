@@ -39,6 +39,12 @@ enum Problems {
     /// server is stopping (then it may well live on in a durable store: never 404).
     static func sessionGone(stopping: Bool) -> Response { stopping ? Self.stopping : unknownSession }
 
+    /// The session exists, but was let go (after a failed commit, to come back from the store)
+    /// each time this request found it.
+    static let sessionInFlux = Response.problem(
+        status: 503, detail: "the session is coming back from the store after a failed write; retry",
+        headers: HTTPHeaders([("Retry-After", "1")]))
+
     static let unknownSession = Response.problem(
         status: 404, detail: "no session has this id: it was never issued, or it expired or was deleted")
 
