@@ -355,6 +355,13 @@ final class DurabilityTests: XCTestCase {
         (status, log) = try runToExit(["--store", "sqlite:\(database)"])
         XCTAssertNotEqual(status ?? 0, 0)
         XCTAssertTrue(log.contains("newer reactord") && log.contains("99"), log)
+        // No reactord writes a version below 1: refused by name (-1 trapped on the migration's range).
+        for version in ["-1", "0"] {
+            try sqlite("UPDATE reactord_schema SET version = \(version);")
+            (status, log) = try runToExit(["--store", "sqlite:\(database)"])
+            XCTAssertEqual(status, 1, log)
+            XCTAssertTrue(log.contains("holds version \(version)"), log)
+        }
     }
 
     func testAnEmptyDatabaseIsMigratedToTheCurrentSchema() throws {

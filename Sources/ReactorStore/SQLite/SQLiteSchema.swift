@@ -48,6 +48,11 @@ enum SQLiteSchema {
         guard try version.next() else {
             throw StoreError.cannotOpen("\(path): reactord_schema has no version row")
         }
+        // reactord writes 1 and up: anything below is a damaged file, and migrating from it would trap.
+        guard version.int64(0) >= 1 else {
+            throw StoreError.cannotOpen("\(path): reactord_schema holds version \(version.int64(0)), which no reactord "
+                + "writes; left untouched")
+        }
         return Int(version.int64(0))
     }
 
