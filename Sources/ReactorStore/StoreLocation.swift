@@ -26,6 +26,11 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
                 path = path[..<query]
             }
             guard !path.isEmpty else { throw .cannotOpen("'sqlite:' needs a file path, e.g. sqlite:reactord.sqlite") }
+            // An option it does not know would otherwise name a new, empty file ("r.sqlite?synchronous=full").
+            if let query = path.firstIndex(of: "?") {
+                throw .cannotOpen("'\(path[query...])' is no option of sqlite:PATH, which takes ?sync=normal or ?sync=full "
+                    + "(a file name with '?' in it is not supported)")
+            }
             self = .sqlite(path: String(path), sync: sync)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
             // libpq ends the user info at the first '@': the rest of a password would be read as

@@ -75,6 +75,12 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(try StoreLocation(parsing: "sqlite:/d/a.sqlite?sync=full"), .sqlite(path: "/d/a.sqlite", sync: .full))
         XCTAssertThrowsError(try StoreLocation(parsing: "sqlite:"))
         XCTAssertThrowsError(try StoreLocation(parsing: "sqlite:a?sync=sometimes"))
+        // An unknown option named a new, empty file ("r.sqlite?synchronous=full"), as if every session were gone.
+        for text in ["sqlite:/x/r.sqlite?synchronous=full", "sqlite:r.sqlite?foo=bar", "sqlite:a?b?sync=full"] {
+            XCTAssertThrowsError(try StoreLocation(parsing: text), text) { error in
+                XCTAssertTrue("\(error)".contains("no option"), "\(error)")
+            }
+        }
         XCTAssertThrowsError(try StoreLocation(parsing: "redis://x"))
     }
 }
