@@ -291,6 +291,26 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(afresh.next()?.id, "300", "history no longer covers it: the current state")
     }
 
+    /// A run with --history 0 keeps no events but leaves older ones: those must not make a later
+    /// run's resume skip the versions that run made (9 and 10 were replayed, 11 to 13 skipped).
+    func testAResumeNeverSkipsWhatARunWithoutHistoryMade() throws {
+        var server = try start()
+        var client = HTTPClient(port: server.port)
+        let session = try create(client)
+        for _ in 0..<10 { XCTAssertEqual(try act(client, session).status, 200) }   // versions 1 to 10
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+        server = try start(["--history", "0"])
+        client = HTTPClient(port: server.port)
+        for version in 11...13 { XCTAssertEqual(try act(client, session).object["version"] as? Int, version) }
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+
+        server = try start()
+        let resumed = try EventStreamClient(port: server.port, path: "/sessions/\(session)/events?lastEventId=8")
+        XCTAssertEqual(resumed.next()?.id, "13", "history no longer covers 8: the current state, not 9 and 10")
+    }
+
     // MARK: - Files that are wrong
 
     /// Runs reactord until it exits; its status and what it wrote to stderr.

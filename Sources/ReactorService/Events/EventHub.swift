@@ -62,9 +62,21 @@ final class EventHub: @unchecked Sendable {
         if let stored {
             seq = stored.version
             stateJSON = stored.stateJSON
-            for event in stored.events { history.append(RecordedEvent(stored: event)) }
+            for event in Self.unbrokenTail(of: stored.events, endingAt: stored.version) {
+                history.append(RecordedEvent(stored: event))
+            }
             lastActivity = ProcessClock.now - max(0, WallClock.now - stored.lastActive)
         }
+    }
+
+    /// The stored events a resume may trust: the run of consecutive ids that ends at the session's
+    /// version. A run with `--history 0` writes no events but leaves older ones, and those (9 and
+    /// 10, the session at 13) made a resume from 8 skip 11 to 13.
+    static func unbrokenTail(of events: [StoredEvent], endingAt version: UInt64) -> ArraySlice<StoredEvent> {
+        guard let last = events.last, last.seq == version else { return [] }
+        var start = events.count - 1
+        while start > 0, events[start - 1].seq &+ 1 == events[start].seq { start -= 1 }
+        return events[start...]
     }
 
     /// The latest state, which may not be committed yet: for the answer to the action that
