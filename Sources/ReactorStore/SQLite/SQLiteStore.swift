@@ -217,6 +217,9 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             guard (info.st_mode & S_IFMT) == S_IFREG else {
                 throw .cannotOpen("cannot open the store \(path): it is not a regular file")
             }
+            guard access(path, R_OK | W_OK) == 0 else {
+                throw .cannotOpen("cannot open the store \(path) for reading and writing: \(String(cString: strerror(errno)))")
+            }
             if info.st_size > 0 && !hasSQLiteHeader(path) {
                 throw .cannotOpen("\(path) is not a SQLite database; left untouched")
             }
