@@ -70,3 +70,12 @@ public struct ServiceConfiguration: Sendable {
 
     public init() {}
 }
+
+extension ServiceConfiguration {
+    /// Whether `address` can be `advertise`: `http://HOST:PORT` (a path after it is ignored), read
+    /// as forwards read it, with a host and a port above 0 (a missing port made every forward fail).
+    public static func isNodeAddress(_ address: String) -> Bool {
+        guard address.hasPrefix("http://"), let (host, port) = ForwardConnection.endpoint(address) else { return false }
+        return port > 0 && !host.isEmpty && !host.contains("@")
+    }
+}

@@ -69,7 +69,7 @@ extension ServerOptions {
         try require(seconds(configuration.leaseDuration, min: 0.5, exclusive: false) && configuration.leaseDuration <= 3_600,
                     lease, "lease", "must be a number of seconds from 0.5 to 3600", configuration.leaseDuration)
         if let address = configuration.advertise {
-            try require(Self.isNodeAddress(address), advertise, "advertise",
+            try require(ServiceConfiguration.isNodeAddress(address), advertise, "advertise",
                         "must be an http:// URL with a host and a port other nodes can reach, e.g. http://10.0.0.5:8080",
                         address)
         }
@@ -80,21 +80,10 @@ extension ServerOptions {
         }
     }
 
-    /// `http://HOST:PORT`, a path after it ignored as forwards ignore it: forwards go to that
-    /// port (a missing one made every forward fail).
-    static func isNodeAddress(_ address: String) -> Bool {
-        guard address.hasPrefix("http://") else { return false }
-        let authority = address.dropFirst("http://".count).prefix { $0 != "/" }
-        guard let colon = authority.lastIndex(of: ":"), let port = UInt16(authority[authority.index(after: colon)...]),
-              port > 0 else { return false }
-        let host = authority[..<colon]
-        return !host.isEmpty && !host.contains("/") && !host.contains("@")
-    }
-
     /// The generated token's file: its folder must exist, and it must be neither a folder nor a
     /// symbolic link (the token would land wherever the link points). An explicitly named file
-    /// and its folder must also be writable; the default, in the working directory, only warns when it is not (a
-    /// read-only working directory must not stop a server that needs no file).
+    /// and its folder must also be writable; the default, in the working directory, only warns
+    /// when it is not (a read-only working directory must not stop a server that needs no file).
     private func checkAdminTokenFile(_ path: String,
                                      _ require: (Bool, Any?, String, String, Any) throws -> Void) throws {
         let explicit = adminTokenFile != nil || path != Self.defaultAdminTokenFile

@@ -31,13 +31,23 @@ final class ForwardConnection {
         return rest
     }
 
-    static func open(_ address: String, timeout: Double) -> Result<ForwardConnection, OpenError> {
+    /// The host (an IPv6 literal without its brackets) and port of an advertised address; nil
+    /// when it has no port.
+    static func endpoint(_ address: String) -> (host: String, port: UInt16)? {
         let target = hostPort(address)
         guard let colon = target.lastIndex(of: ":"), let port = UInt16(target[target.index(after: colon)...]) else {
-            return .failure(OpenError(reason: "its address \(address) has no port"))
+            return nil
         }
         var host = String(target[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
+
+    static func open(_ address: String, timeout: Double) -> Result<ForwardConnection, OpenError> {
+        guard let (host, port) = endpoint(address) else {
+            return .failure(OpenError(reason: "its address \(address) has no port"))
+        }
+        let target = hostPort(address)
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var found: UnsafeMutablePointer<addrinfo>?
