@@ -104,17 +104,18 @@ extension RouteTable {
             }
             var found: (any Session)?
             do throws(RequestError) {
-                var action = try ActionRequest.decode(request.body, context, principal: principal,
-                                                      userInfo: requestInfo, decoder: requestDecoder, found: &found)
-                var outcome = action.run()
-                if outcome == nil, !context.isStopping {
-                    // Its reactor was let go on the way, the action not applied: the session was deleted
-                    // or expired (found no more: 404), or dropped after a failed commit, to come back
-                    // from the store on its next use (found again, or the store's error). Once.
+                var action: ActionRequest
+                var outcome: EventHub.Snapshot?
+                var attempts = 0
+                // A second attempt when its reactor was let go on the way, the action not applied: the
+                // session was deleted or expired (found no more: 404), or dropped after a failed commit,
+                // to come back from the store on its next use (found again, or the store's error).
+                repeat {
                     action = try ActionRequest.decode(request.body, context, principal: principal,
                                                       userInfo: requestInfo, decoder: requestDecoder, found: &found)
                     outcome = action.run()
-                }
+                    attempts += 1
+                } while outcome == nil && attempts < 2 && !context.isStopping
                 let session = action.session
                 guard let snapshot = outcome else {
                     // Stopping, or found each time and let go again before the action ran (each failed
