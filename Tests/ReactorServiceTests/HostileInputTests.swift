@@ -74,6 +74,11 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(try client.request("GET", "/healthz").status, 200, file: file, line: line)
     }
 
+    /// A request to delete the session, sent as another request's body: it must never run.
+    private var smuggledDelete: String {
+        "DELETE /sessions/\(session) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    }
+
     private func action(_ json: String) -> [UInt8] {
         post("/action", Array(#"{"session":"\#(session)","action":\#(json)}"#.utf8))
     }
@@ -371,8 +376,7 @@ final class HostileInputTests: XCTestCase {
     func testWhitespaceBeforeAColonIs400ThenClose() throws {
         // RFC 9112 §5.1. libmicrohttpd kept "Content-Length " as some other field, so the body
         // was read as a second request: a smuggled DELETE of the session.
-        let smuggled = "DELETE /sessions/\(session) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-        for head in ["POST /sessions HTTP/1.1\r\nHost: t\r\nContent-Length : \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+        for head in ["POST /sessions HTTP/1.1\r\nHost: t\r\nContent-Length : \(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
                      "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo\t: bar\r\n\r\n",
                      "GET /healthz HTTP/1.1\r\nHost : t\r\n\r\n"] {
             try assertRefusedThenClosed(head, 400, mentions: ["whitespace before its colon"])
@@ -384,9 +388,8 @@ final class HostileInputTests: XCTestCase {
         // RFC 9112 §5.2 (obs-fold): libmicrohttpd glued the continuation onto the field's name, so
         // "Content-Length:" folded before its value vanished and the body, a DELETE, ran as a
         // second request; a folded Origin lost the CORS headers.
-        let smuggled = "DELETE /sessions/\(session) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-        for head in ["POST /action HTTP/1.1\r\nHost: t\r\nContent-Length:\r\n \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
-                     "GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\t\(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+        for head in ["POST /action HTTP/1.1\r\nHost: t\r\nContent-Length:\r\n \(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
+                     "GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\t\(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
                      "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\r\n b\r\n\tc\r\n\r\n"] {
             try assertRefusedThenClosed(head, 400, mentions: ["obs-fold"])
         }
