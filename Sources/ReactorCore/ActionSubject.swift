@@ -12,7 +12,9 @@ public final class ActionSubject<Element>: Subject {
     public typealias Output = Element
     public typealias Failure = Never
 
-    private let lock = Lock.make()
+    /// Guards the subscriber list here and each subscriber's state: the reactor's gate's lock,
+    /// or one of its own for a free-standing subject.
+    let lock: Lock
     @exclusivity(unchecked) private var conduits: ContiguousArray<ActionConduit> = []
     /// The reactor's gate; nil for a free-standing subject (or a stub's).
     let gate: SerialGate?
@@ -20,9 +22,15 @@ public final class ActionSubject<Element>: Subject {
     @exclusivity(unchecked) var queuedInGate = 0
 
     /// A free-standing subject, delivering on the sender's thread (like `PassthroughSubject`).
-    public init() { gate = nil }
+    public init() {
+        gate = nil
+        lock = Lock.make()
+    }
 
-    init(gate: SerialGate) { self.gate = gate }
+    init(gate: SerialGate) {
+        self.gate = gate
+        lock = gate.mutex
+    }
 
     public func send(_ value: Element) {
         if let gate {
@@ -85,12 +93,14 @@ class ActionConduit: Subscription {
 
 private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionConduit
 where Downstream.Input == Element, Downstream.Failure == Never {
-    private let lock = Lock.make()
+    /// The subject's lock.
+    private let lock: Lock
     private weak var subject: ActionSubject<Element>?
     @exclusivity(unchecked) private var downstream: Box<Downstream>?
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none
 
     init(subject: ActionSubject<Element>, downstream: Downstream) {
+        lock = subject.lock
         self.subject = subject
         self.downstream = Box(downstream)
     }

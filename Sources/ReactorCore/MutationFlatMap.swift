@@ -35,11 +35,14 @@ protocol EffectTracking: AnyObject {
 /// subscriber's type is part of the runtime metadata key of every effect's subscription
 /// (`Just.Inner<Subscriber>`, ...), and short keys are cheaper to look up.
 class EffectParent<Mutation> {
-    /// Guards the stage's state and that of its effect subscribers.
-    let lock = Lock.make()
+    /// Guards the stage's state and that of its effect subscribers: the gate's own lock.
+    let lock: Lock
     let gate: SerialGate
 
-    init(gate: SerialGate) { self.gate = gate }
+    init(gate: SerialGate) {
+        self.gate = gate
+        lock = gate.mutex
+    }
 
     func deliver(_ mutation: Mutation) {}
     func effectFinished(_ subscriber: EffectSubscriber<Mutation>) {}

@@ -27,7 +27,6 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
     let initialState: State
 
     // Guarded by the gate's lock.
-    @exclusivity(unchecked) private var current: State
     @exclusivity(unchecked) private var started = false
     @exclusivity(unchecked) private var tornDown = false
     @exclusivity(unchecked) private var subscriptions: [Cancellable] = []
@@ -35,8 +34,8 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
     @exclusivity(unchecked) private weak var effects: EffectTracking?
     /// Written once while building, under the gate; read under the gate.
     @exclusivity(unchecked) private var source: StateRelay<State>?
-    /// The `scan` accumulator: the last reduced state, before transform(state:).
-    @exclusivity(unchecked) private var scanState: State
+    /// Whether transform(state:) is the identity, so `reduceAndEmit` publishes itself.
+    @exclusivity(unchecked) private var statesPassThrough = false
 
     /// `initial`: the state to start from, `reactor.initialState` when nil.
     init<R: Reactor>(_ reactor: R, startingFrom initial: State?)
@@ -45,8 +44,6 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
         action = ActionSubject(gate: gate)
         let initial = initial ?? reactor.initialState
         initialState = initial
-        current = initial
-        scanState = initial
         output = StateRelay(initial, replaying: false, gate: gate)
         super.init(key: ObjectIdentifier(reactor))
     }
@@ -57,11 +54,7 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
         gate.withLock { effects }?.hasRunningEffects ?? false
     }
 
-    var currentState: State {
-        gate.lock()
-        defer { gate.unlock() }
-        return current
-    }
+    var currentState: State { output.currentLatest }
 
     // MARK: Stub
 
@@ -115,13 +108,25 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
             effectsRunning: { [weak self] tracker in self?.watchEffects(tracker) }
         )
         let mutations = reactor.transform(mutation: stage.eraseToAnyPublisher())
-        let states = reactor.transform(state: source.eraseToAnyPublisher())
-        let stateSink = StateSink(self)
+        let reduced = source.eraseToAnyPublisher()
+        let states = reactor.transform(state: reduced)
         let reduceSink = ReduceSink(self)
-        gate.withLock { subscriptions = [reduceSink, stateSink] }
         // The state end first, so it sees initialState; then the mutation end, whose
         // merged streams (a current user) may deliver at once.
-        states.subscribe(stateSink)
+        if isSamePublisher(states, reduced) {
+            // The default transform(state:) hands its argument back: reduced states go
+            // straight to `publish`, without a sink and a conduit between (~220 bytes a
+            // reactor, and a hop a state).
+            gate.withLock {
+                subscriptions = [reduceSink]
+                statesPassThrough = true
+            }
+            publish(initialState)
+        } else {
+            let stateSink = StateSink(self)
+            gate.withLock { subscriptions = [reduceSink, stateSink] }
+            states.subscribe(stateSink)
+        }
         mutations.subscribe(reduceSink)
     }
 
@@ -134,20 +139,21 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
 
     func reduceAndEmit(_ mutation: Mutation) {
         guard let source else { return }
-        guard handle.reduce(&scanState, mutation) else {
+        // The `scan` accumulator is the source relay's latest state.
+        var state = source.latest
+        guard handle.reduce(&state, mutation) else {
             teardown()
             return
         }
         let wasEmitting = gate.isEmitting
         gate.isEmitting = true
-        source.send(scanState)
+        source.send(state)
+        if statesPassThrough { publish(state) }
         gate.isEmitting = wasEmitting
     }
 
+    /// Sets `currentState` and delivers to `reactor.state` subscribers.
     func publish(_ state: State) {
-        gate.lock()
-        current = state
-        gate.unlock()
         let wasEmitting = gate.isEmitting
         gate.isEmitting = true
         output.send(state)
@@ -171,4 +177,11 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
         output.detachAll()
         ReactorRegistry.shared.remove(self)
     }
+}
+
+/// Whether two type-erased publishers are one and the same (the same box inside): equal
+/// bytes of the one reference `AnyPublisher` holds.
+private func isSamePublisher<Output, Failure>(_ a: AnyPublisher<Output, Failure>,
+                                              _ b: AnyPublisher<Output, Failure>) -> Bool {
+    withUnsafeBytes(of: a) { a in withUnsafeBytes(of: b) { b in a.elementsEqual(b) } }
 }

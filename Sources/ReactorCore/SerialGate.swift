@@ -21,7 +21,9 @@ protocol GateWork: AnyObject {
 /// - Work that arrives on the holder's own thread while a state is being reduced or
 ///   delivered (`isEmitting`) is queued and runs after the current work (ReactorKit #260).
 final class SerialGate {
-    private let mutex = Lock.make()
+    /// Also the lock of the reactor's small shared state (see `withLock`) and of the pipeline
+    /// stages that belong to this reactor alone: sections under it are short and never call out.
+    let mutex = Lock.make()
     @exclusivity(unchecked) private var busy = false
     @exclusivity(unchecked) private var closed = false
     @exclusivity(unchecked) private var waiters = 0

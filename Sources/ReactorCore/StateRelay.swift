@@ -10,7 +10,8 @@ final class StateRelay<State>: Publisher {
     typealias Failure = Never
 
     let gate: SerialGate
-    /// Read and written only under the gate.
+    /// Written under the gate and its lock; read under the gate, or anywhere under the lock
+    /// (`currentLatest`).
     @exclusivity(unchecked) private(set) var latest: State
     /// Guarded by the gate's lock.
     @exclusivity(unchecked) private var conduits: ContiguousArray<StateConduit> = []
@@ -30,9 +31,9 @@ final class StateRelay<State>: Publisher {
 
     /// Under the gate.
     func send(_ state: State) {
+        gate.lock()
         latest = state
         hasLatest = true
-        gate.lock()
         let current = conduits
         gate.unlock()
         withUnsafePointer(to: state) { pointer in
@@ -43,6 +44,9 @@ final class StateRelay<State>: Publisher {
             }
         }
     }
+
+    /// The latest state, from any thread: `reactor.currentState`.
+    var currentLatest: State { gate.withLock { latest } }
 
     func receive<S: Subscriber>(subscriber: S) where S.Input == State, S.Failure == Never {
         subscriber.receive(subscription: StateConduitOf(relay: self, downstream: subscriber))

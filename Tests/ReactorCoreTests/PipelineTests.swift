@@ -48,6 +48,34 @@ final class PipelineTests: XCTestCase {
         cancellable.cancel()
     }
 
+    /// A transform(state:) that watches its argument and hands it back unchanged: both its
+    /// own subscriber and `reactor.state` see every state (the unchanged stream is not
+    /// subscribed through a sink, so the argument must still be fed).
+    func testTransformStateThatWatchesItsArgument() {
+        final class WatchingReactor: Reactor {
+            typealias Action = Int
+            typealias Mutation = Int
+            typealias State = Int
+            let initialState = 0
+            var watched: [Int] = []
+            var watching: AnyCancellable?
+            func reduce(state: Int, mutation: Int) -> Int { state + mutation }
+            func transform(state: AnyPublisher<Int, Never>) -> AnyPublisher<Int, Never> {
+                watching = state.sink { [unowned self] in watched.append($0) }
+                return state
+            }
+        }
+        let reactor = WatchingReactor()
+        var states: [Int] = []
+        let cancellable = reactor.state.sink { states.append($0) }
+        reactor.action.send(1)
+        reactor.action.send(2)
+        XCTAssertEqual(states, [0, 1, 3])
+        XCTAssertEqual(reactor.watched, [0, 1, 3])
+        XCTAssertEqual(reactor.currentState, 3)
+        cancellable.cancel()
+    }
+
     func testActionBuildsTheStateStream() {
         let reactor = StageReactor()
         reactor.action.send(["action"])
