@@ -123,6 +123,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case full(String, cause: String = "")
     /// Any other failure to read or write: 503 for the request.
     case unavailable(String, cause: String = "")
+    /// What is stored is damaged (a malformed database file, an impossible value in a row):
+    /// retrying cannot help. A session read from it answers 409, a write 500.
+    case damaged(String, cause: String = "")
     /// A shared store refused a session's change: another node holds it now (503; the
     /// client's retry reaches the holder).
     case notHeld(String)
@@ -132,14 +135,23 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// What went wrong, worded for any client: no location, address or database message.
     public var detail: String {
         switch self {
-        case let .full(detail, _), let .unavailable(detail, _), let .notHeld(detail), let .cannotOpen(detail): detail
+        case let .full(detail, _), let .unavailable(detail, _), let .damaged(detail, _), let .notHeld(detail),
+             let .cannotOpen(detail): detail
         }
     }
 
     public var description: String {
         switch self {
-        case let .full(detail, cause), let .unavailable(detail, cause): cause.isEmpty ? detail : "\(detail) (\(cause))"
+        case let .full(detail, cause), let .unavailable(detail, cause), let .damaged(detail, cause):
+            cause.isEmpty ? detail : "\(detail) (\(cause))"
         case let .notHeld(detail), let .cannotOpen(detail): detail
         }
     }
+}
+
+/// A version or an event id as a row stores it: never negative, else the row is damaged
+/// (clamped to 0, it would restart the session's event ids under its clients' feet).
+func storedCount(_ value: Int64, _ name: String) throws(StoreError) -> UInt64 {
+    guard value >= 0 else { throw .damaged("its stored row is damaged", cause: "\(name) \(value) is negative") }
+    return UInt64(value)
 }

@@ -410,17 +410,21 @@ final class DurabilityTests: XCTestCase {
         let server = try start()
         let client = HTTPClient(port: server.port)
         let broken = try create(client), gone = try create(client), fine = try create(client)
-        for session in [broken, gone, fine] { XCTAssertEqual(try act(client, session).status, 200) }
+        let rewound = try create(client)
+        for session in [broken, gone, fine, rewound] { XCTAssertEqual(try act(client, session).status, 200) }
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
         try sqlite("""
             UPDATE sessions SET state = '{"count": "not a number"' WHERE id = '\(broken)';
             UPDATE sessions SET kind = 'retired' WHERE id = '\(gone)';
+            UPDATE sessions SET version = -5 WHERE id = '\(rewound)';
             """)
 
         let restarted = try start()
         let again = HTTPClient(port: restarted.port)
-        for session in [broken, gone] {
+        // A negative version would restart the event ids that clients resume from.
+        XCTAssertTrue(try again.request("GET", "/sessions/\(rewound)").text.contains("damaged"))
+        for session in [broken, gone, rewound] {
             let response = try again.request("GET", "/sessions/\(session)")
             XCTAssertEqual(response.status, 409, response.text)
             XCTAssertEqual(response.header("content-type"), "application/problem+json")
@@ -428,6 +432,38 @@ final class DurabilityTests: XCTestCase {
         }
         XCTAssertTrue(try again.request("GET", "/sessions/\(gone)").text.contains("'retired'"))
         XCTAssertEqual(try act(again, fine).object["version"] as? Int, 2)
+        XCTAssertEqual(try again.request("GET", "/healthz").status, 200, "the server stays up")
+    }
+
+    func testADamagedFileFailsTheSessionsOnItsBadPagesFor409NotARetry() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        var sessions: [String] = []
+        for _ in 0..<60 {
+            let session = try create(client)
+            let message = String(repeating: "x", count: 500)
+            XCTAssertEqual(try act(client, session, #"{"type":"alert","message":"\#(message)"}"#).status, 200)
+            sessions.append(session)
+        }
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        // A page in the middle of the file overwritten, as a bad disk block would.
+        let file = try XCTUnwrap(FileHandle(forUpdatingAtPath: database))
+        let size = try file.seekToEnd()
+        try file.seek(toOffset: size / 2 - size / 2 % 4096)
+        file.write(Data(repeating: 0xFF, count: 4096))
+        try file.close()
+
+        let restarted = try start()
+        let again = HTTPClient(port: restarted.port)
+        var statuses: [Int: Int] = [:]
+        for session in sessions {
+            let response = try again.request("GET", "/sessions/\(session)")
+            statuses[response.status, default: 0] += 1
+            if response.status == 409 { XCTAssertTrue(response.text.contains("damaged"), response.text) }
+        }
+        XCTAssertEqual(Set(statuses.keys).subtracting([200, 409]), [], "never a 503 to retry: \(statuses)")
+        XCTAssertGreaterThan(statuses[409] ?? 0, 0, "some session lived on the bad page: \(statuses)")
         XCTAssertEqual(try again.request("GET", "/healthz").status, 200, "the server stays up")
     }
 

@@ -72,6 +72,11 @@ final class Persistence: @unchecked Sendable {
                 stored = try engine.session(id, historyLength: historyLength)
             }
         } catch {
+            if case .damaged = error {
+                // Not a failure of the store that a retry could outlast: this session's data is bad.
+                context.cluster?.store.release([id])
+                return .failure(unrestorable(key, context, error.detail, logged: error.description))
+            }
             failures.failed(error, "to read a session")
             return .failure(.store(error))
         }
@@ -142,11 +147,13 @@ final class Persistence: @unchecked Sendable {
         }
     }
 
-    private func unrestorable(_ key: SessionKey, _ context: ServiceContext, _ reason: String) -> SessionLookupError {
+    /// `logged`: the reason as the log gets it, when it says more than a client may read.
+    private func unrestorable(_ key: SessionKey, _ context: ServiceContext, _ reason: String,
+                              logged: String? = nil) -> SessionLookupError {
         // Logged once per session and run: a client retrying must not flood the log.
         if reported.insert(key).inserted {
             context.logger.error("a stored session cannot be restored", metadata: [
-                "session": "\(key.string)", "reason": "\(reason)",
+                "session": "\(key.string)", "reason": "\(logged ?? reason)",
             ])
         }
         return .unrestorable("this session is stored but cannot be restored: \(reason)")

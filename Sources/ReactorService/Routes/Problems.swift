@@ -29,6 +29,8 @@ enum Problems {
         switch error {
         case .full:
             return .problem(status: 507, detail: "\(error.detail); nothing of this request was stored")
+        case .damaged:
+            return .problem(status: 500, detail: "\(error.detail); nothing of this request was stored")
         case .unavailable, .notHeld, .cannotOpen:
             return .problem(status: 503, detail: "\(error.detail); nothing of this request was stored",
                             headers: HTTPHeaders([("Retry-After", "1")]))

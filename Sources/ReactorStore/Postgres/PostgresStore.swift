@@ -96,7 +96,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 LEFT JOIN reactord_events e ON e.session = s.id AND e.seq > s.version - $2
                 WHERE s.id = $1 ORDER BY e.seq
                 """, [id, String(historyLength)])
-            return Self.storedSession(id, rows)
+            return try Self.storedSession(id, rows)
         }
     }
 
@@ -193,7 +193,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                     FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
                     ORDER BY e.seq
                     """, [id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt)])
-                if let session = Self.storedSession(id, rows) {
+                if let session = try Self.storedSession(id, rows) {
                     return (session, rows.int64(0, 9) ?? 0, nil, false)
                 }
                 let holder = try connection.execute("""
@@ -608,15 +608,15 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     // MARK: - Values
 
-    private static func storedSession(_ id: String, _ rows: PostgresResult) -> StoredSession? {
+    private static func storedSession(_ id: String, _ rows: PostgresResult) throws(StoreError) -> StoredSession? {
         guard rows.count > 0 else { return nil }
         var session = StoredSession(
             id: id, kind: rows.string(0, 0) ?? "", owner: rows.string(0, 1), stateJSON: rows.bytes(0, 2) ?? [],
-            version: UInt64(clamping: rows.int64(0, 3) ?? 0), createdAt: rows.double(0, 4) ?? 0,
+            version: try storedCount(rows.int64(0, 3) ?? 0, "version"), createdAt: rows.double(0, 4) ?? 0,
             lastActive: rows.double(0, 5) ?? 0, events: [])
         for row in 0..<rows.count where !rows.isNull(row, 6) {
-            session.events.append(StoredEvent(seq: UInt64(clamping: rows.int64(row, 6) ?? 0), pulse: rows.string(row, 7),
-                                              json: rows.bytes(row, 8) ?? []))
+            session.events.append(StoredEvent(seq: try storedCount(rows.int64(row, 6) ?? 0, "event id"),
+                                              pulse: rows.string(row, 7), json: rows.bytes(row, 8) ?? []))
         }
         return session
     }

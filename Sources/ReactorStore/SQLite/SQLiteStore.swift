@@ -76,13 +76,14 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             guard try row.next() else { return nil }
             var session = StoredSession(
                 id: id, kind: row.string(0), owner: row.isNull(5) ? nil : row.string(5), stateJSON: row.bytes(1),
-                version: UInt64(clamping: row.int64(2)), createdAt: row.double(3), lastActive: row.double(4), events: [])
+                version: try storedCount(row.int64(2), "version"), createdAt: row.double(3), lastActive: row.double(4),
+                events: [])
             let events = try connection.statement(
                 "SELECT seq, pulse, data FROM events WHERE session = ? AND seq > ? ORDER BY seq")
             try events.bind(.text(id), .integer(Int64(clamping: session.version) - Int64(historyLength)))
             while try events.next() {
                 session.events.append(StoredEvent(
-                    seq: UInt64(clamping: events.int64(0)), pulse: events.isNull(1) ? nil : events.string(1),
+                    seq: try storedCount(events.int64(0), "event id"), pulse: events.isNull(1) ? nil : events.string(1),
                     json: events.bytes(2)))
             }
             return session
@@ -201,6 +202,9 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             return .cannotOpen("cannot open the store \(path): \(error)")
         }
         if sqlite?.primaryCode == SQLITE_FULL { return .full("the store's disk is full", cause: "\(error)") }
+        if sqlite?.primaryCode == SQLITE_CORRUPT || sqlite?.primaryCode == SQLITE_NOTADB {
+            return .damaged("the store's file is damaged", cause: "\(error)")
+        }
         return .unavailable("the store failed", cause: "\(error)")
     }
 
