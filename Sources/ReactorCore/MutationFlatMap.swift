@@ -13,17 +13,26 @@ struct MutationFlatMap<Action, Mutation>: Publisher {
 
     let upstream: AnyPublisher<Action, Never>
     let gate: SerialGate
-    /// Calls the reactor's `mutate` and subscribes to the effect; false when the reactor
-    /// is gone.
-    let mutate: (Action, EffectSubscriber<Mutation>) -> Bool
-    let reactorGone: () -> Void
-    let effectsRunning: (EffectTracking) -> Void
+    let owner: MutationStageOwner<Action, Mutation>
 
     func receive<S: Subscriber>(subscriber: S) where S.Input == Mutation, S.Failure == Never {
         let subscription = MutationFlatMapSubscription(self, downstream: subscriber)
         subscriber.receive(subscription: subscription)
         upstream.subscribe(subscription)
     }
+}
+
+/// What the stage needs of its reactor's storage: one reference rather than three closures
+/// (their contexts, and a weak reference's side table, cost every reactor ~180 bytes).
+/// Held strongly, like the pipeline's sinks hold the storage: the cycle ends at teardown.
+class MutationStageOwner<Action, Mutation>: AnyReactorStorage {
+    /// Calls the reactor's `mutate` and subscribes `subscriber` to the effect it returns;
+    /// false when the reactor is gone.
+    func mutate(_ action: Action, into subscriber: EffectSubscriber<Mutation>) -> Bool { false }
+    /// The reactor went away: the pipeline tears itself down.
+    func reactorGone() {}
+    /// Effects outlived the call to `mutate`: the release watcher should know of them.
+    func effectsRunning(_ tracker: EffectTracking) {}
 }
 
 /// The running-effects question the release watcher asks.
@@ -108,8 +117,8 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         lock.unlock()
         guard !cancelled else { return }
         let subscriber = EffectSubscriber<Mutation>(parent: self)
-        guard stage.mutate(action, subscriber) else {
-            stage.reactorGone()
+        guard stage.owner.mutate(action, into: subscriber) else {
+            stage.owner.reactorGone()
             return
         }
         lock.lock()
@@ -117,7 +126,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         if stillRunning { running[ObjectIdentifier(subscriber)] = subscriber }
         subscriber.tracked = stillRunning
         lock.unlock()
-        if stillRunning { stage.effectsRunning(self) }
+        if stillRunning { stage.owner.effectsRunning(self) }
     }
 
     /// Under the gate: passes a mutation on, or buffers it for lack of demand.

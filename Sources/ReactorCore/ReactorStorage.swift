@@ -19,7 +19,7 @@ class AnyReactorStorage {
 /// The storage holds the reactor weakly; the registry holds the storage until the reactor
 /// is found gone (by the pipeline itself or by the release watcher), then `teardown`
 /// closes the gate, cancels the pipeline (and with it running effects) and lets go.
-final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
+final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, Mutation> {
     let gate = SerialGate()
     let handle: ReactorHandle<Action, Mutation, State>
     let action: ActionSubject<Action>
@@ -32,7 +32,8 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
     @exclusivity(unchecked) private var subscriptions: [Cancellable] = []
     @exclusivity(unchecked) private var stubCore: StubCore<Action, State>?
     @exclusivity(unchecked) private weak var effects: EffectTracking?
-    /// Written once while building, under the gate; read under the gate.
+    /// The reduced states, before transform(state:). Written once while building, under the
+    /// gate; read under the gate. Nil when states pass through and nothing else watches them.
     @exclusivity(unchecked) private var source: StateRelay<State>?
     /// Whether transform(state:) is the identity, so `reduceAndEmit` publishes itself.
     @exclusivity(unchecked) private var statesPassThrough = false
@@ -97,40 +98,53 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
 
     private func build<R: Reactor>(_ reactor: R)
     where R.Action == Action, R.Mutation == Mutation, R.State == State {
-        let source = StateRelay(initialState, replaying: true, gate: gate)
-        gate.withLock { self.source = source }
-        let handle = self.handle
+        var source = StateRelay(initialState, replaying: true, gate: gate)
         let stage = MutationFlatMap<Action, Mutation>(
-            upstream: reactor.transform(action: action.eraseToAnyPublisher()),
-            gate: gate,
-            mutate: { handle.mutate($0, into: $1) },
-            reactorGone: { [weak self] in self?.teardown() },
-            effectsRunning: { [weak self] tracker in self?.watchEffects(tracker) }
-        )
+            upstream: reactor.transform(action: action.eraseToAnyPublisher()), gate: gate, owner: self)
         let mutations = reactor.transform(mutation: stage.eraseToAnyPublisher())
-        let reduced = source.eraseToAnyPublisher()
-        let states = reactor.transform(state: reduced)
         let reduceSink = ReduceSink(self)
         // The state end first, so it sees initialState; then the mutation end, whose
         // merged streams (a current user) may deliver at once.
-        if isSamePublisher(states, reduced) {
-            // The default transform(state:) hands its argument back: reduced states go
-            // straight to `publish`, without a sink and a conduit between (~220 bytes a
-            // reactor, and a hop a state).
+        if let states = Self.transformedStates(reactor, source) {
+            let stateSink = StateSink(self)
             gate.withLock {
+                self.source = source
+                subscriptions = [reduceSink, stateSink]
+            }
+            states.subscribe(stateSink)
+        } else {
+            // The default transform(state:) hands its argument back: reduced states go
+            // straight to `publish`, without a sink and a conduit between, and the argument
+            // is kept only when something else holds it (a transform that watches it).
+            let watched = !isKnownUniquelyReferenced(&source)
+            gate.withLock {
+                if watched { self.source = source }
                 subscriptions = [reduceSink]
                 statesPassThrough = true
             }
             publish(initialState)
-        } else {
-            let stateSink = StateSink(self)
-            gate.withLock { subscriptions = [reduceSink, stateSink] }
-            states.subscribe(stateSink)
         }
         mutations.subscribe(reduceSink)
     }
 
-    private func watchEffects(_ tracker: EffectTracking) {
+    /// What transform(state:) makes of the reduced states; nil when it hands them back as
+    /// they are. (Its own function, so that nothing of the call outlives it.)
+    private static func transformedStates<R: Reactor>(_ reactor: R, _ reduced: StateRelay<State>)
+    -> AnyPublisher<State, Never>? where R.State == State {
+        let erased = reduced.eraseToAnyPublisher()
+        let states = reactor.transform(state: erased)
+        return isSamePublisher(states, erased) ? nil : states
+    }
+
+    // MARK: The mutation stage's calls
+
+    override func mutate(_ action: Action, into subscriber: EffectSubscriber<Mutation>) -> Bool {
+        handle.mutate(action, into: subscriber)
+    }
+
+    override func reactorGone() { teardown() }
+
+    override func effectsRunning(_ tracker: EffectTracking) {
         gate.withLock { effects = tracker }
         ReactorRegistry.shared.watchEffects(self)
     }
@@ -138,16 +152,17 @@ final class ReactorStorage<Action, Mutation, State>: AnyReactorStorage {
     // MARK: Under the gate
 
     func reduceAndEmit(_ mutation: Mutation) {
-        guard let source else { return }
-        // The `scan` accumulator is the source relay's latest state.
-        var state = source.latest
+        // The `scan` accumulator: the latest reduced state, which is the output's when
+        // states pass straight through.
+        guard let reduced = statesPassThrough ? output : source else { return }
+        var state = reduced.latest
         guard handle.reduce(&state, mutation) else {
             teardown()
             return
         }
         let wasEmitting = gate.isEmitting
         gate.isEmitting = true
-        source.send(state)
+        source?.send(state)
         if statesPassThrough { publish(state) }
         gate.isEmitting = wasEmitting
     }
