@@ -129,9 +129,13 @@ where Downstream.Input == Element, Downstream.Failure == Never {
 
     override func cancel() {
         lock.lock()
+        // Let go of after unlocking: the lock is the reactor's gate lock, and the subscriber's
+        // deinit is anyone's code (it may well cancel a subscription to the same reactor).
+        let released = downstream
         downstream = nil
         let subject = self.subject
         lock.unlock()
         subject?.remove(self)
+        withExtendedLifetime(released) {}
     }
 }

@@ -206,6 +206,9 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
     func cancel() {
         lock.lock()
         cancelled = true
+        // What the stage lets go of is released after unlocking (the lock is the reactor's
+        // gate lock, and a deinit may be anyone's code).
+        let released = (downstream, buffer)
         downstream = nil
         buffer = []
         let upstream = self.upstream
@@ -215,6 +218,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         lock.unlock()
         upstream?.cancel()
         for effect in effects { effect.cancel() }
+        withExtendedLifetime(released) {}
     }
 }
 
@@ -265,9 +269,11 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
 
     func receive(completion: Subscribers.Completion<Never>) {
         parent.lock.lock()
+        let finished = subscription   // released after unlocking, as in `cancel`
         subscription = nil
         parent.lock.unlock()
         parent.effectFinished(self)
+        withExtendedLifetime(finished) {}
     }
 
     func cancel() {

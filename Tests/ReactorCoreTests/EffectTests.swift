@@ -173,6 +173,52 @@ final class EffectTests: XCTestCase {
 /// the action subject going away means the storage, both sinks, the merge and the
 /// subscription to the global user (which held them) are gone too.
 final class ReleaseTests: XCTestCase {
+    private final class SumReactor: Reactor {
+        typealias Action = Int
+        typealias Mutation = Int
+        typealias State = Int
+        let initialState = 0
+        func reduce(state: Int, mutation: Int) -> Int { state + mutation }
+    }
+
+    /// An action subscriber that only its subscription keeps, holding a subscription to the
+    /// same reactor's state (a logger, say).
+    private final class ActionLogger: Subscriber {
+        typealias Input = Int
+        typealias Failure = Never
+        var stateWatch: AnyCancellable?
+        let freed: () -> Void
+        init(freed: @escaping () -> Void) { self.freed = freed }
+        deinit { freed() }
+        func receive(subscription: Subscription) { subscription.request(.unlimited) }
+        func receive(_ input: Int) -> Subscribers.Demand { .none }
+        func receive(completion: Subscribers.Completion<Never>) {}
+    }
+
+    /// The release watcher's teardown lets go of the logger, whose deinit cancels its state
+    /// subscription: that must not wait for a lock the teardown holds (the gate's), or the
+    /// watcher sweeps nothing again.
+    func testTeardownReleasingAnActionSubscriberDoesNotStopTheReleaseWatcher() {
+        let freed = DispatchSemaphore(value: 0)
+        do {
+            let reactor = SumReactor()
+            let logger = ActionLogger { freed.signal() }
+            logger.stateWatch = reactor.state.sink { _ in }
+            reactor.action.subscribe(logger)
+            reactor.action.send(1)
+        }
+        XCTAssertEqual(freed.wait(timeout: .now() + 10), .success, "the logger was never freed")
+        weak var weakAction: ActionSubject<Int>?
+        do {
+            let other = SumReactor()
+            weakAction = other.action
+            other.action.send(1)
+        }
+        let start = Date()
+        while weakAction != nil && Date().timeIntervalSince(start) < 10 { usleep(10_000) }
+        XCTAssertNil(weakAction, "the release watcher sweeps no more")
+    }
+
     func testPipelineIsFreedAfterRelease() {
         let user = CurrentValueSubject<String?, Never>("jay")
         weak var weakReactor: CounterReactor?
