@@ -33,9 +33,10 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
     @exclusivity(unchecked) private var stubCore: StubCore<Action, State>?
     @exclusivity(unchecked) private weak var effects: EffectTracking?
     /// The reduced states, before transform(state:). Written once while building, under the
-    /// gate; read under the gate. Nil when states pass through and nothing else watches them.
+    /// gate; read under the gate. Nil when states pass straight through.
     @exclusivity(unchecked) private var source: StateRelay<State>?
-    /// Whether transform(state:) is the identity, so `reduceAndEmit` publishes itself.
+    /// Whether transform(state:) is the identity and nothing else watches its argument, so
+    /// `reduceAndEmit` publishes itself.
     @exclusivity(unchecked) private var statesPassThrough = false
 
     /// `initial`: the state to start from, `reactor.initialState` when nil.
@@ -105,24 +106,25 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
         let reduceSink = ReduceSink(self)
         // The state end first, so it sees initialState; then the mutation end, whose
         // merged streams (a current user) may deliver at once.
-        if let states = Self.transformedStates(reactor, source) {
+        let transformed = Self.transformedStates(reactor, source)
+        if transformed == nil && isKnownUniquelyReferenced(&source) {
+            // The default transform(state:) handed its argument back and kept nothing of it:
+            // reduced states go straight to `publish`, without a relay, a sink and a conduit
+            // between. (A transform that kept its argument takes the path below, so whoever
+            // watches it sees each state in the same order as ever.)
+            gate.withLock {
+                subscriptions = [reduceSink]
+                statesPassThrough = true
+            }
+            publish(initialState)
+        } else {
+            let states = transformed ?? source.eraseToAnyPublisher()
             let stateSink = StateSink(self)
             gate.withLock {
                 self.source = source
                 subscriptions = [reduceSink, stateSink]
             }
             states.subscribe(stateSink)
-        } else {
-            // The default transform(state:) hands its argument back: reduced states go
-            // straight to `publish`, without a sink and a conduit between, and the argument
-            // is kept only when something else holds it (a transform that watches it).
-            let watched = !isKnownUniquelyReferenced(&source)
-            gate.withLock {
-                if watched { self.source = source }
-                subscriptions = [reduceSink]
-                statesPassThrough = true
-            }
-            publish(initialState)
         }
         mutations.subscribe(reduceSink)
     }
@@ -160,10 +162,13 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
             teardown()
             return
         }
+        if statesPassThrough {
+            publish(state)
+            return
+        }
         let wasEmitting = gate.isEmitting
         gate.isEmitting = true
-        source?.send(state)
-        if statesPassThrough { publish(state) }
+        reduced.send(state)
         gate.isEmitting = wasEmitting
     }
 

@@ -76,6 +76,35 @@ final class PipelineTests: XCTestCase {
         cancellable.cancel()
     }
 
+    /// transform(state:) keeps its argument and hands it back; a view subscribes to the kept
+    /// stream after `reactor.state`: as in ReactorKit, it comes after the main chain, which
+    /// has set currentState by then.
+    func testAWatcherOfTheKeptArgumentThatSubscribesLaterComesAfterTheStateStream() {
+        final class KeepingReactor: Reactor {
+            typealias Action = Int
+            typealias Mutation = Int
+            typealias State = Int
+            let initialState = 0
+            var reduced: AnyPublisher<Int, Never>?
+            func reduce(state: Int, mutation: Int) -> Int { state + mutation }
+            func transform(state: AnyPublisher<Int, Never>) -> AnyPublisher<Int, Never> {
+                reduced = state
+                return state
+            }
+        }
+        let reactor = KeepingReactor()
+        var log: [String] = []
+        let main = reactor.state.sink { log.append("state \($0)") }
+        let view = reactor.reduced!.sink { [unowned reactor] in
+            log.append("reduced \($0) current \(reactor.currentState)")
+        }
+        log = []
+        reactor.action.send(1)
+        XCTAssertEqual(log, ["state 1", "reduced 1 current 1"])
+        main.cancel()
+        view.cancel()
+    }
+
     func testActionBuildsTheStateStream() {
         let reactor = StageReactor()
         reactor.action.send(["action"])
