@@ -265,6 +265,17 @@ def test_delete_through_one_node_ends_a_subscriber_on_another(cluster):
         assert node.request("GET", f"/sessions/{session}")[0] == 404
 
 
+def test_a_damaged_row_is_409_on_a_follower_not_a_503_to_retry(cluster):
+    session = cluster.nodes[0].create()
+    assert cluster.nodes[0].act(session, {"type": "increase"})[0] == 200
+    # A negative version would restart the event ids a follower's streams resume from.
+    cluster.postgres.sql(cluster.dsn, f"UPDATE reactord_sessions SET version = -5 WHERE id = '{session}'")
+    follower = next(node for node in cluster.nodes if node.port != cluster.holder_port(session))
+    status, body, headers = follower.request("GET", f"/sessions/{session}/events", timeout=5)
+    assert status == 409 and "damaged" in body, (status, body)
+    assert headers.get("Content-Type") == "application/problem+json"
+
+
 def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
     made = Cluster(postgres, 2)
     try:

@@ -51,7 +51,7 @@ final class Followers: @unchecked Sendable {
                 stored = try store.session(id, historyLength: historyLength)
             } catch {
                 forget(id, follower)
-                return .failure(.store(error))
+                return .failure(.reading(error))
             }
             guard let stored else {
                 forget(id, follower)

@@ -14,10 +14,22 @@ enum SessionLookupError: Error {
     /// Stored, but it cannot come back (its kind is gone, its state no longer decodes, its
     /// row is damaged): 409 for this session alone.
     case unrestorable(String)
-    /// The store failed while reading it: 503.
+    /// The store failed while reading it: 503 (507 when full; see `Problems.store`).
     case store(StoreError)
     /// Cluster mode: another live node holds it; requests go to `address`.
     case heldElsewhere(address: String)
+
+    /// `unrestorable`, worded for the client.
+    static func cannotRestore(_ reason: String) -> SessionLookupError {
+        .unrestorable("this session is stored but cannot be restored: \(reason)")
+    }
+
+    /// The store could not read the session: damaged data is this session's for good (409),
+    /// anything else the store's (503, 507).
+    static func reading(_ error: StoreError) -> SessionLookupError {
+        if case .damaged = error { return cannotRestore(error.detail) }
+        return .store(error)
+    }
 }
 
 /// The service's side of a durable store: the journal that writes every change, and the
@@ -156,6 +168,6 @@ final class Persistence: @unchecked Sendable {
                 "session": "\(key.string)", "reason": "\(logged ?? reason)",
             ])
         }
-        return .unrestorable("this session is stored but cannot be restored: \(reason)")
+        return .cannotRestore(reason)
     }
 }

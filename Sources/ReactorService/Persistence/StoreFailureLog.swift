@@ -24,7 +24,7 @@ final class StoreFailureLog: @unchecked Sendable {
             last = (text, now)
             return true
         }
-        if due { logger.warning("the store failed \(doing); requests answer 503 (507 when full)", metadata: ["error": "\(text)"]) }
+        if due { logger.warning("the store failed \(doing); requests answer 503 (507 when full, 500 when damaged)", metadata: ["error": "\(text)"]) }
     }
 
     /// A commit went through: logged once after failures.

@@ -272,11 +272,11 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 WHERE s.id = $1 ORDER BY e.seq
                 """, [id, String(seq), String(limit)])
             guard rows.count > 0 else { return nil }
-            var result = SessionEvents(version: UInt64(clamping: rows.int64(0, 1) ?? 0), stateJSON: rows.bytes(0, 0) ?? [],
-                                       events: [])
+            var result = SessionEvents(version: try storedCount(rows.int64(0, 1) ?? 0, "version"),
+                                       stateJSON: rows.bytes(0, 0) ?? [], events: [])
             for row in 0..<rows.count where !rows.isNull(row, 2) {
-                result.events.append(StoredEvent(seq: UInt64(clamping: rows.int64(row, 2) ?? 0), pulse: rows.string(row, 3),
-                                                 json: rows.bytes(row, 4) ?? []))
+                result.events.append(StoredEvent(seq: try storedCount(rows.int64(row, 2) ?? 0, "event id"),
+                                                 pulse: rows.string(row, 3), json: rows.bytes(row, 4) ?? []))
             }
             return result
         }
@@ -289,7 +289,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                                               [Self.array(strings: ids)])
             var versions: [String: UInt64] = [:]
             for row in 0..<rows.count {
-                versions[rows.string(row, 0) ?? ""] = UInt64(clamping: rows.int64(row, 1) ?? 0)
+                versions[rows.string(row, 0) ?? ""] = try storedCount(rows.int64(row, 1) ?? 0, "version")
             }
             return versions
         }
@@ -311,8 +311,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         try reading { connection in
             let rows = try connection.execute(
                 "SELECT version, data FROM reactord_user_changes WHERE version > $1 ORDER BY version", [String(version)])
-            return (0..<rows.count).map {
-                UserChange(version: UInt64(clamping: rows.int64($0, 0) ?? 0), json: rows.bytes($0, 1))
+            return try (0..<rows.count).map { (row) throws(StoreError) in
+                UserChange(version: try storedCount(rows.int64(row, 0) ?? 0, "user version"), json: rows.bytes(row, 1))
             }
         }
     }
@@ -596,12 +596,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    /// A full disk is 507 to the client; anything else 503.
+    /// A full disk is 507 to the client, damaged data 409 or 500; anything else 503.
     private func storeError(_ error: any Error) -> StoreError {
         if let error = error as? StoreError { return error }
         guard let error = error as? PostgresError else { return .unavailable("the store failed", cause: "\(name): \(error)") }
         let cause = "\(name): \(error.message)"
         if error.sqlState == "53100" { return .full("the store is out of disk space", cause: cause) }
+        // data_corrupted, index_corrupted
+        if error.sqlState == "XX001" || error.sqlState == "XX002" { return .damaged("the store's data is damaged", cause: cause) }
         if error.connectionLost { return .unavailable("PostgreSQL is unreachable", cause: cause) }
         return .unavailable("the store failed", cause: cause)
     }
