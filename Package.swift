@@ -38,7 +38,10 @@ let package = Package(
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
-        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        // Hands the answers libmicrohttpd makes itself (414, 431, ...) to MicroHTTP before they
+        // are sent, so that they carry the server's fields too (MicroHTTP/OwnAnswers.swift).
+        .target(name: "CMicroHTTPDAnswers", dependencies: ["CMicroHTTPD"]),
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "CMicroHTTPDAnswers"]),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",

@@ -144,6 +144,15 @@ mhd_shim_socket_context (struct MHD_Connection *connection)
   return (NULL == info) ? NULL : info->socket_context;
 }
 
+/// The daemon serving the connection, or NULL.
+static inline struct MHD_Daemon *
+mhd_shim_connection_daemon (struct MHD_Connection *connection)
+{
+  const union MHD_ConnectionInfo *info =
+    MHD_get_connection_info (connection, MHD_CONNECTION_INFO_DAEMON);
+  return (NULL == info) ? NULL : info->daemon;
+}
+
 /// The peer's address, or NULL.
 static inline const struct sockaddr *
 mhd_shim_client_address (struct MHD_Connection *connection)

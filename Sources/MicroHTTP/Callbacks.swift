@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import CMicroHTTPDAnswers
 
 // The C entry points libmicrohttpd calls, on its own threads. They live in a library file as
 // plain (nonisolated) functions — top-level code in an executable's main.swift would be
@@ -76,6 +77,15 @@ func mhdCollectField(cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
         collector.pointee.headers.append((name: name, value: text))
     }
     return .YES
+}
+
+/// One of libmicrohttpd's own answers (a 431, say), before it is sent: see `OwnAnswers`.
+func mhdOwnAnswer(raw: OpaquePointer?, status: UInt32, response: OpaquePointer?) {
+    guard let raw, let response else { return }
+    let connection = Connection(raw: raw)
+    guard let server = OwnAnswers.server(of: connection) else { return }
+    let fields = server._withUnsafeGuaranteedRef { $0.ownAnswerFields(connection, status: Int(status)) }
+    Connection.add(fields, to: response)
 }
 
 /// libmicrohttpd's error log, one formatted line (shim.h's mhd_shim_log formats it).

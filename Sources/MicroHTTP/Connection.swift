@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import CMicroHTTPDAnswers
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -93,15 +94,19 @@ struct Connection: @unchecked Sendable {
         }
         guard let mhdResponse = made else { return false }
         defer { MHD_destroy_response(mhdResponse) }
-        for (name, value) in response.headers {
-            // A field MHD rejects (e.g. a newline in a value) is dropped rather than sent broken.
+        Self.add(response.headers, to: mhdResponse)
+        if closing { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
+        let status = (100...999).contains(response.status) ? response.status : 500
+        return mhd_answers_queue(raw, UInt32(status), mhdResponse) == .YES
+    }
+
+    /// A field MHD rejects (e.g. a newline in a value) is dropped rather than sent broken.
+    static func add(_ headers: HTTPHeaders, to mhdResponse: OpaquePointer) {
+        for (name, value) in headers {
             withTerminatedUTF8(name) { cName in
                 withTerminatedUTF8(value) { cValue in _ = MHD_add_response_header(mhdResponse, cName, cValue) }
             }
         }
-        if closing { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
-        let status = (100...999).contains(response.status) ? response.status : 500
-        return MHD_queue_response(raw, UInt32(status), mhdResponse) == .YES
     }
 
     /// Queues the never-ending response of an event stream: chunked, read from the stream's
@@ -120,7 +125,7 @@ struct Connection: @unchecked Sendable {
         // A stream's end is the connection's end: nothing is pipelined behind an SSE response.
         _ = MHD_add_response_header(mhdResponse, "Connection", "close")
         for (name, value) in headers { _ = MHD_add_response_header(mhdResponse, name, value) }
-        return MHD_queue_response(raw, 200, mhdResponse) == .YES
+        return mhd_answers_queue(raw, 200, mhdResponse) == .YES
     }
 
     /// The head of every event stream, and of the answer to HEAD on a stream's route.

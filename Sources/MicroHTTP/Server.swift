@@ -114,6 +114,7 @@ public final class HTTPServer: @unchecked Sendable {
                 ? "no thread to accept connections on"
                 : "libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
         }
+        OwnAnswers.enter(self, daemons: started)
         acceptor = accepting
         logger = log
         parseStates = states
@@ -185,6 +186,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         watcher?.stop()
         for daemon in running { MHD_stop_daemon(daemon) }
+        OwnAnswers.leave(daemons: running)
         lock.withLock {
             daemons = []
             batchTicker = nil

@@ -490,6 +490,44 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(refused.header("Vary"), "Origin")
     }
 
+    func testAnswersLibmicrohttpdMakesItselfCarryTheCORSHeaders() throws {
+        // libmicrohttpd answers these before any callback of ours; the fields read by then
+        // (Origin among them) still reach `decorate`.
+        let origin = "https://app.example"
+        let cors = try ServerFixture { $0.corsOrigins = [origin] }
+        defer { cors.stop() }
+        let manyFields = (0..<1000).map { "X-Header-\($0): value\r\n" }.joined()
+        let cases: [(String, Int)] = [
+            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nAccept: */*\r\nX-Big: \(String(repeating: "a", count: 100 * 1024))\r\n\r\n", 431),
+            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\(manyFields)\r\n", 431),
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2 \r\n\r\n{}", 400),
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: two\r\n\r\n{}", 400),
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413),
+        ]
+        for (request, status) in cases {
+            let client = try TestClient(port: cors.port, receiveTimeout: 5)
+            client.send(request)
+            let response = try XCTUnwrap(client.readResponse(), String(request.prefix(80)))
+            XCTAssertEqual(response.status, status, String(request.prefix(80)))
+            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), origin, String(request.prefix(80)))
+            XCTAssertEqual(response.header("Vary"), "Origin", String(request.prefix(80)))
+            XCTAssertTrue(client.isClosedByPeer(), String(request.prefix(80)))
+        }
+        // A request line too long is refused before any field is read: no origin to allow, but
+        // the answer still varies by Origin.
+        let client = try TestClient(port: cors.port, receiveTimeout: 5)
+        client.send("GET /\(String(repeating: "b", count: 20 * 1024)) HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n")
+        let tooLong = try XCTUnwrap(client.readResponse())
+        XCTAssertEqual(tooLong.status, 414)
+        XCTAssertNil(tooLong.header("Access-Control-Allow-Origin"))
+        XCTAssertEqual(tooLong.header("Vary"), "Origin")
+        // Without an origin configured, nothing is added.
+        let plain = try raw("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: two\r\n\r\n")
+        XCTAssertEqual(plain?.status, 400)
+        XCTAssertNil(plain?.header("Vary"))
+        XCTAssertNil(plain?.header("Access-Control-Allow-Origin"))
+    }
+
     func testAtTheConnectionLimitABrowserReadsThe503() throws {
         let origin = "https://app.example"
         let fixture = try ServerFixture { $0.corsOrigins = [origin]; $0.connectionLimit = 2 }

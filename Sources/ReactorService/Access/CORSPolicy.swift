@@ -43,8 +43,9 @@ struct CORSPolicy: Sendable {
         return response
     }
 
-    /// For `HTTPServerConfiguration.decorate`: the answers MicroHTTP gives itself (400 for bad
-    /// framing, 404, 405, 413, 503 while stopping) carry the same headers as the routes' answers.
+    /// For `HTTPServerConfiguration.decorate`: the answers MicroHTTP and libmicrohttpd give
+    /// themselves (400 for bad framing, 404, 405, 413, 431, 503 while stopping) carry the same
+    /// headers as the routes' answers.
     /// Nil when no origin is configured (nothing to add).
     var decorator: (@Sendable (RequestHead, inout Response) -> Void)? {
         guard !allowedOrigins.isEmpty else { return nil }
