@@ -32,10 +32,14 @@ final class StateRelay<State>: Publisher {
     /// Under the gate.
     func send(_ state: State) {
         gate.lock()
+        // The state replaced is let go of after unlocking: `latest` may be its only holder, and
+        // its deinit is anyone's code (it may cancel a subscription to this very reactor).
+        let replaced = latest
         latest = state
         hasLatest = true
         let current = conduits
         gate.unlock()
+        withExtendedLifetime(replaced) {}
         withUnsafePointer(to: state) { pointer in
             var index = 0
             while index < current.count {

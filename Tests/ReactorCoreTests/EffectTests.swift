@@ -219,6 +219,32 @@ final class ReleaseTests: XCTestCase {
         XCTAssertNil(weakAction, "the release watcher sweeps no more")
     }
 
+    /// A state that holds the only subscription of a watcher to the same reactor: replacing it
+    /// frees the watcher, whose cancel takes the reactor's gate lock. That must not happen
+    /// while the lock is held, or the send never returns.
+    func testReplacingAStateThatHoldsASubscriptionToTheSameReactorReturns() {
+        final class Watcher { var watch: AnyCancellable? }
+        struct Held { var watcher: Watcher? }
+        final class HoldingReactor: Reactor {
+            typealias Action = Watcher?
+            typealias Mutation = Watcher?
+            typealias State = Held
+            let initialState = Held(watcher: nil)
+            func reduce(state: Held, mutation: Watcher?) -> Held { Held(watcher: mutation) }
+        }
+        let reactor = HoldingReactor()
+        var watcher: Watcher? = Watcher()
+        watcher?.watch = reactor.state.sink { _ in }
+        reactor.action.send(watcher)   // the state now holds the only reference to the watcher
+        watcher = nil
+        let returned = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            reactor.action.send(nil)   // replaces, and so frees, the state holding it
+            returned.signal()
+        }
+        XCTAssertEqual(returned.wait(timeout: .now() + 10), .success, "send never returned")
+    }
+
     func testPipelineIsFreedAfterRelease() {
         let user = CurrentValueSubject<String?, Never>("jay")
         weak var weakReactor: CounterReactor?
