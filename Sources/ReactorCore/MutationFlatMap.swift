@@ -123,10 +123,13 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         }
         lock.lock()
         let stillRunning = !subscriber.finished && !self.cancelled
+        // Cancelled while `mutate` ran (the reactor was let go): the cancel missed this effect.
+        let orphaned = !subscriber.finished && self.cancelled
         if stillRunning { running[ObjectIdentifier(subscriber)] = subscriber }
         subscriber.tracked = stillRunning
         lock.unlock()
         if stillRunning { stage.owner.effectsRunning(self) }
+        if orphaned { subscriber.cancel() }
     }
 
     /// Under the gate: passes a mutation on, or buffers it for lack of demand.
