@@ -472,14 +472,22 @@ final class HostileInputTests: XCTestCase {
             ("POST /nowhere HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2\r\n\r\n{}", 404),
             ("PATCH /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 405),
             ("GET /%FF HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 400),
+            // libmicrohttpd's own answers, made before any callback of ours: the fields read by
+            // then (Origin among them) still reach `decorate`.
+            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nAccept: */*\r\nX-Big: \(String(repeating: "a", count: 100 * 1024))\r\n\r\n", 431),
+            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\((0..<1000).map { "X-Header-\($0): value\r\n" }.joined())\r\n", 431),
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2 \r\n\r\n{}", 400),
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: two\r\n\r\n{}", 400),
+            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413),
         ]
         for (request, status) in cases {
             let client = try TestClient(port: cors.port, receiveTimeout: 5)
             client.send(request)
-            let response = try XCTUnwrap(client.readResponse(), request)
-            XCTAssertEqual(response.status, status, request)
-            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), origin, request)
-            XCTAssertEqual(response.header("Vary"), "Origin", request)
+            let what = String(request.prefix(100))
+            let response = try XCTUnwrap(client.readResponse(), what)
+            XCTAssertEqual(response.status, status, what)
+            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), origin, what)
+            XCTAssertEqual(response.header("Vary"), "Origin", what)
         }
         // Another origin learns nothing more, but the answer still says it varies by Origin.
         let other = try TestClient(port: cors.port, receiveTimeout: 5)
@@ -490,29 +498,10 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(refused.header("Vary"), "Origin")
     }
 
-    func testAnswersLibmicrohttpdMakesItselfCarryTheCORSHeaders() throws {
-        // libmicrohttpd answers these before any callback of ours; the fields read by then
-        // (Origin among them) still reach `decorate`.
+    func testALibmicrohttpdAnswerMadeBeforeAnyFieldWasReadVariesByOrigin() throws {
         let origin = "https://app.example"
         let cors = try ServerFixture { $0.corsOrigins = [origin] }
         defer { cors.stop() }
-        let manyFields = (0..<1000).map { "X-Header-\($0): value\r\n" }.joined()
-        let cases: [(String, Int)] = [
-            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nAccept: */*\r\nX-Big: \(String(repeating: "a", count: 100 * 1024))\r\n\r\n", 431),
-            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\(manyFields)\r\n", 431),
-            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2 \r\n\r\n{}", 400),
-            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: two\r\n\r\n{}", 400),
-            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413),
-        ]
-        for (request, status) in cases {
-            let client = try TestClient(port: cors.port, receiveTimeout: 5)
-            client.send(request)
-            let response = try XCTUnwrap(client.readResponse(), String(request.prefix(80)))
-            XCTAssertEqual(response.status, status, String(request.prefix(80)))
-            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), origin, String(request.prefix(80)))
-            XCTAssertEqual(response.header("Vary"), "Origin", String(request.prefix(80)))
-            XCTAssertTrue(client.isClosedByPeer(), String(request.prefix(80)))
-        }
         // A request line too long is refused before any field is read: no origin to allow, but
         // the answer still varies by Origin.
         let client = try TestClient(port: cors.port, receiveTimeout: 5)
