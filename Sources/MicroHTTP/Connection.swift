@@ -124,7 +124,7 @@ struct Connection: @unchecked Sendable {
         for (name, value) in Self.eventStreamHeaders { _ = MHD_add_response_header(mhdResponse, name, value) }
         // A stream's end is the connection's end: nothing is pipelined behind an SSE response.
         _ = MHD_add_response_header(mhdResponse, "Connection", "close")
-        for (name, value) in headers { _ = MHD_add_response_header(mhdResponse, name, value) }
+        Self.add(headers, to: mhdResponse)
         return mhd_answers_queue(raw, 200, mhdResponse) == .YES
     }
 
