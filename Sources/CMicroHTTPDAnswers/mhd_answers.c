@@ -39,7 +39,14 @@ enum MHD_Result
 MHD_queue_response (struct MHD_Connection *connection, unsigned int status, struct MHD_Response *response)
 {
   mhd_answers_handler handler = atomic_load (&answers_handler);
+  struct MHD_Response *replacement = NULL;
   if (NULL != handler && NULL != connection && NULL != response)
-    handler (connection, status, response);
-  return mhd_answers_queue (connection, status, response);
+    replacement = handler (connection, status);
+  if (NULL == replacement)
+    return mhd_answers_queue (connection, status, response);
+  // The connection holds its own reference once queued; libmicrohttpd's caller destroys its
+  // response, which was never queued, as it would after queueing it.
+  enum MHD_Result queued = mhd_answers_queue (connection, status, replacement);
+  MHD_destroy_response (replacement);
+  return queued;
 }

@@ -79,13 +79,14 @@ func mhdCollectField(cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
     return .YES
 }
 
-/// One of libmicrohttpd's own answers (a 431, say), before it is sent: see `OwnAnswers`.
-func mhdOwnAnswer(raw: OpaquePointer?, status: UInt32, response: OpaquePointer?) {
-    guard let raw, let response else { return }
+/// One of libmicrohttpd's own answers (a 431, say), about to be made: the response to send in
+/// its place (owned by the caller), see `OwnAnswers`.
+func mhdOwnAnswer(raw: OpaquePointer?, status: UInt32) -> OpaquePointer? {
+    guard let raw else { return nil }
     let connection = Connection(raw: raw)
-    guard let server = OwnAnswers.server(of: connection) else { return }
-    let fields = server._withUnsafeGuaranteedRef { $0.ownAnswerFields(connection, status: Int(status)) }
-    Connection.add(fields, to: response)
+    guard let server = OwnAnswers.server(of: connection) else { return nil }
+    let answer = server._withUnsafeGuaranteedRef { $0.ownAnswer(connection, status: Int(status)) }
+    return Connection.makeResponse(answer)
 }
 
 /// libmicrohttpd's error log, one formatted line (shim.h's mhd_shim_log formats it).

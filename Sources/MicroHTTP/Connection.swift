@@ -88,16 +88,23 @@ struct Connection: @unchecked Sendable {
     /// so keep-alive connections drain).
     @discardableResult
     func queue(_ response: Response, closing: Bool = false) -> Bool {
+        guard let mhdResponse = Self.makeResponse(response, closing: closing) else { return false }
+        defer { MHD_destroy_response(mhdResponse) }
+        let status = (100...999).contains(response.status) ? response.status : 500
+        return mhd_answers_queue(raw, UInt32(status), mhdResponse) == .YES
+    }
+
+    /// libmicrohttpd's copy of `response`'s fields and body: one reference, the caller's to
+    /// destroy once it has queued it.
+    static func makeResponse(_ response: Response, closing: Bool = false) -> OpaquePointer? {
         let made = response.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
                                             .RESPMEM_MUST_COPY)
         }
-        guard let mhdResponse = made else { return false }
-        defer { MHD_destroy_response(mhdResponse) }
-        Self.add(response.headers, to: mhdResponse)
+        guard let mhdResponse = made else { return nil }
+        add(response.headers, to: mhdResponse)
         if closing { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
-        let status = (100...999).contains(response.status) ? response.status : 500
-        return mhd_answers_queue(raw, UInt32(status), mhdResponse) == .YES
+        return mhdResponse
     }
 
     /// A field MHD rejects (e.g. a newline in a value) is dropped rather than sent broken.

@@ -3,13 +3,14 @@ import CMicroHTTPDAnswers
 
 /// The answers libmicrohttpd makes itself, before any callback of ours: 414 and 431 for a
 /// request line or head too large for the connection's memory pool, 400 or 413 for a
-/// Content-Length it cannot read, 400 or 505 for a bad HTTP version. CMicroHTTPDAnswers hands
-/// each to `mhdOwnAnswer` before it is sent, which lets the server's `decorate` add its fields
-/// (CORS), as it does to MicroHTTP's own refusals.
+/// Content-Length it cannot read or a malformed chunked body, 400 or 505 for a bad HTTP
+/// version. CMicroHTTPDAnswers asks `mhdOwnAnswer` for each, and sends what it makes instead of
+/// libmicrohttpd's HTML page: a problem document with the same status, naming the problem, with
+/// the fields the server's `decorate` adds (CORS), as on MicroHTTP's own refusals.
 ///
 /// Known of the request then: the header fields libmicrohttpd had read before it gave up. A
 /// field on the line just before the one that overflowed, or any field after a request line
-/// that overflowed (414), is not among them.
+/// that overflowed (414), is not among them (`RequestHead.hasAllFields` is false).
 enum OwnAnswers {
     private static let lock = Lock()
     /// The running servers, by their daemons. Guarded by `lock`.
@@ -36,13 +37,38 @@ enum OwnAnswers {
 }
 
 extension HTTPServer {
-    /// One of libmicrohttpd's own answers, about to be sent: the fields `decorate` adds.
-    func ownAnswerFields(_ connection: Connection, status: Int) -> HTTPHeaders {
-        guard let decorate = configuration.decorate else { return HTTPHeaders() }
-        // Neither method nor target is to be had from libmicrohttpd at this point.
-        let head = RequestHead(method: HTTPMethod(rawValue: ""), path: "", headers: connection.headersAndQuery().0)
-        var response = Response(status: status)
-        decorate(head, &response)
-        return response.headers
+    /// What to send instead of one of libmicrohttpd's own answers.
+    func ownAnswer(_ connection: Connection, status: Int) -> Response {
+        let headers = connection.headersAndQuery().0
+        var response = Response.problem(status: status, detail: OwnAnswers.detail(status: status, headers: headers))
+        if let decorate = configuration.decorate {
+            // Neither method nor target is to be had from libmicrohttpd at this point.
+            decorate(RequestHead(method: HTTPMethod(rawValue: ""), path: "", headers: headers, hasAllFields: false),
+                     &response)
+        }
+        return response
+    }
+}
+
+extension OwnAnswers {
+    /// The problem libmicrohttpd found, told from its status and the fields it had read.
+    static func detail(status: Int, headers: HTTPHeaders) -> String {
+        let chunked = headers["Transfer-Encoding"] != nil
+        let length = headers["Content-Length"]
+        switch status {
+        case 400 where chunked: return "the chunked request body is malformed"
+        case 400 where length.map(isDecimal) == false: return "the Content-Length field is not a decimal number"
+        case 400: return "the request is malformed"
+        case 413 where chunked: return "a chunk of the request body is too large"
+        case 413: return "the Content-Length field is larger than this server can read"
+        case 414: return "the request target is too long for this server"
+        case 431: return "the request's header fields are too large for this server"
+        case 505: return "the HTTP version is not supported: this server speaks HTTP/1.0 and HTTP/1.1"
+        default: return ReasonPhrase.of(status)
+        }
+    }
+
+    private static func isDecimal(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { (48...57).contains($0) }
     }
 }

@@ -33,10 +33,14 @@ public struct RequestHead: Sendable {
     /// The path as received (undecoded where it was not valid UTF-8).
     public let path: String
     public let headers: HTTPHeaders
+    /// False for the answers libmicrohttpd makes itself: it stopped reading the head early, so
+    /// a field the client sent (an `Origin`, say) may be missing from `headers`.
+    public let hasAllFields: Bool
 
-    public init(method: HTTPMethod, path: String, headers: HTTPHeaders) {
+    public init(method: HTTPMethod, path: String, headers: HTTPHeaders, hasAllFields: Bool = true) {
         self.method = method
         self.path = path
         self.headers = headers
+        self.hasAllFields = hasAllFields
     }
 }

@@ -43,9 +43,9 @@ public struct HTTPServerConfiguration: Sendable {
     /// for bad framing or a missing Host, 404, 405, 413, 503 while stopping or at the connection
     /// limit. Handlers' own responses are not passed here. E.g. CORS headers, so that a browser shows the problem
     /// instead of an opaque CORS failure. Runs on libmicrohttpd's thread; must not block.
-    /// The answers libmicrohttpd writes itself (414, 431, some 400/413, 505) come here too, with
-    /// an empty method and path and the header fields read so far; only the header fields this
-    /// adds are sent with them (see `OwnAnswers`).
+    /// The problem documents sent in place of the answers libmicrohttpd makes itself (414, 431,
+    /// some 400/413, 505) come here too, with an empty method and path, the header fields read
+    /// so far and `hasAllFields` false (see `OwnAnswers`).
     public var decorate: (@Sendable (RequestHead, inout Response) -> Void)?
 
     public init() {}

@@ -2,9 +2,9 @@ import Foundation
 import XCTest
 
 /// Issue 6, part 1: malformed and hostile requests against a real server on raw sockets. Each
-/// gets the documented status — a problem document where our code answers, libmicrohttpd's
-/// own short HTML page where it answers before our handler runs (noted per case) — and none
-/// crashes the server or changes the session.
+/// gets the documented status and a problem document naming the problem — ours also where
+/// libmicrohttpd answers before our handler runs (noted per case) — and none crashes the
+/// server or changes the session.
 final class HostileInputTests: XCTestCase {
     private var fixture: ServerFixture!
     private var session = ""
@@ -54,15 +54,14 @@ final class HostileInputTests: XCTestCase {
         XCTAssertTrue(client.isClosedByPeer(timeout: 2), request, file: file, line: line)
     }
 
-    /// A response libmicrohttpd wrote itself: well-formed, with the status, and a body as long as it says.
-    private func assertAnsweredByLibmicrohttpd(_ response: ResponseParser?, _ status: Int,
+    /// An answer libmicrohttpd made itself: well-formed, with the status, a body as long as it
+    /// says, and our problem document in place of its HTML page.
+    private func assertAnsweredByLibmicrohttpd(_ response: ResponseParser?, _ status: Int, mentions words: [String],
                                                file: StaticString = #filePath, line: UInt = #line) {
         guard let response else { return XCTFail("no response", file: file, line: line) }
-        XCTAssertEqual(response.status, status, response.statusLine, file: file, line: line)
         XCTAssertTrue(response.statusLine.hasPrefix("HTTP/1."), response.statusLine, file: file, line: line)
-        if let length = response.header("Content-Length").flatMap(Int.init) {
-            XCTAssertEqual(response.body.count, length, file: file, line: line)
-        }
+        XCTAssertEqual(response.header("Content-Length").flatMap(Int.init), response.body.count, file: file, line: line)
+        assertProblem(response, status, mentions: words, file: file, line: line)
     }
 
     /// The session is as setUp left it and the server still answers.
@@ -267,7 +266,7 @@ final class HostileInputTests: XCTestCase {
         // 431 Request Header Fields Too Large itself and closes.
         let value = String(repeating: "a", count: 100 * 1024)
         let response = try raw("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: \(value)\r\n\r\n")
-        assertAnsweredByLibmicrohttpd(response, 431)
+        assertAnsweredByLibmicrohttpd(response, 431, mentions: ["header fields are too large"])
         try assertUnchangedAndAlive()
     }
 
@@ -275,7 +274,14 @@ final class HostileInputTests: XCTestCase {
         var head = "GET /healthz HTTP/1.1\r\nHost: t\r\n"
         for index in 0..<1000 { head += "X-Header-\(index): value-\(index)\r\n" }
         let response = try raw(head + "\r\n")
-        assertAnsweredByLibmicrohttpd(response, 431)
+        assertAnsweredByLibmicrohttpd(response, 431, mentions: ["header fields are too large"])
+        try assertUnchangedAndAlive()
+    }
+
+    func testABadVersionAndABadChunkAreProblemDocumentsToo() throws {
+        assertAnsweredByLibmicrohttpd(try raw("GET /healthz HTTP/2.0\r\nHost: t\r\n\r\n"), 505, mentions: ["HTTP version"])
+        let badChunk = "POST /action HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+        assertAnsweredByLibmicrohttpd(try raw(badChunk), 400, mentions: ["chunked"])
         try assertUnchangedAndAlive()
     }
 
@@ -289,7 +295,8 @@ final class HostileInputTests: XCTestCase {
         // Long itself and closes; the server and every session carry on.
         for size in [10 * 1024, 20 * 1024] {
             let longer = "/" + String(repeating: "b", count: size)
-            assertAnsweredByLibmicrohttpd(try raw("GET \(longer) HTTP/1.1\r\nHost: t\r\n\r\n"), 414)
+            assertAnsweredByLibmicrohttpd(try raw("GET \(longer) HTTP/1.1\r\nHost: t\r\n\r\n"), 414,
+                                          mentions: ["target is too long"])
         }
         try assertUnchangedAndAlive()
     }
@@ -515,6 +522,28 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(plain?.status, 400)
         XCTAssertNil(plain?.header("Vary"))
         XCTAssertNil(plain?.header("Access-Control-Allow-Origin"))
+    }
+
+    func testWithEveryOriginAllowedLibmicrohttpdsAnswersAllowOnesItDidNotRead() throws {
+        // libmicrohttpd reads a field only once the next line has come (it may be folded), so the
+        // Origin just before an overflowing field is never read; with "*" it needs not be.
+        let cors = try ServerFixture { $0.corsOrigins = ["*"] }
+        defer { cors.stop() }
+        let value = String(repeating: "a", count: 20 * 1024)
+        for request in ["GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nX-Big: \(value)\r\n\r\n",
+                        "GET /\(value) HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n\r\n",
+                        "GET /healthz HTTP/2.0\r\nHost: t\r\nOrigin: https://app.example\r\n\r\n"] {
+            let client = try TestClient(port: cors.port, receiveTimeout: 5)
+            client.send(request)
+            let response = try XCTUnwrap(client.readResponse(), String(request.prefix(60)))
+            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), "*", response.statusLine)
+            XCTAssertEqual(response.header("Vary"), "Origin", response.statusLine)
+            XCTAssertEqual(response.header("Content-Type"), "application/problem+json", response.statusLine)
+        }
+        // A field it did read is answered as on every route: the origin itself.
+        let client = try TestClient(port: cors.port, receiveTimeout: 5)
+        client.send("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nContent-Length: 99999999999999999999999\r\n\r\n")
+        XCTAssertEqual(client.readResponse()?.header("Access-Control-Allow-Origin"), "https://app.example")
     }
 
     func testAtTheConnectionLimitABrowserReadsThe503() throws {

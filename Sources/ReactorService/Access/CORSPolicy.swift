@@ -44,13 +44,17 @@ struct CORSPolicy: Sendable {
     }
 
     /// For `HTTPServerConfiguration.decorate`: the answers MicroHTTP and libmicrohttpd give
-    /// themselves (400 for bad framing, 404, 405, 413, 431, 503 while stopping) carry the same
-    /// headers as the routes' answers.
+    /// themselves (400 for bad framing, 404, 405, 413, 414, 431, 503 while stopping or at the
+    /// connection limit) carry the same headers as the routes' answers.
     /// Nil when no origin is configured (nothing to add).
     var decorator: (@Sendable (RequestHead, inout Response) -> Void)? {
         guard !allowedOrigins.isEmpty else { return nil }
         return { [self] head, response in
-            for (name, value) in responseHeaders(origin: head.headers["Origin"]) { response.headers.add(name, value) }
+            var origin = head.headers["Origin"]
+            // libmicrohttpd may have stopped before the request's Origin: with every origin
+            // allowed, the answer is the same whichever it was.
+            if origin == nil, !head.hasAllFields, allowedOrigins.contains("*") { origin = "*" }
+            for (name, value) in responseHeaders(origin: origin) { response.headers.add(name, value) }
         }
     }
 
