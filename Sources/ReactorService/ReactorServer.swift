@@ -267,9 +267,14 @@ public final class ReactorServer: @unchecked Sendable {
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit
         let cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
+        let limits = LimitNotices(logger: logger)
         http.decorate = { head, response in
             cors?(head, &response)
             metrics.countRefusal(method: head.method, path: head.path, status: response.status)
+            // Before routing, only the connection limit answers so (stopping has no Retry-After).
+            if response.status == 503, response.headers["Retry-After"] != nil {
+                limits.hit("a connection refused: the server is at its connection limit (503 with Retry-After)")
+            }
         }
         return http
     }

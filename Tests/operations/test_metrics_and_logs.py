@@ -147,6 +147,26 @@ def test_metrics_parse_with_help_type_and_labels(server):
     assert "POST /sessions" in limits[0]["fields"]["what"]
 
 
+def test_the_connection_limit_is_a_limit_hit_in_the_log():
+    limited = Server("--store", "memory", "--connection-limit", "2")
+    held = [socket.create_connection(("127.0.0.1", limited.port)) for _ in range(2)]
+    try:
+        for connection in held:
+            connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert connection.recv(4096).startswith(b"HTTP/1.1 200"), "held connections are served"
+        for _ in range(3):
+            status, _ = limited.request("GET", "/healthz")
+            assert status == 503
+    finally:
+        for connection in held:
+            connection.close()
+    assert limited.stop() == 0
+    limits = [json.loads(line) for line in limited.lines if '"limit hit"' in line]
+    assert len(limits) == 1 and limits[0]["level"] == "warning", limits
+    assert "connection limit" in limits[0]["fields"]["what"]
+    assert limits[0]["fields"]["also_since_last_line"] == "0"
+
+
 def test_json_log_has_access_and_lifecycle_lines(server):
     status, body = server.request("POST", "/sessions", "{}")
     session = json.loads(body)["session"]
