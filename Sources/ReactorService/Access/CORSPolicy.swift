@@ -51,11 +51,17 @@ struct CORSPolicy: Sendable {
         guard !allowedOrigins.isEmpty else { return nil }
         return { [self] head, response in
             var origin = head.headers["Origin"]
-            // libmicrohttpd may have stopped before the request's Origin: with every origin
-            // allowed, the answer is the same whichever it was.
-            if origin == nil, !head.hasAllFields, allowedOrigins.contains("*") { origin = "*" }
+            if origin == nil, !head.hasAllFields { origin = originNotRead }
             for (name, value) in responseHeaders(origin: origin) { response.headers.add(name, value) }
         }
+    }
+
+    /// What to allow when libmicrohttpd stopped before the request's Origin, if any: with every
+    /// origin allowed, or only one, the answer is the same whichever it was (a browser compares
+    /// it with its own origin); among several, none can be picked.
+    private var originNotRead: String? {
+        if allowedOrigins.contains("*") { return "*" }
+        return allowedOrigins.count == 1 ? allowedOrigins.first : nil
     }
 
     /// The reply with this origin's headers added.
