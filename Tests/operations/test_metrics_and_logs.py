@@ -160,7 +160,8 @@ def test_the_connection_limit_is_a_limit_hit_in_the_log():
     finally:
         for connection in held:
             connection.close()
-    assert limited.stop() == 0
+        returncode = limited.stop()
+    assert returncode == 0
     limits = [json.loads(line) for line in limited.lines if '"limit hit"' in line]
     assert len(limits) == 1 and limits[0]["level"] == "warning", limits
     assert "connection limit" in limits[0]["fields"]["what"]
