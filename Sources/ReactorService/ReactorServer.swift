@@ -272,7 +272,7 @@ public final class ReactorServer: @unchecked Sendable {
             cors?(head, &response)
             metrics.countRefusal(method: head.method, path: head.path, status: response.status)
             // Before routing, only the connection limit answers so (stopping has no Retry-After).
-            if response.status == 503, response.headers["Retry-After"] != nil {
+            if LimitNotices.isLimitRefusal(response) {
                 limits.hit("a connection refused: the server is at its connection limit (503 with Retry-After)")
             }
         }

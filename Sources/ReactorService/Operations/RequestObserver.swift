@@ -25,7 +25,7 @@ struct RequestObserver: Sendable {
         case .deferred: status = 0
         }
         if status != 0 { metrics.record(status: status, nanoseconds: nanoseconds) }
-        if status == 503 || status == 429, case let .response(response) = reply, response.headers["Retry-After"] != nil {
+        if case let .response(response) = reply, LimitNotices.isLimitRefusal(response) {
             limits.hit("\(request.method.rawValue) \(route) refused: a limit was reached (\(status) with Retry-After)")
         }
         accessLog?.record(request, route: route, reply: reply, nanoseconds: nanoseconds)
@@ -40,6 +40,11 @@ final class LimitNotices: @unchecked Sendable {
     private let interval: UInt64 = 10_000_000_000
 
     init(logger: Logger) { self.logger = logger }
+
+    /// A request turned away by a limit: 503 or 429 with `Retry-After`.
+    static func isLimitRefusal(_ response: Response) -> Bool {
+        (response.status == 503 || response.status == 429) && response.headers["Retry-After"] != nil
+    }
 
     func hit(_ message: String) {
         let now = DispatchTime.now().uptimeNanoseconds
