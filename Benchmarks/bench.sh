@@ -171,7 +171,7 @@ start_reactord() {   # start_reactord NAME [extra flags]
     RD_PORT=$(free_port)
     ( ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
       exec "$REACTORD_BIN" --port "$RD_PORT" --host 127.0.0.1 --admin-token "$TOKEN" \
-          --threads "$THREADS" --log-level warning --connection-limit 19000 --session-create-rate 0 \
+          --threads "$THREADS" --log-level warning --connection-limit 19000 --connections-per-ip 0 --session-create-rate 0 \
           --store "${REACTORD_STORE:-memory}" --access-log "${REACTORD_ACCESS_LOG:-off}" "$@" ) \
         >"$OUT/reactord-$name.log" 2>&1 &
     RD_PID=$!

@@ -56,6 +56,7 @@ class Node:
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen([binary, "--port", str(self.port), "--admin-token", "t", "--access-log", "off",
+                                         "--connections-per-ip", "0",
                                          "--store", store, *extra], stdout=subprocess.DEVNULL, stderr=self.log)
         STARTED.append(self)
         for _ in range(2000):

@@ -154,6 +154,7 @@ if [ "$SKIP_REACTORD" != 1 ]; then
     # file lives (REACTORD_FLAGS adds to them).
     ( ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
       exec "$REACTORD_BIN" --port "$port" --host 127.0.0.1 --log-level warning --store "sqlite:$OUT/reactord.sqlite" \
+          --connections-per-ip 0 \
           $REACTORD_FLAGS ) >"$OUT/reactord.log" 2>&1 &
     RD_PID=$!
     wait_http "http://127.0.0.1:$port/healthz" || { echo "fanout-rounds.sh: reactord did not start" >&2; tail "$OUT/reactord.log" >&2; exit 1; }

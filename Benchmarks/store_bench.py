@@ -37,6 +37,7 @@ class Server:
         self.log = tempfile.NamedTemporaryFile(prefix="reactord-store-bench-", suffix=".log", delete=False)
         self.started = time.monotonic()
         self.process = subprocess.Popen([binary, "--port", "0", "--admin-token", "t", "--log-level", "info",
+                                         "--connections-per-ip", "0",
                                          "--store", store, *extra], stderr=self.log)
         self.port = None
         for _ in range(600):

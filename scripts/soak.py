@@ -246,7 +246,8 @@ def main():
     # The churn opens up to 50 sessions a second from one address: no per-address creation limit
     # (its default, 10/s in bursts of 100, is for clients; scripts/check-auth tests it).
     proc = subprocess.Popen([binary, "--port", "0", "--admin-token", TOKEN, "--heartbeat", "1",
-                             "--log-level", "info", "--store", "sqlite:" + store, "--session-create-rate", "0"],
+                             "--log-level", "info", "--store", "sqlite:" + store, "--session-create-rate", "0",
+                             "--connections-per-ip", "0"],
                             stderr=log)
     port = None
     for _ in range(200):

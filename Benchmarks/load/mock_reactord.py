@@ -135,7 +135,7 @@ def main():
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--admin-token", default="token")
     p.add_argument("--heartbeat", type=float, default=15)
-    for ignored in ("--threads", "--log-level", "--connection-limit", "--max-sessions"):
+    for ignored in ("--threads", "--log-level", "--connection-limit", "--connections-per-ip", "--max-sessions"):
         p.add_argument(ignored)
     args = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

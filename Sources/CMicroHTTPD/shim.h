@@ -5,7 +5,11 @@
 // epoll, eventfd and timerfd calls of MicroHTTP's DisconnectWatcher, Acceptor and BatchTicker
 // (Glibc's Swift module has no sys/epoll.h, and struct epoll_event is packed).
 #include <stdarg.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -262,6 +266,122 @@ mhd_shim_framing_fields (struct MHD_Connection *connection)
   struct mhd_shim_framing framing = { 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0 };
   MHD_get_connection_values_n (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
   return framing;
+}
+
+
+/// Request-head deadlines, one slot per socket descriptor (descriptors are small and dense:
+/// no per-connection allocation, no lock). A slot holds 0 (no deadline), a deadline in
+/// CLOCK_MONOTONIC milliseconds (optionally with MHD_SHIM_HEAD_REFUSE set: the connection is
+/// to be answered 503), or MHD_SHIM_HEAD_CUTTING while the sweeper shuts the socket down.
+/// The slot of a closing connection is released (`mhd_shim_heads_release`, from the connection's
+/// CLOSED notice, which libmicrohttpd sends before it closes the descriptor) only once no cut is
+/// under way: so `shutdown` only ever reaches a descriptor libmicrohttpd still owns, never one
+/// reused by another socket or file.
+#define MHD_SHIM_HEAD_REFUSE ((int64_t) 1 << 62)
+#define MHD_SHIM_HEAD_DEADLINE ((((int64_t) 1) << 62) - 1)
+#define MHD_SHIM_HEAD_CUTTING ((int64_t) -1)
+
+struct mhd_shim_heads
+{
+  _Atomic int64_t *slots;
+  int capacity;
+  _Atomic int highest;       /* the highest descriptor ever armed, where a sweep ends */
+};
+
+/// Swift sees the table as an opaque `void *` (it imports no C atomics).
+static inline void *
+mhd_shim_heads_create (int capacity)
+{
+  struct mhd_shim_heads *heads = (struct mhd_shim_heads *) calloc (1, sizeof (struct mhd_shim_heads));
+  if (NULL == heads) return NULL;
+  /* calloc of a large table maps zero pages lazily: only slots of descriptors used cost memory */
+  heads->slots = (_Atomic int64_t *) calloc ((size_t) capacity, sizeof (int64_t));
+  if (NULL == heads->slots)
+  {
+    free (heads);
+    return NULL;
+  }
+  heads->capacity = capacity;
+  atomic_init (&heads->highest, -1);
+  return heads;
+}
+
+static inline void
+mhd_shim_heads_destroy (void *table)
+{
+  struct mhd_shim_heads *heads = (struct mhd_shim_heads *) table;
+  free ((void *) heads->slots);
+  free (heads);
+}
+
+static inline int64_t
+mhd_shim_now_ms (void)
+{
+  struct timespec now;
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  return (int64_t) now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/// A new connection (the acceptor's thread, before libmicrohttpd has it): its value.
+static inline void
+mhd_shim_heads_arm (void *table, int fd, int64_t value)
+{
+  struct mhd_shim_heads *heads = (struct mhd_shim_heads *) table;
+  if (fd < 0 || fd >= heads->capacity) return;
+  atomic_store (&heads->slots[fd], value);
+  int highest = atomic_load (&heads->highest);
+  while (fd > highest && !atomic_compare_exchange_weak (&heads->highest, &highest, fd))
+    ;
+}
+
+/// Sets the slot to `value` unless a cut is under way; returns what it held.
+static inline int64_t
+mhd_shim_heads_set (void *table, int fd, int64_t value)
+{
+  struct mhd_shim_heads *heads = (struct mhd_shim_heads *) table;
+  if (fd < 0 || fd >= heads->capacity) return 0;
+  int64_t old = atomic_load (&heads->slots[fd]);
+  while (MHD_SHIM_HEAD_CUTTING != old && !atomic_compare_exchange_weak (&heads->slots[fd], &old, value))
+    ;
+  return old;
+}
+
+/// The connection is closing (its CLOSED notice): waits out a cut under way, then empties the slot.
+static inline void
+mhd_shim_heads_release (void *table, int fd)
+{
+  struct mhd_shim_heads *heads = (struct mhd_shim_heads *) table;
+  if (fd < 0 || fd >= heads->capacity) return;
+  int64_t old = atomic_load (&heads->slots[fd]);
+  while (!(MHD_SHIM_HEAD_CUTTING != old && atomic_compare_exchange_weak (&heads->slots[fd], &old, 0)))
+  {
+    if (MHD_SHIM_HEAD_CUTTING == old)
+    {
+      sched_yield ();
+      old = atomic_load (&heads->slots[fd]);
+    }
+  }
+}
+
+/// Shuts down (never closes) the socket of every connection past its deadline at `now`, so
+/// that libmicrohttpd sees it end and closes it itself; returns how many.
+static inline int
+mhd_shim_heads_sweep (void *table, int64_t now)
+{
+  struct mhd_shim_heads *heads = (struct mhd_shim_heads *) table;
+  int cut = 0;
+  int highest = atomic_load (&heads->highest);
+  for (int fd = 0; fd <= highest; fd++)
+  {
+    int64_t value = atomic_load_explicit (&heads->slots[fd], memory_order_relaxed);
+    int64_t deadline = value & MHD_SHIM_HEAD_DEADLINE;
+    if (value <= 0 || 0 == deadline || deadline > now) continue;
+    if (!atomic_compare_exchange_strong (&heads->slots[fd], &value, MHD_SHIM_HEAD_CUTTING)) continue;
+    shutdown (fd, SHUT_RDWR);
+    atomic_store (&heads->slots[fd], 0);
+    cut++;
+  }
+  return cut;
 }
 
 #ifdef __linux__

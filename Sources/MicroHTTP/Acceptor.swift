@@ -14,18 +14,18 @@ import Darwin
 /// epoll sets; the loser aborts the process ("Failed to remove listen FD from epoll set").
 ///
 /// Each daemon is one epoll thread (`threads` daemons, not libmicrohttpd's thread pool, whose
-/// workers' epoll sets are out of reach). Connections go to them in turn, or, when
-/// `spreadByAddress` (a per-address limit, which each daemon counts alone), by the client's
-/// address, so that all of one address's connections meet the same count.
+/// workers' epoll sets are out of reach). Connections go to them in turn; the `EdgeGuard`
+/// counts them per address first (and starts their head deadlines).
 ///
 /// While the gate has no room the socket is not polled, so new connections wait in the listen
 /// backlog; `roomFreed()` wakes the thread to look again.
 ///
-/// The thread also keeps the server's `BatchTicker` going while it runs.
+/// The thread also keeps the server's `BatchTicker` going while it runs, and at each tick has
+/// the guard cut the connections past their head deadline.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemons: [OpaquePointer]
-    private let spreadByAddress: Bool
+    private let edge: EdgeGuard
     private var nextDaemon = 0      // the acceptor thread's own
     private let gate: any AcceptorGate
     private let lock = Lock()
@@ -38,11 +38,11 @@ final class Acceptor: @unchecked Sendable {
 
     /// Starts accepting on `listener` (non-blocking, listening) for `daemons`. Nil when the
     /// thread cannot be started; the caller still owns `listener` then.
-    init?(listener: Int32, daemons: [OpaquePointer], spreadByAddress: Bool, ticker: BatchTicker?,
+    init?(listener: Int32, daemons: [OpaquePointer], edge: EdgeGuard, ticker: BatchTicker?,
           gate: any AcceptorGate) {
         self.listener = listener
         self.daemons = daemons
-        self.spreadByAddress = spreadByAddress
+        self.edge = edge
         self.gate = gate
         #if os(Linux)
         self.ticker = ticker
@@ -102,7 +102,8 @@ final class Acceptor: @unchecked Sendable {
             watched[0].revents = 0
             watched[1].revents = 0
             watched[2].revents = 0
-            if poll(&watched, 3, -1) < 0 {
+            // Without a ticker, head deadlines are still swept, every 100 ms.
+            if poll(&watched, 3, ticker == nil && edge.isTracking ? 100 : -1) < 0 {
                 if errno == EINTR { continue }
                 return
             }
@@ -111,6 +112,7 @@ final class Acceptor: @unchecked Sendable {
                 _ = read(wakeup, &count, MemoryLayout<UInt64>.size)
             }
             if watched[2].revents != 0 { ticker?.tick() }
+            if ticker == nil || watched[2].revents != 0 { edge.sweep() }
             if room && watched[0].revents != 0 { acceptWaiting() }
         }
     }
@@ -132,42 +134,30 @@ final class Acceptor: @unchecked Sendable {
                 default: return      // EAGAIN: the backlog is empty
                 }
             }
-            // libmicrohttpd closes the socket itself when it refuses it (the per-address limit).
+            let admission = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { edge.admit(socket, address: $0) }
+            }
+            if admission == .drop {
+                close(socket)   // far past its address's limit: not even a 429
+                continue
+            }
+            // libmicrohttpd closes the socket itself when it refuses it.
             gate.handingOver()
-            let daemon = daemon(for: address)
+            let daemon = takeNextDaemon()
             let added = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MHD_add_connection(daemon, socket, $0, length) }
             }
-            if added != .YES { gate.handOverFailed() }
-        }
-    }
-
-    private func daemon(for address: sockaddr_storage) -> OpaquePointer {
-        guard daemons.count > 1 else { return daemons[0] }
-        guard spreadByAddress else {
-            defer { nextDaemon = (nextDaemon + 1) % daemons.count }
-            return daemons[nextDaemon]
-        }
-        return daemons[Int(Self.hostHash(address) % UInt64(daemons.count))]
-    }
-
-    /// FNV-1a over the address without its port.
-    private static func hostHash(_ address: sockaddr_storage) -> UInt64 {
-        let family = Int32(address.ss_family)
-        return withUnsafeBytes(of: address) { raw -> UInt64 in
-            let host: UnsafeRawBufferPointer
-            switch family {
-            case AF_INET:
-                host = UnsafeRawBufferPointer(rebasing: raw[MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!...]
-                    .prefix(MemoryLayout<in_addr>.size))
-            case AF_INET6:
-                host = UnsafeRawBufferPointer(rebasing: raw[MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)!...]
-                    .prefix(MemoryLayout<in6_addr>.size))
-            default:
-                return 0
+            if added != .YES {
+                gate.handOverFailed()
+                edge.handOverFailed(socket)   // before another accept can reuse the descriptor
             }
-            return host.reduce(0xcbf2_9ce4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
         }
+    }
+
+    private func takeNextDaemon() -> OpaquePointer {
+        guard daemons.count > 1 else { return daemons[0] }
+        defer { nextDaemon = (nextDaemon + 1) % daemons.count }
+        return daemons[nextDaemon]
     }
     #endif
 }

@@ -27,6 +27,10 @@ func mhdRequestCompleted(
     context: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, termination: MHD_RequestTerminationCode
 ) {
     guard let cls else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls)
+    if let connection {
+        server._withUnsafeGuaranteedRef { if $0.edge.isTracking { $0.edge.requestCompleted(Connection(raw: connection).socket) } }
+    }
     var exchange: Exchange?
     if let context, let raw = context.pointee {
         context.pointee = nil
@@ -34,7 +38,7 @@ func mhdRequestCompleted(
         if raw == unseenRequestMark || raw == malformedTargetMark { return }
         if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
-    Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
+    server._withUnsafeGuaranteedRef {
         $0.completed(exchange, ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,
                      daemonShutdown: termination == .REQUEST_TERMINATED_DAEMON_SHUTDOWN)
     }
@@ -49,6 +53,8 @@ func mhdConnectionNotice(
         if code == .CONNECTION_NOTIFY_STARTED {
             if $0.connectionStarted() { socketContext.pointee = overLimitMark }
         } else {
+            // Before libmicrohttpd closes the socket: the guard lets go of it first.
+            if $0.edge.isTracking, let connection { $0.edge.closed(Connection(raw: connection).socket) }
             $0.connectionClosed()
         }
     }

@@ -8,20 +8,25 @@ public struct Request: Sendable {
     public let headers: HTTPHeaders
     /// The complete body, within the server's `bodyLimit`.
     public let body: [UInt8]
-    /// The peer's IP address.
+    /// The peer's IP address: the socket's other end, a proxy's when there is one.
     public let peer: String?
+    /// The client's IP address: `peer`, or, when `peer` is one of the server's trusted proxies,
+    /// the client it forwarded for (`Forwarded` or `X-Forwarded-For`). Per-client limits count
+    /// this.
+    public let client: String?
     /// Values of the route pattern's `{name}` segments.
     public var pathParameters: [String: String]
 
     public init(method: HTTPMethod, path: String, query: [String: String] = [:],
                 headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], peer: String? = nil,
-                pathParameters: [String: String] = [:]) {
+                client: String? = nil, pathParameters: [String: String] = [:]) {
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers
         self.body = body
         self.peer = peer
+        self.client = client ?? peer
         self.pathParameters = pathParameters
     }
 }

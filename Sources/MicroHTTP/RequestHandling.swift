@@ -44,10 +44,17 @@ extension HTTPServer {
             return proceed(exchange, connection, upload: upload, uploadSize: uploadSize, context: context)
         }
         // First call: the headers are in, the body (if any) is not.
+        let pastAddressLimit = edge.isTracking && edge.headArrived(connection.socket)
         let admission = beginRequest()
         if admission.stopping {
             return refuse(.problem(status: 503, detail: "the server is stopping"), connection,
                           HTTPMethod(cString: method), url, closing: true)
+        }
+        if pastAddressLimit {
+            return refuse(.problem(status: 429, detail: "too many connections from this address; at most "
+                                   + "\(edge.connectionsPerIP) at once, retry later",
+                                   headers: HTTPHeaders([("Retry-After", "1")])),
+                          connection, HTTPMethod(cString: method), url, closing: true)
         }
         if admission.crowded && connection.isOverLimit {
             return refuse(.problem(status: 503, detail: "the server is at its limit of \(configuration.connectionLimit) "
@@ -354,8 +361,13 @@ extension HTTPServer {
     private func makeRequest(_ connection: Connection, _ method: HTTPMethod, _ path: String,
                              _ parameters: [String: String], body: [UInt8]) -> Request {
         let (headers, query) = connection.headersAndQuery()
+        let peer = connection.peer()
+        var client = peer
+        if let peer, !edge.trustedProxies.isEmpty, edge.trustedProxies.contains(peer) {
+            client = ForwardedClient.resolve(peer: peer, headers: headers, trusted: edge.trustedProxies)
+        }
         return Request(method: method, path: path, query: query, headers: headers,
-                       body: body, peer: connection.peer(), pathParameters: parameters)
+                       body: body, peer: peer, client: client, pathParameters: parameters)
     }
 
     private func bodyTooLarge() -> Response {

@@ -11,6 +11,8 @@ import Darwin
 public final class HTTPServer: @unchecked Sendable {
     let configuration: HTTPServerConfiguration
     let router: Router
+    /// Head deadlines and the per-address connection limit (see EdgeGuard.swift).
+    let edge: EdgeGuard
 
     private let lock = Lock()
     private let stopLock = Lock()   // serialises stop() calls
@@ -45,6 +47,7 @@ public final class HTTPServer: @unchecked Sendable {
         configuration.bodyLimit = min(configuration.bodyLimit, Int.max / 2)
         self.configuration = configuration
         self.router = router
+        edge = EdgeGuard(configuration: configuration)
     }
 
     /// The largest `connectionLimit` honoured; a larger one is taken as this.
@@ -66,10 +69,8 @@ public final class HTTPServer: @unchecked Sendable {
             MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT,
                            value: configuration.connectionMemoryLimit, ptr_value: nil),
         ]
-        if configuration.connectionsPerIP > 0 {
-            options.append(MHD_OptionItem(option: .PER_IP_CONNECTION_LIMIT,
-                                          value: configuration.connectionsPerIP, ptr_value: nil))
-        }
+        // No MHD_OPTION_PER_IP_CONNECTION_LIMIT: the acceptor counts per address (EdgeGuard),
+        // so that trusted proxies can be exempt.
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
         // epoll, never select (capped at 1,024 sockets); suspend/resume for streams and deferred
@@ -97,8 +98,7 @@ public final class HTTPServer: @unchecked Sendable {
         let allStarted = started.count == threads
         let ticker = allStarted ? BatchTicker(daemons: started) : nil
         let accepting = allStarted
-            ? Acceptor(listener: listener.socket, daemons: started,
-                       spreadByAddress: configuration.connectionsPerIP > 0, ticker: ticker, gate: self)
+            ? Acceptor(listener: listener.socket, daemons: started, edge: edge, ticker: ticker, gate: self)
             : nil
         guard let accepting else {
             disconnectWatcher?.stop()

@@ -5,17 +5,29 @@ public struct HTTPServerConfiguration: Sendable {
     /// 0 = any free port; read `HTTPServer.port` after `start()`.
     public var port: UInt16 = 8080
     /// Epoll threads, each a libmicrohttpd daemon of its own that the acceptor hands connections
-    /// to in turn (by client address when `connectionsPerIP` is set, so that each address's
-    /// connections are counted in one place).
+    /// to in turn.
     public var threads: Int = 1
     /// Open connections served; a connection past it has its request answered 503 (see
     /// `HTTPServer.overLimitSlots`). At most `HTTPServer.maxConnectionLimit`.
     public var connectionLimit: Int = 10_000
-    /// 0 = unlimited.
+    /// Most connections open at once from one client address (the socket's peer), 0 =
+    /// unlimited. An address past it has a few more connections accepted, each answered 429
+    /// with Retry-After, then further ones closed at once (see `EdgeGuard.refusalSlots`).
+    /// `trustedProxies` are not limited.
     public var connectionsPerIP: Int = 0
+    /// Proxies (addresses and CIDR ranges) whose connections `connectionsPerIP` does not limit,
+    /// and whose `Forwarded` / `X-Forwarded-For` names the client in `Request.client`.
+    public var trustedProxies = AddressRanges()
+    /// Seconds a client has to send a whole request head: from the accept for the first
+    /// request, and for each following one on a keep-alive connection from the previous
+    /// request's completion plus `connectionTimeout` (its first byte can come no later, or the
+    /// idle timeout ends the connection). Past it the connection is closed unanswered. Unlike
+    /// `connectionTimeout`, no trickle of bytes extends it. A head that has arrived is never
+    /// cut: bodies, handlers, streams and deferred replies are not timed by it. 0 = none.
+    public var headTimeout: Double = 10
     /// Largest request body accepted, in bytes; larger ones get 413.
     public var bodyLimit: Int = 1 << 20
-    /// Seconds of inactivity before an ordinary connection is closed (slowloris).
+    /// Seconds of inactivity before an ordinary connection is closed (see also `headTimeout`).
     /// Event streams have none: the disconnect watcher and the heartbeat end their dead clients.
     public var connectionTimeout: Int = 30
     /// libmicrohttpd's memory pool per connection; small, because every SSE subscriber has one

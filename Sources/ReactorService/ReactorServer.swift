@@ -261,7 +261,9 @@ public final class ReactorServer: @unchecked Sendable {
         http.port = configuration.port
         http.threads = configuration.threads
         http.connectionLimit = configuration.connectionLimit
-        http.connectionsPerIP = configuration.connectionsPerIP
+        http.connectionsPerIP = configuration.effectiveConnectionsPerIP
+        http.trustedProxies = configuration.trustedProxies
+        http.headTimeout = configuration.headTimeout
         http.connectionTimeout = configuration.connectionTimeout
         http.bodyLimit = configuration.bodyLimit
         http.heartbeatInterval = configuration.heartbeat
@@ -271,9 +273,11 @@ public final class ReactorServer: @unchecked Sendable {
         http.decorate = { head, response in
             cors?(head, &response)
             metrics.countRefusal(method: head.method, path: head.path, status: response.status)
-            // Before routing, only the connection limit answers so (stopping has no Retry-After).
+            // Before routing, only the connection limits answer so (stopping has no Retry-After).
             if LimitNotices.isLimitRefusal(response) {
-                limits.hit("a connection refused: the server is at its connection limit (503 with Retry-After)")
+                limits.hit(response.status == 429
+                    ? "a connection refused: its address is at the per-address connection limit (429 with Retry-After)"
+                    : "a connection refused: the server is at its connection limit (503 with Retry-After)")
             }
         }
         return http

@@ -1,7 +1,11 @@
+import MicroHTTP
 import ReactorStore
 
 /// Which store keeps sessions, their history and the global user: `.memory` or `.sqlite(path:)`.
 public typealias StoreLocation = ReactorStore.StoreLocation
+
+/// The trusted proxies' addresses and ranges (`ServiceConfiguration.trustedProxies`).
+public typealias AddressRanges = MicroHTTP.AddressRanges
 
 /// Everything an operator can set. The defaults are DESIGN.md's.
 public struct ServiceConfiguration: Sendable {
@@ -48,10 +52,19 @@ public struct ServiceConfiguration: Sendable {
     /// The `retry:` an event stream opens with, in milliseconds.
     public var retryMilliseconds = 3_000
     public var connectionLimit = 10_000
-    /// 0: no per-address limit.
-    public var connectionsPerIP = 0
-    /// Seconds an ordinary (non-SSE) connection may stay silent before it is closed: what
-    /// ends a slowloris client that sends half a request and waits.
+    /// Most connections one client address may hold at once (past it: 429, then closed), so that
+    /// no single client can take every connection. nil: `defaultConnectionsPerIP` of
+    /// `connectionLimit`; 0: no per-address limit. `trustedProxies` are not limited.
+    public var connectionsPerIP: Int?
+    /// Reverse proxies (addresses and CIDR ranges) exempt from `connectionsPerIP`, whose
+    /// `Forwarded` / `X-Forwarded-For` names the client that per-client limits (the session
+    /// creation rate) and the access log count by. No other peer's forwarding header is believed.
+    public var trustedProxies = AddressRanges()
+    /// Seconds a client has to send a whole request head (a byte at a time does not extend it,
+    /// unlike `connectionTimeout`); 0: no head deadline. See `HTTPServerConfiguration.headTimeout`.
+    public var headTimeout: Double = 10
+    /// Seconds an ordinary (non-SSE) connection may stay silent before it is closed, also
+    /// between requests on a keep-alive connection.
     public var connectionTimeout = 30
     /// Bytes queued for one slow subscriber before its stream is closed.
     public var streamQueueLimit = 256 * 1024
@@ -72,6 +85,18 @@ public struct ServiceConfiguration: Sendable {
 }
 
 extension ServiceConfiguration {
+    /// The per-address connection limit when `connectionsPerIP` is nil: a tenth of the connection
+    /// limit, so one address can hold at most a tenth of the server, but at least 8 (a browser
+    /// opens up to 6 connections to a host, and an event stream holds one).
+    public static func defaultConnectionsPerIP(connectionLimit: Int) -> Int {
+        max(connectionLimit / 10, 8)
+    }
+
+    /// `connectionsPerIP`, or its default.
+    public var effectiveConnectionsPerIP: Int {
+        connectionsPerIP ?? Self.defaultConnectionsPerIP(connectionLimit: connectionLimit)
+    }
+
     /// Whether `address` can be `advertise`: `http://HOST:PORT` (a path after it is ignored), read
     /// as forwards read it, with a host and a port above 0 (a missing port made every forward fail).
     public static func isNodeAddress(_ address: String) -> Bool {

@@ -58,8 +58,10 @@ extension ServerOptions {
                     "connection-limit", "must be from 1 to \(HTTPServer.maxConnectionLimit)", configuration.connectionLimit)
         try require(seconds(configuration.streamMaxAge, min: 0, exclusive: false), streamMaxAge, "stream-max-age",
                     "must be a number of seconds from 0 to 1e9", configuration.streamMaxAge)
-        try require(configuration.connectionsPerIP >= 0, connectionsPerIP, "connections-per-ip", "must not be negative",
-                    configuration.connectionsPerIP)
+        try require(configuration.effectiveConnectionsPerIP >= 0, connectionsPerIP, "connections-per-ip",
+                    "must not be negative", configuration.effectiveConnectionsPerIP)
+        try require(seconds(configuration.headTimeout, min: 0, exclusive: false), headTimeout, "head-timeout",
+                    "must be a number of seconds from 0 (no deadline) to 1e9", configuration.headTimeout)
         try require(configuration.maxSessionsPerSubject >= 1, maxSessionsPerSubject, "max-sessions-per-subject",
                     "must be at least 1", configuration.maxSessionsPerSubject)
         try require(configuration.sessionCreateRate.isFinite && configuration.sessionCreateRate >= 0, sessionCreateRate,

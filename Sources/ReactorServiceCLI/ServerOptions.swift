@@ -55,8 +55,12 @@ public struct ServerOptions: ParsableArguments {
     var history: Int?
     @Option(help: "Most connections at once. [env: REACTORD_CONNECTION_LIMIT] (default: 10000)")
     var connectionLimit: Int?
-    @Option(help: "Most connections from one address, 0 for no limit. [env: REACTORD_CONNECTIONS_PER_IP] (default: 0)")
+    @Option(help: "Most connections from one client address, 0 for no limit; past it 429, then closed. --trusted-proxies are exempt. [env: REACTORD_CONNECTIONS_PER_IP] (default: a tenth of --connection-limit, at least 8)")
     var connectionsPerIP: Int?
+    @Option(help: "Comma-separated addresses and CIDR ranges of reverse proxies: exempt from --connections-per-ip, and their Forwarded / X-Forwarded-For names the client that per-client limits and the access log count. [env: REACTORD_TRUSTED_PROXIES] (default: none)")
+    var trustedProxies: String?
+    @Option(help: "Seconds a client has to send a whole request head, however it trickles (slowloris); 0 for no limit. [env: REACTORD_HEAD_TIMEOUT] (default: 10)")
+    var headTimeout: Double?
     @Option(help: "Seconds after which an event stream is closed without 'event: end' so the client reconnects and resumes, 0 for never. [env: REACTORD_STREAM_MAX_AGE] (default: 0)")
     var streamMaxAge: Double?
     @Option(help: "Seconds a connection may stay silent mid-request before it is closed (slowloris); event streams have none. [env: REACTORD_CONNECTION_TIMEOUT] (default: 30)")
@@ -107,7 +111,16 @@ public struct ServerOptions: ParsableArguments {
         configuration.connectionLimit = try connectionLimit ?? environment.value("REACTORD_CONNECTION_LIMIT")
             ?? configuration.connectionLimit
         configuration.connectionsPerIP = try connectionsPerIP ?? environment.value("REACTORD_CONNECTIONS_PER_IP")
-            ?? configuration.connectionsPerIP
+        configuration.headTimeout = try headTimeout ?? environment.value("REACTORD_HEAD_TIMEOUT")
+            ?? configuration.headTimeout
+        if let proxies: String = try trustedProxies ?? environment.value("REACTORD_TRUSTED_PROXIES") {
+            do {
+                configuration.trustedProxies = try AddressRanges(parsing: proxies.split(separator: ",")
+                    .map { $0.trimmingWhitespace() }.filter { !$0.isEmpty })
+            } catch {
+                throw ValidationError("\(trustedProxies != nil ? "--trusted-proxies" : "REACTORD_TRUSTED_PROXIES"): \(error)")
+            }
+        }
         configuration.streamMaxAge = try streamMaxAge ?? environment.value("REACTORD_STREAM_MAX_AGE")
             ?? configuration.streamMaxAge
         configuration.connectionTimeout = try connectionTimeout ?? environment.value("REACTORD_CONNECTION_TIMEOUT")

@@ -59,6 +59,10 @@ final class CommandLineTests: XCTestCase {
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-issuer", ""], "--jwt-issuer"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-audience", ""], "--jwt-audience"),
             (["--connections-per-ip=-1"], "--connections-per-ip"),
+            (["--head-timeout=-1"], "--head-timeout"),
+            (["--head-timeout", "inf"], "--head-timeout"),
+            (["--trusted-proxies", "10.0.0.0/8,proxy.example"], "--trusted-proxies"),
+            (["--trusted-proxies", "10.0.0.0/40"], "--trusted-proxies"),
             (["--stream-max-age", "1e300"], "--stream-max-age"),
             (["--connection-timeout", "0"], "--connection-timeout"),
             (["--log-level", "loud"], "--log-level"),
@@ -107,6 +111,7 @@ final class CommandLineTests: XCTestCase {
             ("REACTORD_SESSION_TTL", "-5"), ("REACTORD_MAX_SESSIONS", "1.5"), ("REACTORD_BODY_LIMIT", "1"),
             ("REACTORD_HEARTBEAT", "inf"), ("REACTORD_HISTORY", "-1"), ("REACTORD_CONNECTION_LIMIT", "0"),
             ("REACTORD_CONNECTIONS_PER_IP", "-2"), ("REACTORD_STREAM_MAX_AGE", "-1"),
+            ("REACTORD_HEAD_TIMEOUT", "-1"), ("REACTORD_TRUSTED_PROXIES", "10.0.0.1/8/8"),
             ("REACTORD_CONNECTION_TIMEOUT", "0"), ("REACTORD_LOG_LEVEL", "verbose"),
             ("REACTORD_ADMIN_TOKEN_FILE", "/no-such-folder/token"), ("REACTORD_ADVERTISE", "http://node-a"),
         ]
@@ -132,7 +137,8 @@ final class CommandLineTests: XCTestCase {
         // Help is wrapped to the terminal's width: compare with the line breaks folded away.
         let help = outcome.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         for variable in ["REACTORD_HOST", "REACTORD_PORT", "REACTORD_THREADS", "REACTORD_ADMIN_TOKEN",
-                         "REACTORD_SESSION_TTL", "REACTORD_LOG_LEVEL", "REACTORD_CORS_ORIGINS"] {
+                         "REACTORD_SESSION_TTL", "REACTORD_LOG_LEVEL", "REACTORD_CORS_ORIGINS",
+                         "REACTORD_HEAD_TIMEOUT", "REACTORD_TRUSTED_PROXIES", "REACTORD_CONNECTIONS_PER_IP"] {
             XCTAssertTrue(help.contains("[env: \(variable)]"), "\(variable) missing from --help")
         }
         XCTAssertTrue(outcome.output.contains("USAGE: reactord"), outcome.output)

@@ -134,15 +134,17 @@ final class SecurityTests: XCTestCase {
         try assertLimit(port: environment.port, limit: 4)
     }
 
-    /// `limit` keep-alive connections from 127.0.0.1 are served; one more is closed unanswered;
-    /// once one of the first goes, a new one is served again.
+    /// `limit` keep-alive connections from 127.0.0.1 are served; one more is answered 429 with
+    /// Retry-After; once one of the first goes, a new one is served again.
     private func assertLimit(port: UInt16, limit: Int, file: StaticString = #filePath, line: UInt = #line) throws {
         var clients = try (0..<limit).map { _ in try TestClient(port: port) }
         for client in clients {
             XCTAssertEqual(client.request("GET", "/healthz")?.status, 200, file: file, line: line)
         }
         let refused = try TestClient(port: port, receiveTimeout: 2)
-        XCTAssertNil(refused.request("GET", "/healthz"), "connection \(limit + 1) is refused", file: file, line: line)
+        let refusal = refused.request("GET", "/healthz")
+        XCTAssertEqual(refusal?.status, 429, "connection \(limit + 1) is refused", file: file, line: line)
+        XCTAssertNotNil(refusal?.header("Retry-After"), file: file, line: line)
         clients.removeFirst()
         let again = waitUntil(timeout: 3) {
             (try? TestClient(port: port, receiveTimeout: 1).request("GET", "/healthz")?.status) == 200

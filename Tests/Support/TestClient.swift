@@ -5,8 +5,9 @@ public final class TestClient {
     public let socket: TestSocket
     public var fd: Int32 { socket.fd }
 
-    public init(port: UInt16, receiveTimeout: Double = 10) throws {
-        socket = try TestSocket(port: port, timeout: receiveTimeout)
+    /// `from`: the loopback address to connect from (127.0.0.2 is another client than 127.0.0.1).
+    public init(port: UInt16, receiveTimeout: Double = 10, from source: String? = nil) throws {
+        socket = try TestSocket(port: port, timeout: receiveTimeout, from: source)
     }
 
     /// Sends raw bytes; a failed write (the server closed) is ignored: the read that follows says so.

@@ -11,8 +11,9 @@ public final class TestSocket {
 
     public let fd: Int32
 
-    public init(port: UInt16, timeout: Double = 5, receiveBuffer: Int32? = nil) throws {
-        fd = try connectLoopback(port: port, receiveBuffer: receiveBuffer)
+    /// `from`: the loopback address to connect from (127.0.0.2 is another client than 127.0.0.1).
+    public init(port: UInt16, timeout: Double = 5, receiveBuffer: Int32? = nil, from source: String? = nil) throws {
+        fd = try connectLoopback(port: port, receiveBuffer: receiveBuffer, from: source)
         setTimeout(timeout)
     }
 
@@ -100,12 +101,26 @@ public final class TestSocket {
 
 public struct TestSocketError: Error { public let message: String }
 
-/// A connected TCP socket to 127.0.0.1:`port` (blocking).
-public func connectLoopback(port: UInt16, receiveBuffer: Int32? = nil) throws -> Int32 {
+/// A connected TCP socket to 127.0.0.1:`port` (blocking), from `source` (another loopback
+/// address, e.g. 127.0.0.2, to be another client) when given.
+public func connectLoopback(port: UInt16, receiveBuffer: Int32? = nil, from source: String? = nil) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw TestSocketError(message: "socket: \(String(cString: strerror(errno)))") }
     if var size = receiveBuffer {
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+    if let source {
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            let message = String(cString: strerror(errno))
+            close(fd)
+            throw TestSocketError(message: "bind \(source): \(message)")
+        }
     }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)

@@ -139,7 +139,7 @@ final class SessionAccess: Sendable {
             }
             return .success(CreationTicket(quota: quota, subject: principal.subject, rate: nil, peer: ""))
         }
-        let peer = request.peer ?? ""
+        let peer = request.client ?? ""   // behind a trusted proxy, the client it forwarded for
         if let createRate, let wait = createRate.take(peer) {
             metrics.countLimited("session_create_rate")
             return .failure(Refusal(response: .problem(

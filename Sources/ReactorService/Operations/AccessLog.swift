@@ -29,7 +29,9 @@ struct AccessLog: Sendable {
             "duration_ms": .string(Self.milliseconds(nanoseconds)),
         ]
         if !request.query.isEmpty { fields["query"] = .string(Self.redactedQuery(request.query)) }
-        if let peer = request.peer { fields["peer"] = .string(peer) }
+        // The client's address (the one a trusted proxy forwarded for), and the proxy's beside it.
+        if let client = request.client { fields["peer"] = .string(client) }
+        if let peer = request.peer, peer != request.client { fields["via"] = .string(peer) }
         var session = request.pathParameters["id"]
         switch reply {
         case let .response(response):

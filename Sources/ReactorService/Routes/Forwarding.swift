@@ -59,7 +59,7 @@ extension RouteTable {
         var headers = request.headers
         headers.add(retryMarker, "1")
         let again = Request(method: request.method, path: request.path, query: request.query, headers: headers,
-                            body: request.body, peer: request.peer)
+                            body: request.body, peer: request.peer, client: request.client)
         switch context.routes.current.reply(to: again) {
         case let .response(response)?: return { $0.respond(response) }
         case let .deferred(work)?: return work
