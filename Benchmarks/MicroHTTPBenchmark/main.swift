@@ -6,11 +6,13 @@ import Darwin
 #endif
 
 // The benchmark server: GET /hello → {"hello":"world"} through MicroHTTP, inline on the MHD
-// thread. Usage: MicroHTTPBenchmark PORT [THREADS]. Runs until SIGINT/SIGTERM.
+// thread. Usage: MicroHTTPBenchmark PORT [THREADS [HEAD_TIMEOUT]] (HEAD_TIMEOUT 0: no head
+// deadlines tracked, to measure what tracking them costs). Runs until SIGINT/SIGTERM.
 let arguments = CommandLine.arguments
 var configuration = HTTPServerConfiguration()
 configuration.port = arguments.count > 1 ? UInt16(arguments[1]) ?? 8080 : 8080
 configuration.threads = arguments.count > 2 ? Int(arguments[2]) ?? 1 : 1
+if arguments.count > 3, let seconds = Double(arguments[3]) { configuration.headTimeout = seconds }
 // The C reference's pool (reference.c: 16 KiB), so both zero the same pool per request; the
 // server's own default is 8 KiB since issue 5.
 configuration.connectionMemoryLimit = 16 * 1024
