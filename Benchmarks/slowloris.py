@@ -52,8 +52,10 @@ def main():
     parser.add_argument("--connections", type=int, default=11000)
     parser.add_argument("--interval", type=float, default=2)
     parser.add_argument("--seconds", type=float, default=30)
-    parser.add_argument("extra", nargs="*")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.extra = extra
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     proc, port = start(args.binary, args.extra)

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MicroHTTP
 import ReactorService
 import XCTest
@@ -50,6 +51,32 @@ final class SlowlorisTests: XCTestCase {
                        "an untrusted peer's X-Forwarded-For is not believed: both count as 127.0.0.1")
     }
 
+    /// The access log's `peer` is the client a trusted proxy forwards for, with the proxy as
+    /// `via`; an untrusted peer is logged as itself, whatever it claims.
+    func testTheAccessLogNamesTheForwardedClient() throws {
+        let lines = Locked<[Logger.Metadata]>([])
+        let logger = Logger(label: "reactord-test") { _ in MetadataCapture(lines: lines) }
+        var configuration = ServiceConfiguration()
+        configuration.port = 0
+        configuration.adminToken = "t"
+        configuration.trustedProxies = try AddressRanges(parsing: ["127.0.0.2"])
+        let server = ReactorServer(configuration: configuration, logger: logger)
+        server.register("counter") { _ in TinyReactor() }
+        try server.start()
+        defer { server.stop() }
+        for source in ["127.0.0.2", "127.0.0.1"] {
+            let client = try TestClient(port: server.port, receiveTimeout: 5, from: source)
+            XCTAssertEqual(client.request("GET", "/sessions/none-\(source)", headers: ["X-Forwarded-For: 203.0.113.5"])?.status, 404)
+        }
+        func line(_ source: String) -> Logger.Metadata? {
+            lines.value.first { $0["path"].map { "\($0)" } == "/sessions/none-\(source)" }
+        }
+        XCTAssertEqual(line("127.0.0.2")?["peer"].map { "\($0)" }, "203.0.113.5")
+        XCTAssertEqual(line("127.0.0.2")?["via"].map { "\($0)" }, "127.0.0.2")
+        XCTAssertEqual(line("127.0.0.1")?["peer"].map { "\($0)" }, "127.0.0.1")
+        XCTAssertNil(line("127.0.0.1")?["via"])
+    }
+
     /// A trusted proxy holds more connections than the per-address limit; an untrusted address
     /// does not.
     func testATrustedProxyIsNotLimitedPerAddress() throws {
@@ -88,5 +115,21 @@ final class SlowlorisTests: XCTestCase {
         configuration.connectionsPerIP = 0
         XCTAssertEqual(configuration.effectiveConnectionsPerIP, 0)
         XCTAssertEqual(ServiceConfiguration().headTimeout, 10)
+    }
+}
+
+/// Keeps each log line's metadata.
+private struct MetadataCapture: LogHandler {
+    let lines: Locked<[Logger.Metadata]>
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
+             source: String, file: String, function: String, line: UInt) {
+        let merged = metadata.merging(extra ?? [:]) { $1 }
+        lines.update { $0.append(merged) }
     }
 }
