@@ -58,8 +58,9 @@ final class EdgeGuard: @unchecked Sendable {
     /// Whether the access handler and completions must report to `headArrived`/`requestCompleted`.
     var isTracking: Bool { table != nil }
 
-    /// Every descriptor the process may open (up to 4 Mi, 32 MiB of address space that is only
-    /// touched where sockets are): a connection's socket beyond it has no deadline.
+    /// Every descriptor the process may open once `start()` has raised its soft limit to the hard
+    /// one (up to 4 Mi: 32 MiB of address space, only touched where sockets are): a connection's
+    /// socket beyond it has no deadline.
     private static func tableCapacity() -> Int32 {
         var limit = rlimit()
         #if canImport(Glibc)
@@ -68,7 +69,7 @@ final class EdgeGuard: @unchecked Sendable {
         let resource = RLIMIT_NOFILE
         #endif
         guard getrlimit(resource, &limit) == 0 else { return 1 << 16 }
-        return Int32(min(max(UInt64(limit.rlim_cur), 1 << 10), 1 << 22))
+        return Int32(min(max(UInt64(limit.rlim_cur), UInt64(limit.rlim_max), 1 << 10), 1 << 22))
     }
 
     enum Admission { case admit, refuse, drop }
