@@ -16,6 +16,7 @@ public struct AddressRanges: Sendable, Equatable, CustomStringConvertible {
     /// What was parsed, for messages and logs.
     public private(set) var entries: [String] = []
 
+    /// No address: nobody is trusted.
     public init() {}
 
     /// Parses each entry; throws `AddressRangeError` naming the first that is neither an address
@@ -36,8 +37,10 @@ public struct AddressRanges: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Whether there is no range at all.
     public var isEmpty: Bool { ranges.isEmpty }
 
+    /// The entries as given, comma-separated.
     public var description: String { entries.joined(separator: ",") }
 
     /// Whether `address` (text, as `Request.peer` has it) is in one of the ranges.
@@ -51,8 +54,11 @@ public struct AddressRanges: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// An entry of `AddressRanges(parsing:)` that is neither an IP address nor a CIDR range.
 public struct AddressRangeError: Error, CustomStringConvertible {
+    /// The entry as given.
     public let entry: String
+    /// What is wrong, naming the entry, with examples of what is right.
     public var description: String {
         "'\(entry)' is not an IP address or a CIDR range (e.g. 10.0.0.0/8, 192.0.2.7, fd00::/8)"
     }
