@@ -211,16 +211,34 @@ class Page:
             if "warning:" in run.stderr:
                 self.problems.append(f"{where}: the manifest warns:\n{run.stderr}")
             dumped = json.loads(run.stdout)
-            paths = [os.path.realpath(dep["fileSystem"][0]["path"])
-                     for dep in dumped.get("dependencies", []) if "fileSystem" in dep]
-            if os.path.realpath(reactord) not in paths:
+            identities = {}
+            for dependency in dumped.get("dependencies", []):
+                for kind in dependency.values():
+                    identities[kind[0]["identity"]] = os.path.realpath(kind[0].get("path") or "")
+            ours = [identity for identity, path in identities.items() if path == os.path.realpath(reactord)]
+            if not ours:
                 self.problems.append(f"{where}: the manifest does not depend on {match.group(1)} (this repository)")
-            wanted = {"ReactorCore", "ReactorService", "ReactorServiceCLI", "ReactorClient"}
+                return
+            products = {product["name"] for product in self.repository_products()}
+            used = []
             for target in dumped.get("targets", []):
                 for dependency in target.get("dependencies", []):
                     product = dependency.get("product")
-                    if product and product[1] == os.path.basename(reactord) and product[0] not in wanted:
-                        self.problems.append(f"{where}: reactord has no product '{product[0]}'")
+                    if not product:
+                        continue
+                    if product[1] not in identities:
+                        self.problems.append(f"{where}: product '{product[0]}' names package '{product[1]}', which the manifest does not depend on")
+                    elif product[1] == ours[0]:
+                        used.append(product[0])
+                        if product[0] not in products:
+                            self.problems.append(f"{where}: reactord has no product '{product[0]}' (it has {', '.join(sorted(products))})")
+            if not used:
+                self.problems.append(f"{where}: no target of the manifest uses a product of reactord")
+
+    @staticmethod
+    def repository_products():
+        run = subprocess.run(["swift", "package", "dump-package"], capture_output=True, text=True, check=True)
+        return json.loads(run.stdout)["products"]
 
     def finish(self):
         if self.program:
