@@ -3,7 +3,7 @@ import ReactorStore
 /// Which store keeps sessions, their history and the global user: `.memory` or `.sqlite(path:)`.
 public typealias StoreLocation = ReactorStore.StoreLocation
 
-/// Everything an operator can set. The defaults are DESIGN.md's.
+/// Everything an operator can set. The defaults are docs/architecture.md's ("Defaults").
 public struct ServiceConfiguration: Sendable {
     /// Where sessions outlive the process. `.memory` (this type's default, for tests and
     /// embedding): they do not. The `reactord` executable defaults to `sqlite:reactord.sqlite`.
@@ -29,7 +29,7 @@ public struct ServiceConfiguration: Sendable {
     /// Where a generated admin token is written (mode 0600); nil: nowhere.
     public var adminTokenFile: String?
     /// Bearer-token authentication (JWT): with it, sessions belong to the token's subject. nil:
-    /// open mode, where knowing a session's id is all it takes to use it (see the README).
+    /// open mode, where knowing a session's id is all it takes to use it (see docs/authentication.md).
     public var jwt: JWTVerification?
     /// With authentication, the most sessions one subject may hold at once (429 past it).
     public var maxSessionsPerSubject = 100
