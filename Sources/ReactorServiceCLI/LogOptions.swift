@@ -12,14 +12,14 @@ public enum Switch: String, ExpressibleByArgument, CaseIterable, Sendable {
 }
 
 extension LogFormat {
-    /// The handler every logger of the process gets, on stderr.
+    /// The handler every logger of the process gets, on stderr (buffered: `LogOutput`).
     public func handler(label: String, level: Logger.Level) -> any LogHandler {
         var handler: any LogHandler
         switch self {
-        case .text: handler = StreamLogHandler.standardError(label: label)
+        case .text: handler = StreamLogHandler(label: label, stream: BufferedStandardError())
         case .json: handler = JSONLogHandler(label: label)
         }
         handler.logLevel = level
-        return handler
+        return BufferedLogHandler(inner: handler)
     }
 }
