@@ -42,8 +42,8 @@ public final class ReactorServer: @unchecked Sendable {
     public var configuration: ServiceConfiguration { context.configuration }
 
     /// A server with `configuration` and no reactor kinds yet; nothing listens before `start()`.
-    /// Without `configuration.adminToken` it makes a random admin token here and announces it
-    /// (see `ServiceConfiguration.adminToken`). `logger` gets the server's log lines.
+    /// `logger` gets the server's log lines. Without `configuration.adminToken` the server makes
+    /// a random admin token (see `ServiceConfiguration.adminToken`).
     public init(configuration: ServiceConfiguration = ServiceConfiguration(),
                 logger: Logger = Logger(label: "reactord")) {
         let token = configuration.adminToken ?? Self.randomToken()

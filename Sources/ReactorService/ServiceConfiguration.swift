@@ -1,6 +1,7 @@
 import ReactorStore
 
-/// Which store keeps sessions, their history and the global user: `.memory` or `.sqlite(path:)`.
+/// Which store keeps sessions, their history and the global user: `.memory`, `.sqlite(path:sync:)`,
+/// or `.postgres(url:)` (cluster mode). `StoreLocation(parsing:)` reads the `--store` forms.
 public typealias StoreLocation = ReactorStore.StoreLocation
 
 /// Everything an operator can set. The defaults are DESIGN.md's.
