@@ -55,7 +55,7 @@ public struct ServiceConfiguration: Sendable {
     public var retryMilliseconds = 3_000
     /// The most connections at once; past it a new connection is answered 503 with `Retry-After`.
     public var connectionLimit = 10_000
-    /// The most connections from one client address at once. 0: no per-address limit.
+    /// 0: no per-address limit.
     public var connectionsPerIP = 0
     /// Seconds an ordinary (non-SSE) connection may stay silent before it is closed: what
     /// ends a slowloris client that sends half a request and waits.
