@@ -38,8 +38,12 @@ public final class ReactorServer: @unchecked Sendable {
     /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
     /// reports its connection completed): for operators' and the fault tests' leak checks.
     public var openStreamCount: Int { http.openStreamCount }
+    /// The configuration the server was made with.
     public var configuration: ServiceConfiguration { context.configuration }
 
+    /// A server with `configuration` and no reactor kinds yet; nothing listens before `start()`.
+    /// `logger` gets the server's log lines. Without `configuration.adminToken` the server makes
+    /// a random admin token (see `ServiceConfiguration.adminToken`).
     public init(configuration: ServiceConfiguration = ServiceConfiguration(),
                 logger: Logger = Logger(label: "reactord")) {
         let token = configuration.adminToken ?? Self.randomToken()

@@ -3,11 +3,13 @@ import Logging
 
 /// `--log-format`: text (swift-log's stream handler) or json (one object per line).
 public enum LogFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// The two formats: `text` is swift-log's stream handler, `json` one JSON object per line.
     case text, json
 }
 
 /// An on/off option (`--access-log on|off`).
 public enum Switch: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// The two positions: `on` turns the option on, `off` turns it off.
     case on, off
 }
 

@@ -144,6 +144,7 @@ public struct JWTVerification: Sendable {
 
 /// A key or secret `JWTVerification` cannot use; `description` says why (never the key).
 public struct JWTConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong with the key or secret.
     public let description: String
     init(_ description: String) { self.description = description }
 }
