@@ -147,6 +147,29 @@ final class SpecTests: XCTestCase {
         XCTAssertEqual(Set((counter["user"]?["properties"] as? [String: Any])?.keys.map { $0 } ?? []), ["id", "name"])
     }
 
+    /// `?fields=`: the spec's pattern accepts exactly the values the server does (a value the
+    /// pattern allows that the server refused with 400 was schemathesis's finding).
+    func testFieldsPatternAgreesWithTheServer() throws {
+        let spec = try servedSpec()
+        let lines = spec.split(separator: "\n")
+        let parameter = try XCTUnwrap(lines.firstIndex { $0.hasSuffix("- name: fields") })
+        let line = try XCTUnwrap(lines[parameter...].first { $0.contains("schema:") && $0.contains("pattern: ") })
+        // The pattern is the schema's last member: a YAML double-quoted (JSON) or single-quoted string.
+        let quoted = String(try XCTUnwrap(line.split(separator: "pattern: ", maxSplits: 1).last?.dropLast()))
+        let pattern = quoted.hasPrefix("'") ? String(quoted.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+            : try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(quoted.utf8), options: .fragmentsAllowed) as? String)
+        let regex = try NSRegularExpression(pattern: pattern)
+        let session = try fixture.createSession()
+        let values = ["count", "count,user", " count , alertMessage ,", "count,,user", "\tcount\r\n", ",count",
+                      "", ",", " ", "nope", "Count", "count user", "count,nope", "count\u{A0}", "count;user", "0"]
+        for value in values {
+            let matches = regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
+            let encoded = value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value
+            let stream = try fixture.subscribe(session, query: "?fields=\(encoded)")
+            XCTAssertEqual(stream.status, matches ? 200 : 400, "fields=\(value.debugDescription), pattern \(pattern)")
+        }
+    }
+
     func testRootIsTheGenericConsoleAndTheCounterDemoIsAtDemo() throws {
         for path in ["/", "/console"] {
             let page = try fixture.client.request("GET", path)

@@ -40,6 +40,19 @@ enum OpenAPISpec {
         ])
         add("State", kinds.isEmpty ? ["type": "object"] : union(kinds.map { ref(component($0.name) + "State") }))
         add("Action", kinds.isEmpty ? genericAction : ["anyOf": kinds.map { ref(component($0.name) + "Action") }])
+        // A state event's data: with `?fields=` only some fields, so none is required.
+        var stateFields = union(kinds.isEmpty ? [["type": "object"]] : kinds.map { kind -> [String: Any] in
+            var fields = kind.state ?? ["type": "object"]
+            fields["required"] = nil
+            return fields
+        })
+        stateFields["description"] = "The data of a `state` event: the State, or with `?fields=` only the fields named."
+        add("StateFields", stateFields)
+        let pulsing = kinds.filter { !$0.pulses.isEmpty }
+        add("Pulse", pulsing.isEmpty ? ["description": "The data of a `pulse` event: no registered kind has a @Pulse field.",
+                                        "type": "object", "required": ["name", "value"],
+                                        "properties": ["name": ["type": "string"], "value": [String: Any]()]]
+            : union(pulsing.map { ref(component($0.name) + "Pulse") }))
         for kind in kinds {
             let prefix = component(kind.name)
             var state = kind.state ?? ["type": "object"]
@@ -80,6 +93,27 @@ enum OpenAPISpec {
         return template
             .replacing(generatedMarker, with: lines.joined(separator: "\n"))
             .replacing("{type: reactord-default-action}", with: "{type: \(json(firstAction))}")
+            .replacing("pattern: reactord-fields-pattern", with: "pattern: \(json(fieldsPattern(kinds)))")
+    }
+
+    /// The `?fields=` values the server accepts (FieldFilter): names of State fields, separated by
+    /// commas, with spaces, tabs, line breaks and empty items around them. The names are every
+    /// kind's: the parameter belongs to the route, not to one kind.
+    static func fieldsPattern(_ kinds: [KindDescription]) -> String {
+        let names = Set(kinds.flatMap { ($0.state?["properties"] as? [String: Any])?.keys.map { $0 } ?? [] })
+        guard !names.isEmpty else { return "[^\\s,]" }
+        let name = "(?:" + names.sorted().map(regexEscaped).joined(separator: "|") + ")"
+        let space = FieldFilter.separatorSpace, around = "[" + space + ",]*"
+        return "^" + around + name + "(?:[" + space + "]*," + around + name + ")*" + around + "$"
+    }
+
+    private static func regexEscaped(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            if "\\^$.|?*+()[]{}/-".contains(character) { out.append("\\") }
+            out.append(character)
+        }
+        return out
     }
 
     /// A pulse's value: the schema of its field when the kind has one pulse (with several, the
