@@ -4,7 +4,7 @@
 
 FROM swift:6.3-bookworm AS builder
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev libpq-dev pkg-config \
+    && apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev libpq-dev libssl-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the release build needs: without Tests/, Package.swift leaves out the test and
@@ -17,11 +17,12 @@ RUN swift build -c release --product reactord --static-swift-stdlib \
     && strip -o /out/reactord "$(swift build -c release --show-bin-path)/reactord"
 
 FROM debian:bookworm-slim
-# libmicrohttpd12, libsqlite3-0 and libpq5 (the PostgreSQL store) are the libraries the binary
-# needs beyond libc; the HEALTHCHECK is the binary's own (`reactord healthcheck`), so no curl.
+# libmicrohttpd12, libsqlite3-0, libpq5 (the PostgreSQL store) and libssl3 (libcrypto: JWT
+# signatures; libpq5 needs it too) are the libraries the binary needs beyond libc; the
+# HEALTHCHECK is the binary's own (`reactord healthcheck`), so no curl.
 # /data holds the store, owned by the user.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 \
+    && apt-get install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libssl3 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin reactord \
     && mkdir /data \

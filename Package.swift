@@ -19,8 +19,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        // JWT verification: HMAC, P-256 and (CryptoExtras) RSA; FoundationEssentials only.
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -54,17 +52,25 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // OpenSSL's libcrypto, the system's: JWT signatures are checked with it rather than with
+        // swift-crypto, whose BoringSSL was ~370 of the release build's 394 compile steps.
+        .systemLibrary(
+            name: "CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // The typed wall over CLibCrypto: exactly what JWS verification needs (HS256, RS256,
+        // ES256, public keys from PEM); `package` API, not part of any product's.
+        .target(name: "JWSSignatures", dependencies: ["CLibCrypto"]),
         // The store seam and its engines; SQL lives here and nowhere else.
         .target(name: "ReactorStore", dependencies: ["CSQLite", "CLibPQ"]),
         .target(
             name: "ReactorService",
             dependencies: [
-                "ReactorCore", "MicroHTTP", "ReactorStore",
+                "ReactorCore", "MicroHTTP", "ReactorStore", "JWSSignatures",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
             // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).
@@ -96,7 +102,7 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log")],
                 path: "Tests/ServerSupport"),
         .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport",
-                                                            .product(name: "Crypto", package: "swift-crypto")]),
+                                                            "JWSSignatures"]),
         .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "ServerSupport"]),
     ],
     swiftLanguageModes: [.v5]

@@ -317,7 +317,7 @@ def main():
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         sys.exit(1)
-    print("OK: the user's server (Swift 6 mode) built without warnings and served as the README says")
+    print("OK: the user's server (Swift 6 mode) built without warnings and served as docs/serving-your-own.md says")
 
 
 if __name__ == "__main__":

@@ -1,31 +1,55 @@
 #!/usr/bin/env python3
-"""Every ```swift block of README.md, made into something CI compiles.
+"""Every ```swift block of README.md and docs/*.md, made into something CI compiles.
 
-Each block is one of these, told by an HTML comment on the line before its fence:
+A page's blocks are one program, as a reader assembles it: they are compiled together, in
+page order, in one target per page (one main.swift, or Snippet.swift when the page has an
+@main type), so a block that uses an earlier block's type compiles beside exactly that type.
+A block that is not part of that program says so, and why, in an HTML comment on the line
+before its fence:
 
-  (no comment)                        a whole program: a target of its own
-  <!-- snippet: NAME -->              the same, named so later blocks can use it
-  <!-- snippet: NAME after OTHER -->  compiled in OTHER's target: OTHER's code beside it as
-                                      Context.swift, OTHER's imports put before it
-  <!-- snippet: NAME test after OTHER -->  the same, as a test target (XCTest)
-  <!-- snippet: file PATH -->         must equal the file PATH, which CI builds and runs
-  <!-- snippet: in PATH -->           must appear, line for line, in the file PATH
-  <!-- snippet: NAME in PATH -->      the same, and named so later blocks can use it
+  (no comment)                        part of the page's program
+  <!-- snippet: NAME -->              the same, named so later blocks can refer to it
+  <!-- snippet: [NAME] file PATH -->  must equal the file PATH (which CI builds and runs), and
+                                      is part of the page's program
+  <!-- snippet: [NAME] in PATH -->    must appear, line for line, in the file PATH, and is part
+                                      of the page's program
+  <!-- snippet: NAME instead of OTHER because REASON -->
+                                      an alternative to the earlier block OTHER (a second entry
+                                      point, say): compiled in a target of its own, the page's
+                                      program so far with OTHER left out; later blocks do not
+                                      see it
+  <!-- snippet: NAME test after OTHER because REASON -->
+                                      an XCTest case: a test target holding OTHER and it
+  <!-- snippet: manifest -->          a Package.swift: evaluated (swift package dump-package)
+                                      in a package folder beside a `reactord` folder that is
+                                      this repository, and must depend on it by path
+  <!-- snippet: skip because REASON -->  not compiled (say why)
 
-Targets are written to Tests/Fixtures/OwnServer/ReadmeSnippets/ (git-ignored), whose
-Package.swift adds one target per folder there: the README's examples build in the same
-package, and the same build, as the fixture server. Swift 6 mode, warnings are errors.
+`instead of`, `test after` and `skip` need a reason; an unknown word is an error, so a typo
+cannot silently take a block out of the check. Targets are written to
+Tests/Fixtures/OwnServer/ReadmeSnippets/ (git-ignored), whose Package.swift adds one target
+per folder there: the examples build in the same package, and the same build, as the
+fixture server. Swift 6 mode, warnings are errors.
 
-Usage: readme_snippets.py   (from the repository root; exits 1 on a stale file/in block)
+Usage: readme_snippets.py   (from the repository root; exits 1 on a stale file/in block, a
+manifest that does not evaluate, or a bad marker)
 """
+import glob
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
 
-README = "README.md"
 OUT = "Tests/Fixtures/OwnServer/ReadmeSnippets"
 MARKER = re.compile(r"<!--\s*snippet:\s*(.*?)\s*-->")
+KEYWORDS = {"file", "in", "instead", "of", "test", "after", "manifest", "skip"}
+
+
+def pages():
+    return ["README.md"] + sorted(glob.glob("docs/*.md"))
 
 
 def blocks(text):
@@ -57,64 +81,186 @@ def imports(code):
     return [line for line in code.split("\n") if re.match(r"\s*(@testable\s+)?import\s+\w+", line)]
 
 
-def target_name(name):
-    return "Readme" + "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name) if part)
+def camel(text):
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", text) if part)
 
 
-def main():
-    with open(README) as handle:
-        text = handle.read()
-    os.makedirs(OUT, exist_ok=True)
-    # Files are rewritten only when they change, so an unchanged README rebuilds nothing.
-    wanted = {}
-    named = {}
-    problems = []
-    written = 0
-    for line, marker, code in blocks(text):
-        words = (marker or "").split()
-        where = f"README.md:{line}"
+def has_entry(code):
+    return re.search(r"^\s*@main\b", code, re.M) is not None
+
+
+class Page:
+    """One page's blocks, sorted into the targets that compile them."""
+
+    def __init__(self, path):
+        self.path = path
+        self.prefix = "Snippets" + camel(os.path.splitext(os.path.basename(path))[0])
+        self.program = []       # (name, line, code): the page's program so far
+        self.named = {}         # name -> code
+        self.targets = {}       # target name -> {filename: content}
+        self.problems = []
+
+    def where(self, line):
+        return f"{self.path}:{line}"
+
+    def source(self, parts):
+        return "".join(f"// {self.path} line {line}\n{code}" for _, line, code in parts)
+
+    def header(self):
+        return f"// Written by scripts/readme_snippets.py from {self.path}: edit the page, not this.\n"
+
+    def add_program_target(self, target, parts):
+        code = self.source(parts)
+        filename = "Snippet.swift" if has_entry(code) else "main.swift"
+        self.targets[target] = {filename: self.header() + code}
+
+    def take(self, line, marker, code):
+        text, _, reason = (marker or "").partition(" because ")
+        words = text.split()
+        reason = reason.strip()
+        where = self.where(line)
+        name = words[0] if words and words[0] not in KEYWORDS else None
+        rest = words[1:] if name else words
+        if name in self.named:
+            self.problems.append(f"{where}: the name '{name}' is taken by an earlier block")
+            return
+        label = name or f"block{line}"
+
+        def argument(word):
+            at = rest.index(word)
+            return rest[at + 1] if at + 1 < len(rest) else ""
+
+        if "skip" in rest:
+            if rest != ["skip"] or not reason:
+                self.problems.append(f"{where}: write it as '<!-- snippet: skip because REASON -->'")
+            return
+        if "manifest" in rest:
+            self.manifest(where, code)
+            return
+        if "instead" in rest:
+            other = argument("of") if "of" in rest else ""
+            if rest != ["instead", "of", other] or not name or not reason:
+                self.problems.append(f"{where}: write it as '<!-- snippet: NAME instead of OTHER because REASON -->'")
+                return
+            if other not in [part[0] for part in self.program]:
+                self.problems.append(f"{where}: 'instead of {other}' names no earlier block of this page's program")
+                return
+            parts = [part for part in self.program if part[0] != other] + [(name, line, code)]
+            self.add_program_target(self.prefix + camel(name), parts)
+            self.named[name] = code
+            return
+        if "after" in rest:
+            other = argument("after")
+            if rest != ["test", "after", other] or not name or not reason:
+                self.problems.append(f"{where}: write it as '<!-- snippet: NAME test after OTHER because REASON -->'")
+                return
+            if other not in self.named:
+                self.problems.append(f"{where}: 'after {other}' names no earlier block of this page")
+                return
+            context = self.named[other]
+            target = self.prefix + camel(name) + "Tests"
+            self.targets[target] = {
+                "Context.swift": self.header() + context,
+                "Snippet.swift": self.header() + "\n".join(imports(context)) + "\n" + f"// {self.path} line {line}\n" + code,
+            }
+            self.named[name] = code
+            return
         for verb in ("file", "in"):
-            if verb not in words:
+            if verb not in rest:
                 continue
-            at = words.index(verb)
-            path = words[at + 1] if at + 1 < len(words) else ""
+            path = argument(verb)
+            if rest != [verb, path]:
+                self.problems.append(f"{where}: write it as '<!-- snippet: [NAME] {verb} PATH -->'")
+                return
             if not os.path.isfile(path):
-                problems.append(f"{where}: '{path}' is no file")
-                break
+                self.problems.append(f"{where}: '{path}' is no file")
+                return
             with open(path) as handle:
                 source = handle.read()
             if verb == "file" and source != code:
-                problems.append(f"{where}: the block differs from {path} (copy the file into the README)")
+                self.problems.append(f"{where}: the block differs from {path} (copy the file into the page)")
             if verb == "in" and code not in source:
-                problems.append(f"{where}: the block does not appear in {path} (copy it from there)")
-            if at > 0:
-                named[words[0]] = code
+                self.problems.append(f"{where}: the block does not appear in {path} (copy it from there)")
             break
         else:
-            words = words or [f"block{line}"]
-        if "file" in words or "in" in words:
-            continue
-        name = words[0] if words else f"block{line}"
-        is_test = "test" in words[1:2]
-        context = None
-        if "after" in words:
-            other = words[words.index("after") + 1] if words.index("after") + 1 < len(words) else ""
-            if other not in named:
-                problems.append(f"{where}: 'after {other}' names no earlier snippet")
-                continue
-            context = named[other]
-        named[name] = code
-        target = target_name(name) + ("Tests" if is_test else "")
-        folder = os.path.join(OUT, target)
-        header = f"// README.md line {line}, written by scripts/readme_snippets.py: edit the README, not this.\n"
-        if context is not None:
-            wanted[os.path.join(folder, "Context.swift")] = header + context
-            code = "\n".join(imports(context)) + "\n" + code
-        # Top-level code goes in main.swift; an @main type or a test case may not.
-        has_entry = "@main" in code or is_test
-        filename = "Snippet.swift" if has_entry else "main.swift"
-        wanted[os.path.join(folder, filename)] = header + code
-        written += 1
+            if rest:
+                self.problems.append(f"{where}: unknown snippet marker '{marker}'")
+                return
+        self.program.append((label, line, code))
+        self.named[label] = code
+
+    def manifest(self, where, code):
+        """A user's Package.swift that depends on reactord by path: evaluate it beside this repository."""
+        match = re.search(r'\.package\(\s*path:\s*"([^"]+)"\s*\)', code)
+        if not match:
+            self.problems.append(f"{where}: the manifest names no .package(path: ...)")
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            package = os.path.join(folder, "app", "UserPackage")
+            os.makedirs(package)
+            reactord = os.path.normpath(os.path.join(package, match.group(1)))
+            os.makedirs(os.path.dirname(reactord), exist_ok=True)
+            os.symlink(os.path.abspath("."), reactord)
+            with open(os.path.join(package, "Package.swift"), "w") as handle:
+                handle.write(code)
+            run = subprocess.run(["swift", "package", "dump-package", "--package-path", package],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                self.problems.append(f"{where}: the manifest does not evaluate:\n{run.stderr}{run.stdout}")
+                return
+            if "warning:" in run.stderr:
+                self.problems.append(f"{where}: the manifest warns:\n{run.stderr}")
+            dumped = json.loads(run.stdout)
+            identities = {}
+            for dependency in dumped.get("dependencies", []):
+                for kind in dependency.values():
+                    identities[kind[0]["identity"]] = os.path.realpath(kind[0].get("path") or "")
+            ours = [identity for identity, path in identities.items() if path == os.path.realpath(reactord)]
+            if not ours:
+                self.problems.append(f"{where}: the manifest does not depend on {match.group(1)} (this repository)")
+                return
+            products = {product["name"] for product in self.repository_products()}
+            used = []
+            for target in dumped.get("targets", []):
+                for dependency in target.get("dependencies", []):
+                    product = dependency.get("product")
+                    if not product:
+                        continue
+                    if product[1] not in identities:
+                        self.problems.append(f"{where}: product '{product[0]}' names package '{product[1]}', which the manifest does not depend on")
+                    elif product[1] == ours[0]:
+                        used.append(product[0])
+                        if product[0] not in products:
+                            self.problems.append(f"{where}: reactord has no product '{product[0]}' (it has {', '.join(sorted(products))})")
+            if not used:
+                self.problems.append(f"{where}: no target of the manifest uses a product of reactord")
+
+    @staticmethod
+    def repository_products():
+        run = subprocess.run(["swift", "package", "dump-package"], capture_output=True, text=True, check=True)
+        return json.loads(run.stdout)["products"]
+
+    def finish(self):
+        if self.program:
+            self.add_program_target(self.prefix, self.program)
+
+
+def main():
+    wanted = {}
+    problems = []
+    for path in pages():
+        with open(path) as handle:
+            text = handle.read()
+        page = Page(path)
+        for line, marker, code in blocks(text):
+            page.take(line, marker, code)
+        page.finish()
+        problems += page.problems
+        for target, files in page.targets.items():
+            for filename, content in files.items():
+                wanted[os.path.join(OUT, target, filename)] = content
+    os.makedirs(OUT, exist_ok=True)
+    # Files are rewritten only when they change, so unchanged pages rebuild nothing.
     for folder in os.listdir(OUT):
         if not any(path.startswith(os.path.join(OUT, folder) + os.sep) for path in wanted):
             shutil.rmtree(os.path.join(OUT, folder))
@@ -129,7 +275,8 @@ def main():
                 handle.write(content)
     for problem in problems:
         print(problem)
-    print(f"{written} README snippet target(s) written to {OUT}")
+    targets = {os.path.dirname(path) for path in wanted}
+    print(f"{len(targets)} snippet target(s) written to {OUT}")
     sys.exit(1 if problems else 0)
 
 

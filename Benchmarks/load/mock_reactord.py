@@ -3,7 +3,7 @@
 
     REACTORD_BIN=Benchmarks/load/mock_reactord.py Benchmarks/bench.sh --smoke
 
-Speaks just enough of DESIGN.md for the suite: POST /sessions, POST /action (increase, alert),
+Speaks just enough of docs/wire-contract.md for the suite: POST /sessions, POST /action (increase, alert),
 GET /sessions/{id}/events (chunked SSE: retry, state, pulse, keep-alive comments), PUT /user
 (admin token), GET /healthz. Single-threaded asyncio: its figures measure Python, not reactord,
 and must never be recorded as reactord's.

@@ -39,11 +39,17 @@ public struct ActionFieldsWriter {
         try container.encodeIfPresent(value, forKey: FieldKey(name))
     }
 
+    /// A field's name as a coding key.
     public struct FieldKey: CodingKey {
+        /// The field's name.
         public let stringValue: String
+        /// Always nil: an action's fields have names, not positions.
         public var intValue: Int? { nil }
+        /// The key of field `name`.
         public init(_ name: String) { stringValue = name }
+        /// The key of field `stringValue`.
         public init?(stringValue: String) { self.stringValue = stringValue }
+        /// Always nil: an action's fields have names, not positions.
         public init?(intValue: Int) { nil }
     }
 }
@@ -56,14 +62,18 @@ public struct ActionFieldsWriter {
 /// try await session.send(TypedAction("alert", ["message": "Hello"]))
 /// ```
 public struct TypedAction<Fields: Encodable & Sendable>: Encodable, Sendable {
+    /// The action's `"type"`: which case it is.
     public var type: String
+    /// The associated values, written beside `type`.
     public var fields: Fields
 
+    /// The action `type` with the fields of `fields`.
     public init(_ type: String, _ fields: Fields) {
         self.type = type
         self.fields = fields
     }
 
+    /// Writes one JSON object: `fields`' members and `"type"`.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: ActionFieldsWriter.FieldKey.self)
         if let dictionary = fields as? [String: any Encodable] {
@@ -80,13 +90,16 @@ public struct TypedAction<Fields: Encodable & Sendable>: Encodable, Sendable {
 
 /// No associated values.
 public struct NoFields: Encodable, Sendable {
+    /// No fields.
     public init() {}
+    /// Writes an empty object (`type` is added beside it).
     public func encode(to encoder: any Encoder) throws {
         _ = encoder.container(keyedBy: ActionFieldsWriter.FieldKey.self)
     }
 }
 
 extension TypedAction where Fields == NoFields {
+    /// The action `type` with no fields: `{"type": type}`.
     public init(_ type: String) {
         self.init(type, NoFields())
     }

@@ -12,6 +12,7 @@ import FoundationNetworking
 /// for try await event in session.events() { ... }
 /// ```
 public struct ReactorClient: Sendable {
+    /// The server's address; routes are resolved under it (`http://host:8080/api` works too).
     public let baseURL: URL
     let configuration: URLSessionConfiguration
     let http: URLSession
@@ -82,7 +83,9 @@ public struct ReactorClient: Sendable {
 
 /// One session on the server: its id is the capability to use it.
 public struct ReactorSession<State: Decodable & Sendable>: Sendable {
+    /// The client that makes this session's requests.
     public let client: ReactorClient
+    /// The session's id, as `POST /sessions` returned it.
     public let id: String
     /// The reactor kind, when this client created the session.
     public let reactor: String?
@@ -123,6 +126,11 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     ///   - pulses: how to decode `event: pulse` data (`{"name":..,"value":..}`).
     ///   - fields: `?fields=`: only these state fields, and only when they change. `State`
     ///     must then decode from just those fields.
+    ///   - lastEventID: resume after this version (`Last-Event-ID`) instead of starting from
+    ///     the current state.
+    ///   - reconnectDelay: how long to wait before reconnecting, instead of the server's
+    ///     `retry:` (3 s when it sent none).
+    /// - Returns: the events, in order, until the stream ends or the task is cancelled.
     public func events<Pulse: Decodable & Sendable>(
         pulses _: Pulse.Type = AnyPulse.self, fields: [String]? = nil, lastEventID: UInt64? = nil,
         reconnectDelay: Duration? = nil
@@ -162,9 +170,12 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
 /// What a session's event stream carries. `version` is the event's id: the session's
 /// version after it, comparable with `Snapshot.version`.
 public enum ReactorEvent<State: Sendable, Pulse: Sendable>: Sendable {
+    /// A new state (`event: state`), or with `fields`, the chosen fields after they changed.
     case state(State, version: UInt64)
+    /// A pulse (`event: pulse`): a `@Pulse` field was assigned.
     case pulse(Pulse, version: UInt64)
 
+    /// The event's id: the session's version after it.
     public var version: UInt64 {
         switch self {
         case let .state(_, version), let .pulse(_, version): version
@@ -174,15 +185,21 @@ public enum ReactorEvent<State: Sendable, Pulse: Sendable>: Sendable {
 
 /// A session's state at a version.
 public struct Snapshot<State: Sendable>: Sendable {
+    /// The session's version: the id of its latest event (0 for a new session, +1 per event).
     public let version: UInt64
+    /// The state at `version`.
     public let state: State
 }
 
 /// An RFC 9457 problem document, or whatever body came with an unexpected status.
 public struct Problem: Error, Sendable, CustomStringConvertible {
+    /// The answer's HTTP status code (0 when it was not an HTTP answer).
     public let status: Int
+    /// The problem document's `title`, if the body is one.
     public let title: String?
+    /// The problem document's `detail`, if the body is one: what was wrong.
     public let detail: String?
+    /// The answer's body as text.
     public let body: String
 
     init(status: Int, body: Data) {
@@ -193,9 +210,11 @@ public struct Problem: Error, Sendable, CustomStringConvertible {
         detail = object?["detail"] as? String
     }
 
+    /// `HTTP status: detail`, else the title, else the body.
     public var description: String { "HTTP \(status): \(detail ?? title ?? body)" }
 }
 
+/// Why a `ReactorClient` or `ReactorSession` call failed.
 public enum ReactorClientError: Error, Sendable, CustomStringConvertible {
     /// The server answered with an error status.
     case problem(Problem)
@@ -204,6 +223,7 @@ public enum ReactorClientError: Error, Sendable, CustomStringConvertible {
     /// An answer that does not decode as expected.
     case undecodable(String, any Error)
 
+    /// The problem's description, or what went wrong with the transport or the decoding.
     public var description: String {
         switch self {
         case let .problem(problem): problem.description

@@ -7,6 +7,7 @@ public struct ServerSentEvent: Sendable, Equatable {
     /// The `data:` lines, joined by `\n`.
     public var data: String
 
+    /// An event of type `event` with `id` and `data`.
     public init(event: String = "message", id: String? = nil, data: String = "") {
         self.event = event
         self.id = id
@@ -32,6 +33,7 @@ public struct ServerSentEventParser: Sendable {
     private var data: [UInt8] = []
     private var hasData = false
 
+    /// A parser that starts from `lastEventID` (a resumed stream's), or from none.
     public init(lastEventID: String? = nil) {
         self.lastEventID = lastEventID
     }

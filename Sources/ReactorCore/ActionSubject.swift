@@ -9,7 +9,9 @@
 /// that reactor's pipeline (a state subscriber, `mutate`, `reduce`) it queues the action
 /// to run after the current one instead.
 public final class ActionSubject<Element>: Subject {
+    /// The actions it delivers.
     public typealias Output = Element
+    /// It never fails.
     public typealias Failure = Never
 
     /// Guards the subscriber list here and each subscriber's state: the reactor's gate's lock,
@@ -32,6 +34,7 @@ public final class ActionSubject<Element>: Subject {
         lock = gate.mutex
     }
 
+    /// Delivers an action to every subscriber; see the type's note on what it waits for.
     public func send(_ value: Element) {
         if let gate {
             gate.dispatchWaiting(self, value, queueWhenHeld: true)
@@ -43,10 +46,12 @@ public final class ActionSubject<Element>: Subject {
     /// Ignored: an action stream never ends.
     public func send(completion: Subscribers.Completion<Never>) {}
 
+    /// Requests everything from an upstream publisher bound with `subscribe(_:)`.
     public func send(subscription: Subscription) {
         subscription.request(.unlimited)
     }
 
+    /// Adds a subscriber; it receives the actions sent from now on, as it demands them.
     public func receive<S: Subscriber>(subscriber: S) where S.Input == Element, S.Failure == Never {
         let conduit = ActionConduitOf(subject: self, downstream: subscriber)
         lock.withLock { conduits.append(conduit) }

@@ -11,11 +11,13 @@ import Darwin
 /// never moves. Never held while calling out of the library. Shared with the server's
 /// modules as SPI (`@_spi(Lock) import ReactorCore`), not part of the reactor API.
 @_spi(Lock) public final class Lock: ManagedBuffer<Lock.Header, pthread_mutex_t> {
+    /// The lock's bookkeeping, stored before the mutex.
     public struct Header {
         /// Made on first wait, under the lock: an uncontended reactor never pays for it.
         var condition: UnsafeMutablePointer<pthread_cond_t>?
     }
 
+    /// A new lock; `recursive` lets the thread that holds it take it again.
     public static func make(recursive: Bool = false) -> Lock {
         let made = unsafeDowncast(Lock.create(minimumCapacity: 1) { _ in Header() }, to: Lock.self)
         made.withUnsafeMutablePointerToElements { mutex in
@@ -42,14 +44,17 @@ import Darwin
         }
     }
 
+    /// Takes the lock, waiting for it.
     @inline(__always) public func lock() {
         withUnsafeMutablePointerToElements { _ = pthread_mutex_lock($0) }
     }
 
+    /// Releases the lock; call from the thread that holds it.
     @inline(__always) public func unlock() {
         withUnsafeMutablePointerToElements { _ = pthread_mutex_unlock($0) }
     }
 
+    /// Runs `body` with the lock held and returns its result.
     @inline(__always) public func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock()
         defer { unlock() }

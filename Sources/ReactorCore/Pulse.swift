@@ -19,10 +19,12 @@ public struct Pulse<Value> {
     /// How many times `value` was assigned (wrapping). Settable for tests.
     public var valueUpdatedCount: UInt = 0
 
+    /// A pulse holding `wrappedValue`, never assigned yet (`valueUpdatedCount` is 0).
     public init(wrappedValue: Value) {
         value = wrappedValue
     }
 
+    /// The property's value, `value`; every assignment counts.
     public var wrappedValue: Value {
         get { value }
         set { value = newValue }
@@ -42,6 +44,8 @@ extension Pulse: Hashable where Value: Hashable {}
 extension Pulse: Sendable where Value: Sendable {}
 
 extension Pulse: Encodable where Value: Encodable {
+    /// Encodes the bare value, and tells a pulse observer, if the encoder has one, where
+    /// the pulse was and how often it was assigned.
     public func encode(to encoder: Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(value)
@@ -54,6 +58,7 @@ extension Pulse: Encodable where Value: Encodable {
 }
 
 extension Pulse: Decodable where Value: Decodable {
+    /// Decodes the bare value; the count starts at 0.
     public init(from decoder: Decoder) throws {
         let container = try decoder.singleValueContainer()
         self.init(wrappedValue: try container.decode(Value.self))

@@ -48,28 +48,34 @@ public protocol Reactor: AnyObject {
 // MARK: - Defaults
 
 extension Reactor {
+    /// The identity: the actions as sent.
     public func transform(action: AnyPublisher<Action, Never>) -> AnyPublisher<Action, Never> {
         action
     }
 
+    /// No mutation.
     public func mutate(action: Action) -> AnyPublisher<Mutation, Never> {
         .empty
     }
 
+    /// The identity: the mutations as `mutate(action:)` made them.
     public func transform(mutation: AnyPublisher<Mutation, Never>) -> AnyPublisher<Mutation, Never> {
         mutation
     }
 
+    /// The state unchanged.
     public func reduce(state: State, mutation: Mutation) -> State {
         state
     }
 
+    /// The identity: the states as `reduce(state:mutation:)` made them.
     public func transform(state: AnyPublisher<State, Never>) -> AnyPublisher<State, Never> {
         state
     }
 }
 
 extension Reactor where Action == Mutation {
+    /// The action itself, as the one mutation.
     public func mutate(action: Action) -> AnyPublisher<Mutation, Never> {
         .just(action)
     }

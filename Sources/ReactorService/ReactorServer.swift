@@ -23,6 +23,8 @@ public final class ReactorServer: @unchecked Sendable {
     let context: ServiceContext
     private let http: HTTPServer
     private var sweeper: SessionSweeper?
+    /// The generated admin token's file, locked while this server runs.
+    private var tokenFile: AdminTokenFile?
 
     /// The global current user, handed to every reactor made by `register`'s factory.
     public var currentUser: CurrentValueSubject<User?, Never> { context.currentUser }
@@ -36,8 +38,12 @@ public final class ReactorServer: @unchecked Sendable {
     /// Event streams the HTTP server holds open now (a stream leaves once libmicrohttpd
     /// reports its connection completed): for operators' and the fault tests' leak checks.
     public var openStreamCount: Int { http.openStreamCount }
+    /// The configuration the server was made with.
     public var configuration: ServiceConfiguration { context.configuration }
 
+    /// A server with `configuration` and no reactor kinds yet; nothing listens before `start()`.
+    /// `logger` gets the server's log lines. Without `configuration.adminToken` the server makes
+    /// a random admin token (see `ServiceConfiguration.adminToken`).
     public init(configuration: ServiceConfiguration = ServiceConfiguration(),
                 logger: Logger = Logger(label: "reactord")) {
         let token = configuration.adminToken ?? Self.randomToken()
@@ -46,7 +52,6 @@ public final class ReactorServer: @unchecked Sendable {
         self.context = context
         http = HTTPServer(configuration: Self.httpConfiguration(configuration, metrics: context.metrics, logger: logger),
                           router: context.routes.current)
-        if configuration.adminToken == nil { Self.announceGenerated(token, configuration, logger) }
     }
 
     /// Adds a reactor kind. `make` builds one reactor per session and is handed the global
@@ -156,6 +161,9 @@ public final class ReactorServer: @unchecked Sendable {
             cluster.start(context)
         }
         sweeper = SessionSweeper(context: context)
+        // Only now, with the store open and the port bound: a start that fails must not replace
+        // the token of a server that runs in the same folder.
+        if configuration.adminToken == nil { announceGeneratedToken() }
         context.readiness.setListening(true)
         context.logger.info("reactord listening", metadata: [
             "host": "\(context.configuration.host)", "port": "\(http.port)",
@@ -182,6 +190,7 @@ public final class ReactorServer: @unchecked Sendable {
     /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
+        defer { tokenFile?.release() }   // last: another server may have the file from then on
         defer { context.routes.withLock { $0 = Router() } }   // they hold the context: no cycle once stopped
         let started = DispatchTime.now().uptimeNanoseconds
         context.logger.info("reactord stopping", metadata: [
@@ -290,34 +299,31 @@ public final class ReactorServer: @unchecked Sendable {
     /// A generated admin token is never logged (a log is shipped, kept and read by many): it is
     /// written to `adminTokenFile` with mode 0600, and printed once to stderr when that is a
     /// terminal, where only the person who started the server sees it.
-    private static func announceGenerated(_ token: String, _ configuration: ServiceConfiguration, _ logger: Logger) {
+    private func announceGeneratedToken() {
+        let logger = context.logger
         var metadata: Logger.Metadata = [:]
         if let path = configuration.adminTokenFile {
-            if let failure = writePrivately(token + "\n", to: path) {
-                logger.warning("no admin token configured, and the generated one could not be written",
-                               metadata: ["admin_token_file": "\(path)", "error": "\(failure)"])
-            } else {
+            switch AdminTokenFile.claim(path, token: adminToken) {
+            case let .success(file):
+                tokenFile = file
                 metadata["admin_token_file"] = "\(path)"
+            case .failure(.inUse):
+                logger.warning("""
+                    no admin token configured, and the token file belongs to another running server: it is left \
+                    as it is (set REACTORD_ADMIN_TOKEN or --admin-token-file)
+                    """,
+                               metadata: ["admin_token_file": "\(path)"])
+            case let .failure(.cannotWrite(reason)):
+                logger.warning("no admin token configured, and the generated one could not be written",
+                               metadata: ["admin_token_file": "\(path)", "error": "\(reason)"])
             }
         }
         if isatty(STDERR_FILENO) == 1 {
-            fputs("reactord: this run's admin token (also in the file named in the log, if any): \(token)\n", stderr)
+            fputs("reactord: this run's admin token (also in the file named in the log, if any): \(adminToken)\n", stderr)
             metadata["printed_to"] = "stderr (a terminal)"
         }
         logger.info("no admin token configured; made one for this run (set REACTORD_ADMIN_TOKEN to choose it)",
                     metadata: metadata)
-    }
-
-    /// Writes `text` to `path`, readable by its owner only (0600, whatever the file was before),
-    /// never through a symbolic link.
-    private static func writePrivately(_ text: String, to path: String) -> String? {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return String(cString: strerror(errno)) }
-        defer { close(fd) }
-        guard fchmod(fd, 0o600) == 0 else { return String(cString: strerror(errno)) }
-        let bytes = Array(text.utf8)
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        return written == bytes.count ? nil : String(cString: strerror(errno))
     }
 
     private static func randomToken() -> String {

@@ -1,13 +1,14 @@
 import MicroHTTP
 import ReactorStore
 
-/// Which store keeps sessions, their history and the global user: `.memory` or `.sqlite(path:)`.
+/// Which store keeps sessions, their history and the global user: `.memory`, `.sqlite(path:sync:)`,
+/// or `.postgres(url:)` (cluster mode). `StoreLocation(parsing:)` reads the `--store` forms.
 public typealias StoreLocation = ReactorStore.StoreLocation
 
 /// The trusted proxies' addresses and ranges (`ServiceConfiguration.trustedProxies`).
 public typealias AddressRanges = MicroHTTP.AddressRanges
 
-/// Everything an operator can set. The defaults are DESIGN.md's.
+/// Everything an operator can set. The defaults are docs/architecture.md's ("Defaults").
 public struct ServiceConfiguration: Sendable {
     /// Where sessions outlive the process. `.memory` (this type's default, for tests and
     /// embedding): they do not. The `reactord` executable defaults to `sqlite:reactord.sqlite`.
@@ -22,9 +23,11 @@ public struct ServiceConfiguration: Sendable {
     /// Cluster mode: seconds to wait for the holder's answer to a forwarded request before
     /// answering 504 (its outcome unknown).
     public var forwardTimeout: Double = 10
+    /// The address to listen on; `0.0.0.0` or `::` for every interface.
     public var host = "127.0.0.1"
     /// 0 picks a free port; `ReactorServer.port` tells which after `start()`.
     public var port: UInt16 = 8080
+    /// libmicrohttpd daemons serving connections, each with its own epoll thread (at least 1).
     public var threads = 1
     /// Bearer token for writes to `/user`. `nil`: a random one is made at start, written to
     /// `adminTokenFile` when set (mode 0600) and printed to stderr when it is a terminal; it is
@@ -33,17 +36,20 @@ public struct ServiceConfiguration: Sendable {
     /// Where a generated admin token is written (mode 0600); nil: nowhere.
     public var adminTokenFile: String?
     /// Bearer-token authentication (JWT): with it, sessions belong to the token's subject. nil:
-    /// open mode, where knowing a session's id is all it takes to use it (see the README).
+    /// open mode, where knowing a session's id is all it takes to use it (see docs/authentication.md).
     public var jwt: JWTVerification?
     /// With authentication, the most sessions one subject may hold at once (429 past it).
     public var maxSessionsPerSubject = 100
     /// Without authentication, sessions one client address may create per second (a token
     /// bucket of `sessionCreateBurst`; 429 past it). 0: no limit.
     public var sessionCreateRate: Double = 10
+    /// The bucket size for `sessionCreateRate`: sessions one address may create at once.
     public var sessionCreateBurst = 100
     /// Seconds a session may stay without an action and without a subscriber.
     public var sessionTTL: Double = 30 * 60
+    /// The most sessions at once; past it `POST /sessions` answers 503.
     public var maxSessions = 100_000
+    /// The largest request body in bytes; a larger one is answered 413.
     public var bodyLimit = 1 << 20
     /// Seconds between `: keep-alive` comments on every event stream.
     public var heartbeat: Double = 15
@@ -51,6 +57,7 @@ public struct ServiceConfiguration: Sendable {
     public var historyLength = 1_024
     /// The `retry:` an event stream opens with, in milliseconds.
     public var retryMilliseconds = 3_000
+    /// The most connections at once; past it a new connection is answered 503 with `Retry-After`.
     public var connectionLimit = 10_000
     /// Most connections one client address may hold at once (past it: 429, then closed), so that
     /// no single client can take every connection. nil: `defaultConnectionsPerIP` of
@@ -81,6 +88,7 @@ public struct ServiceConfiguration: Sendable {
     /// One log line per request at info (method, path, status, bytes, duration, session).
     public var accessLog = true
 
+    /// The defaults above.
     public init() {}
 }
 

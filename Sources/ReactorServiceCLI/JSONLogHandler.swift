@@ -44,28 +44,7 @@ struct JSONLogHandler: LogHandler {
             Self.append(value: .dictionary(fields), to: &line)
         }
         line += "}\n"
-        Self.write(line)
-    }
-
-    /// One write per line, under a lock: lines of several threads never interleave.
-    private static let lock: UnsafeMutablePointer<pthread_mutex_t> = {
-        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        pthread_mutex_init(lock, nil)
-        return lock
-    }()
-
-    private static func write(_ line: String) {
-        var line = line
-        pthread_mutex_lock(lock)
-        line.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = systemWrite(2, bytes.baseAddress! + offset, bytes.count - offset)
-                if written <= 0 { break }
-                offset += written
-            }
-        }
-        pthread_mutex_unlock(lock)
+        LogOutput.standardError.write(line)
     }
 
     /// RFC 3339 in UTC with milliseconds.
@@ -108,9 +87,3 @@ struct JSONLogHandler: LogHandler {
     /// JSON string escaping, as MicroHTTP writes its problem documents.
     static func append(string: String, to out: inout String) { JSON.appendString(string, to: &out) }
 }
-
-#if canImport(Glibc)
-private let systemWrite = Glibc.write
-#elseif canImport(Darwin)
-private let systemWrite = Darwin.write
-#endif

@@ -24,6 +24,12 @@ extension ReactorServer {
     ///
     /// `register` runs once, on the calling thread, before the server starts; the factories it
     /// registers run on the server's threads (hence `register`'s `@Sendable`).
+    ///
+    /// - Parameters:
+    ///   - arguments: the command line without the program's name; nil: the process's own.
+    ///     `healthcheck` as the first argument asks a running server instead (the container's
+    ///     `HEALTHCHECK`).
+    ///   - register: adds the reactor kinds to the server before it starts.
     public static func main(
         arguments: [String]? = nil,
         registering register: (ReactorServer) throws -> Void

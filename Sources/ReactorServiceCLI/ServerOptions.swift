@@ -80,6 +80,7 @@ public struct ServerOptions: ParsableArguments {
     @Option(help: "One log line per request, at info: on or off. [env: REACTORD_ACCESS_LOG] (default: on)")
     var accessLog: Switch?
 
+    /// Every option unset: the environment's `REACTORD_*` variables, then the defaults, apply.
     public init() {}
 
     /// Called by argument-parser after parsing: every value, flags and environment alike, is

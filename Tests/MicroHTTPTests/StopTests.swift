@@ -120,3 +120,89 @@ final class StopTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(stuck.readResponse()).status, 503)
     }
 }
+
+/// Stopping never aborts the process, however connections arrive during the stop: libmicrohttpd
+/// 0.9.75 aborted on a listening socket it was asked to give back (MHD_quiesce_daemon) while its
+/// own thread took the same socket out of its epoll set; MicroHTTP accepts connections itself.
+final class StopUnderArrivalsTests: XCTestCase {
+    /// What the clients of one test saw; each request carries its own number.
+    private final class Tally: @unchecked Sendable {
+        private let lock = NSLock()
+        private(set) var handled = Set<Int>()       // requests a handler answered 200
+        private(set) var received = Set<Int>()      // 200s a client read whole
+        private(set) var stopping = 0               // 503s a client read whole
+        private(set) var truncated: [String] = []   // answers that ended part way
+        private var next = 0
+
+        func number() -> Int { lock.withLock { next += 1; return next } }
+        func handle(_ number: Int) { lock.withLock { _ = handled.insert(number) } }
+        func answered(_ number: Int, status: Int?) {
+            lock.withLock {
+                if status == 200 { received.insert(number) } else if status == 503 { stopping += 1 }
+            }
+        }
+        func cut(_ what: String) { lock.withLock { truncated.append(what) } }
+    }
+
+    func testTwoThousandStopsWhileConnectionsArriveNeverAbortAndAnswerEveryRequestTheyTook() throws {
+        let cycles = Int(ProcessInfo.processInfo.environment["STOP_CYCLES"] ?? "") ?? 2_000
+        let tally = Tally()
+        for cycle in 0..<cycles {
+            let server = try startServer({
+                $0.heartbeatInterval = 60
+                $0.threads = cycle % 2 + 1
+            }) { router in
+                router.add(.GET, "/hello") { request in
+                    tally.handle(Int(request.query["n"] ?? "") ?? -1)
+                    return .response(.text("hi"))
+                }
+                router.add(.GET, "/events") { _ in
+                    .eventStream(headers: HTTPHeaders()) { stream in stream.send(Frame("data: x\n\n")) }
+                }
+            }
+            let port = server.port
+            let clients = DispatchGroup()
+            for client in 0..<2 {
+                DispatchQueue.global().async(group: clients) {
+                    // Bounded: at most 50 connections a client a cycle, until connects are refused.
+                    for _ in 0..<50 {
+                        guard let socket = try? TestSocket(port: port, timeout: 5) else { return }
+                        let number = tally.number()
+                        let path = client == 0 || number % 3 != 0 ? "/hello?n=\(number)" : "/events"
+                        guard (try? socket.write("GET \(path) HTTP/1.1\r\nHost: t\r\n\r\n")) != nil else { continue }
+                        Self.read(socket, number: number, stream: path == "/events", into: tally)
+                    }
+                }
+            }
+            usleep(UInt32.random(in: 0...3_000))
+            server.stop(deadline: 2)
+            XCTAssertEqual(clients.wait(timeout: .now() + 30), .success, "a client hung after stop \(cycle)")
+        }
+        XCTAssertEqual(tally.truncated, [], "answers cut part way")
+        XCTAssertEqual(tally.handled.subtracting(tally.received), [], "requests answered 200 that no client read")
+        XCTAssertGreaterThan(tally.received.count, cycles, "too few requests were served to exercise the stop")
+        print("stops: \(cycles), answered 200: \(tally.received.count), answered 503: \(tally.stopping)")
+    }
+
+    /// Reads one answer whole; a stream's answer is whole once its head and a frame came, or the
+    /// server ended it with its final chunk.
+    private static func read(_ socket: TestSocket, number: Int, stream: Bool, into tally: Tally) {
+        var parser = ResponseParser()
+        while !parser.isComplete {
+            if stream, parser.status == 200, !parser.body.isEmpty { return }
+            do {
+                parser.feed(try socket.receive())
+            } catch TestSocket.Failure.closed {
+                parser.endOfStream()
+                break
+            } catch {
+                break   // reset: a connection the server never took (it closed it unread)
+            }
+        }
+        if parser.isComplete {
+            tally.answered(number, status: parser.status)
+        } else if parser.status != nil {
+            tally.cut("request \(number): status \(parser.status ?? 0) then the connection ended")
+        }
+    }
+}

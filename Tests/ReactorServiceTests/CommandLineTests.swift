@@ -101,8 +101,43 @@ final class CommandLineTests: XCTestCase {
 
         var configuration = ServiceConfiguration()
         configuration.adminTokenFile = link
-        _ = ReactorServer(configuration: configuration, logger: Logger(label: "test"))
+        configuration.port = 0
+        let server = ReactorServer(configuration: configuration, logger: Logger(label: "test"))
+        try server.start()
+        server.stop()
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "the token went through the link")
+    }
+
+    /// A second reactord started in the same folder, whose start fails (the port is taken, or the
+    /// store is another server's) or that runs beside the first, never replaces the token file
+    /// the first one wrote: the first server's token keeps working.
+    func testAnotherServerInTheSameFolderLeavesTheRunningServersToken() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let tokenFile = folder.appendingPathComponent("reactord-admin-token").path
+        let store = "sqlite:" + folder.appendingPathComponent("reactord.sqlite").path
+        let first = try ReactordProcess(arguments: ["--admin-token-file", tokenFile, "--store", store])
+        let token = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let client = HTTPClient(port: first.port)
+        func putUser() throws -> Int {
+            try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#,
+                               headers: ["Authorization": "Bearer \(token)"]).status
+        }
+        XCTAssertEqual(try putUser(), 200)
+
+        let portTaken = try run(["--port", String(first.port), "--admin-token-file", tokenFile, "--store", "memory"])
+        XCTAssertEqual(portTaken.status, 1, portTaken.output)
+        let storeTaken = try run(["--port", "0", "--admin-token-file", tokenFile, "--store", store])
+        XCTAssertEqual(storeTaken.status, 1, storeTaken.output)
+        for outcome in [portTaken, storeTaken] {
+            XCTAssertFalse(outcome.output.contains("made one for this run"), outcome.output)
+        }
+        let beside = try ReactordProcess(arguments: ["--admin-token-file", tokenFile])
+        XCTAssertNotEqual(beside.port, first.port)
+
+        XCTAssertEqual(try String(contentsOfFile: tokenFile, encoding: .utf8), token + "\n")
+        XCTAssertEqual(try putUser(), 200, "the running server's token file was replaced")
     }
 
     func testBadEnvironmentVariablesExit2NamingTheVariable() throws {

@@ -12,7 +12,8 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(events.headers["cache-control"], "no-cache")
         XCTAssertEqual(events.headers["x-accel-buffering"], "no")
         let first = try XCTUnwrap(events.next())
-        XCTAssertEqual(events.retry, 3000)
+        XCTAssertEqual(first.retry, 3000, "retry: comes in the first event's block")
+        XCTAssertEqual(events.retryOnlyBlocks, 0)
         XCTAssertEqual(first.event, "state")
         XCTAssertEqual(first.id, "1")
         XCTAssertEqual(first.state["count"] as? Int, 1)
@@ -58,6 +59,13 @@ final class EventStreamTests: XCTestCase {
 
         let upToDate = try fixture.subscribe(session, headers: ["Last-Event-ID": "5"])
         XCTAssertEqual(upToDate.drain().count, 0)
+        // A resume that missed nothing gets `retry:` in front of its next event, not alone.
+        try fixture.send(session, #"{"type":"increase"}"#)
+        let next = try XCTUnwrap(upToDate.next())
+        XCTAssertEqual(next.id, "6")
+        XCTAssertEqual(next.retry, 3000)
+        XCTAssertEqual(upToDate.retryOnlyBlocks, 0)
+        XCTAssertEqual(missed.first?.retry, 3000)
     }
 
     func testResumeBeyondHistoryStartsWithCurrentState() throws {

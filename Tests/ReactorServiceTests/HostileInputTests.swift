@@ -239,7 +239,7 @@ final class HostileInputTests: XCTestCase {
 
         // A Content-Length past 2^64: libmicrohttpd answers 413 itself, before our handler, and
         // closes. (0.9.75 writes that answer's head twice, so its framing is broken: a
-        // libmicrohttpd defect, noted in the README; the status and the close are right.)
+        // libmicrohttpd defect, noted in docs/architecture.md; the status and the close are right.)
         let overflow = try TestClient(port: fixture.port, receiveTimeout: 3)
         overflow.send("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999999999999999\r\n\r\n")
         XCTAssertEqual(overflow.readResponse()?.status, 413)

@@ -36,6 +36,22 @@ final class OperationsTests: XCTestCase {
         XCTAssertEqual(spec.body, Array(onDisk), "the server serves the repository's openapi.yaml")
     }
 
+    /// Browsers ask every server for /favicon.ico: a real icon, not a 404 in their console.
+    func testTheFaviconIsAnIcon() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let icon = try fixture.client.request("GET", "/favicon.ico")
+        XCTAssertEqual(icon.status, 200)
+        XCTAssertEqual(icon.header("Content-Type"), "image/x-icon")
+        let bytes = icon.body
+        XCTAssertEqual(Array(bytes.prefix(6)), [0, 0, 1, 0, 1, 0], "an ICO header with one image")
+        XCTAssertEqual(Array(bytes[6..<8]), [16, 16])
+        let size = bytes[14..<18].reversed().reduce(0) { $0 << 8 | Int($1) }
+        let offset = bytes[18..<22].reversed().reduce(0) { $0 << 8 | Int($1) }
+        XCTAssertEqual(offset + size, bytes.count, "the directory entry describes the whole image")
+        XCTAssertEqual(Array(bytes[offset..<offset + 4]), [40, 0, 0, 0], "a BITMAPINFOHEADER")
+    }
+
     func testHealthIs503WhileStopping() throws {
         let fixture = try ServerFixture()
         let client = HTTPClient(port: fixture.port)

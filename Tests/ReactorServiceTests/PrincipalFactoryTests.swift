@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import JWSSignatures
 import ReactorCore
 import ReactorService
 import XCTest
@@ -30,7 +30,7 @@ final class WhoAmIReactor: Reactor {
 }
 
 /// Issue 16, part 4: the factory receives the principal; one-argument factories still work.
-/// Tokens are HS256, signed here with swift-crypto's HMAC.
+/// Tokens are HS256, signed here with the HMAC the server verifies with (OpenSSL's).
 final class PrincipalFactoryTests: XCTestCase {
     private static let secret = "principal-factory-tests-secret-32-bytes!"
     private var fixture: ServerFixture!
@@ -53,7 +53,7 @@ final class PrincipalFactoryTests: XCTestCase {
                 .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
         }
         let input = base64URL(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + base64URL(Array(claims.utf8))
-        let mac = HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: SymmetricKey(data: Array(Self.secret.utf8)))
+        let mac = HMACSHA256Key(Array(Self.secret.utf8)).authenticationCode(for: Array(input.utf8))
         return input + "." + base64URL(Array(mac))
     }
 

@@ -127,9 +127,8 @@ private struct MetadataCapture: LogHandler {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
-    func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
-             source: String, file: String, function: String, line: UInt) {
-        let merged = metadata.merging(extra ?? [:]) { $1 }
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
         lines.update { $0.append(merged) }
     }
 }

@@ -1,5 +1,34 @@
 import Foundation
+import ReactorCore
+import ReactorService
 import XCTest
+
+/// A kind whose initial state says nothing of its fields' types: nil, empty arrays, an empty
+/// dictionary. The spec must still type them, from the State type.
+private final class TypedReactor: Reactor {
+    enum Action: String, Decodable { case noop }
+
+    struct Item: Codable {
+        var name: String
+        var done: Bool
+        var due: Date?
+    }
+
+    enum Mode: String, Codable { case idle, busy }
+
+    /// Synthesized Codable: decoded in this order, so `after` comes after `mode`, which the
+    /// probe cannot decode (no case `""`): both are described from the value.
+    struct State: Codable {
+        var note: String?
+        var numbers: [Int] = []
+        var items: [Item] = []
+        var scores: [String: Double] = [:]
+        var mode: Mode = .idle
+        var after = 0
+    }
+
+    let initialState = State()
+}
 
 /// `/openapi.yaml` is made from the registered kinds' own types, and the repository's
 /// openapi.yaml is what reactord serves with its bundled reactors.
@@ -79,6 +108,66 @@ final class SpecTests: XCTestCase {
         // The counter's pulse.
         let pulse = try component("CounterPulse", in: spec)
         XCTAssertEqual((pulse["properties"] as? [String: [String: Any]])?["name"]?["enum"] as? [String], ["alertMessage"])
+    }
+
+    func testStateSchemaComesFromTheSwiftTypeNotTheInitialValue() throws {
+        fixture.server.register("typed") { _ in TypedReactor() }
+        let spec = try servedSpec()
+        let state = try component("TypedState", in: spec)
+        let properties = try XCTUnwrap(state["properties"] as? [String: [String: Any]])
+        XCTAssertEqual(Set(properties.keys), ["note", "numbers", "items", "scores", "mode", "after"])
+        // nil in the initial state: typed all the same, nullable, not required (left out when nil).
+        XCTAssertEqual(properties["note"]?["type"] as? String, "string")
+        XCTAssertEqual(properties["note"]?["nullable"] as? Bool, true)
+        XCTAssertEqual(Set(state["required"] as? [String] ?? []), ["numbers", "items", "scores", "mode", "after"])
+        // Empty arrays: their element type.
+        XCTAssertEqual(properties["numbers"]?["type"] as? String, "array")
+        XCTAssertEqual((properties["numbers"]?["items"] as? [String: Any])?["type"] as? String, "integer")
+        let item = try XCTUnwrap(properties["items"]?["items"] as? [String: Any])
+        XCTAssertEqual(item["type"] as? String, "object")
+        let itemProperties = try XCTUnwrap(item["properties"] as? [String: [String: Any]])
+        XCTAssertEqual(itemProperties["name"]?["type"] as? String, "string")
+        XCTAssertEqual(itemProperties["done"]?["type"] as? String, "boolean")
+        XCTAssertEqual(itemProperties["due"]?["type"] as? String, "number", "a Date as JSONEncoder writes it")
+        XCTAssertEqual(itemProperties["due"]?["nullable"] as? Bool, true)
+        XCTAssertEqual(Set(item["required"] as? [String] ?? []), ["name", "done"])
+        // An empty dictionary: an object whose values are numbers.
+        XCTAssertEqual(properties["scores"]?["type"] as? String, "object")
+        XCTAssertEqual((properties["scores"]?["additionalProperties"] as? [String: Any])?["type"] as? String, "number")
+        // What the probe cannot decode (a String enum) and what comes after it: from the value.
+        XCTAssertEqual(properties["mode"]?["type"] as? String, "string")
+        XCTAssertEqual(properties["after"]?["type"] as? String, "integer")
+
+        // The bundled counter: its nil pulse and nil user are typed too.
+        let counter = try XCTUnwrap(try component("CounterState", in: spec)["properties"] as? [String: [String: Any]])
+        XCTAssertEqual(counter["alertMessage"]?["type"] as? String, "string")
+        XCTAssertEqual(counter["alertMessage"]?["nullable"] as? Bool, true)
+        XCTAssertEqual(counter["user"]?["type"] as? String, "object")
+        XCTAssertEqual(counter["user"]?["nullable"] as? Bool, true)
+        XCTAssertEqual(Set((counter["user"]?["properties"] as? [String: Any])?.keys.map { $0 } ?? []), ["id", "name"])
+    }
+
+    /// `?fields=`: the spec's pattern accepts exactly the values the server does (a value the
+    /// pattern allows that the server refused with 400 was schemathesis's finding).
+    func testFieldsPatternAgreesWithTheServer() throws {
+        let spec = try servedSpec()
+        let lines = spec.split(separator: "\n")
+        let parameter = try XCTUnwrap(lines.firstIndex { $0.hasSuffix("- name: fields") })
+        let line = try XCTUnwrap(lines[parameter...].first { $0.contains("schema:") && $0.contains("pattern: ") })
+        // The pattern is the schema's last member: a YAML double-quoted (JSON) or single-quoted string.
+        let quoted = String(try XCTUnwrap(line.split(separator: "pattern: ", maxSplits: 1).last?.dropLast()))
+        let pattern = quoted.hasPrefix("'") ? String(quoted.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+            : try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(quoted.utf8), options: .fragmentsAllowed) as? String)
+        let regex = try NSRegularExpression(pattern: pattern)
+        let session = try fixture.createSession()
+        let values = ["count", "count,user", " count , alertMessage ,", "count,,user", "\tcount\r\n", ",count",
+                      "", ",", " ", "nope", "Count", "count user", "count,nope", "count\u{A0}", "count;user", "0"]
+        for value in values {
+            let matches = regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
+            let encoded = value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value
+            let stream = try fixture.subscribe(session, query: "?fields=\(encoded)")
+            XCTAssertEqual(stream.status, matches ? 200 : 400, "fields=\(value.debugDescription), pattern \(pattern)")
+        }
     }
 
     func testRootIsTheGenericConsoleAndTheCounterDemoIsAtDemo() throws {

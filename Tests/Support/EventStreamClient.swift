@@ -6,6 +6,8 @@ public struct TestEvent: Equatable {
     public var event = "message"
     public var id: String?
     public var data = ""
+    /// The `retry:` sent in this event's own block, if any.
+    public var retry: Int?
 
     public init() {}
 
@@ -28,6 +30,9 @@ public final class EventStreamClient {
     public private(set) var comments: [String] = []
     /// The last `retry:` the server sent; a block of only `retry` dispatches no event.
     public private(set) var retry: Int?
+    /// Blocks that held a `retry:` and no other field: some clients (httpx-sse) hand each to
+    /// their user as an empty message.
+    public private(set) var retryOnlyBlocks = 0
     public private(set) var ended = false
 
     public init(port: UInt16, path: String, headers: [String: String] = [:], timeout: Double = 5) throws {
@@ -106,6 +111,7 @@ public final class EventStreamClient {
             if text.isEmpty {
                 defer { current = TestEvent(); hasFields = false }
                 if hasFields { return current }
+                if current.retry != nil { retryOnlyBlocks += 1 }
                 continue
             }
             if text.hasPrefix(":") {
@@ -124,6 +130,7 @@ public final class EventStreamClient {
             }
             if field == "retry" {
                 retry = Int(value)
+                current.retry = retry
                 continue
             }
             hasFields = true

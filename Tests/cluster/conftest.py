@@ -199,6 +199,8 @@ class EventReader:
                 buffer += chunk
             head, buffer = buffer.split(b"\r\n\r\n", 1)
             self.status = int(head.split(b" ")[1])
+            if self.status != 200:
+                return   # a problem document (or a proxy's page), not a stream
             text = ""
             while True:
                 text += self._dechunk(buffer)
@@ -213,6 +215,8 @@ class EventReader:
                         event[field] = value[1:] if value.startswith(" ") else value
                     if "id" in event or event["event"] == "end":
                         self.events.append((time.monotonic(), event))
+                if self._body_ended:
+                    return   # the last chunk: the response is over (a proxy may keep the connection)
                 chunk = self.sock.recv(65536)
                 if not chunk:
                     return
@@ -223,6 +227,7 @@ class EventReader:
             self.closed.set()
 
     _pending = b""
+    _body_ended = False
 
     def _dechunk(self, data):
         # reactord's streams are chunked: strip the chunk-size lines.
@@ -233,6 +238,9 @@ class EventReader:
             if line_end < 0:
                 break
             size = int(self._pending[:line_end].split(b";")[0] or b"0", 16)
+            if size == 0:
+                self._body_ended = True
+                break
             if len(self._pending) < line_end + 2 + size + 2:
                 break
             out += self._pending[line_end + 2:line_end + 2 + size]

@@ -207,3 +207,31 @@ def test_access_log_off():
         if server.process.poll() is None:
             server.process.kill()
     assert not [line for line in server.lines if '"log":"access"' in line]
+
+
+def test_a_sigterm_loses_no_access_line_of_the_buffered_log():
+    """The log is written out by a thread of its own, in batches (as nginx's buffer=): a stop
+    right after a burst of requests still has every access line, and the stop's own lines after them."""
+    server = Server("--store", "memory")
+    try:
+        status, body = server.request("POST", "/sessions", "{}")
+        session = json.loads(body)["session"]
+        connection = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        action = json.dumps({"session": session, "action": {"type": "increase"}}).encode()
+        request = (b"POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(action)) + action
+        connection.sendall(request * 500)   # pipelined: answered while the log still holds their lines
+        received = b""
+        while received.count(b"HTTP/1.1 200") < 500:
+            chunk = connection.recv(65536)
+            assert chunk, "the server closed the connection"
+            received += chunk
+        connection.close()
+        assert server.stop() == 0
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    records = [json.loads(line) for line in server.lines if line.strip()]
+    actions = [r for r in records if r.get("fields", {}).get("path") == "/action"]
+    assert len(actions) == 500
+    messages = [r["message"] for r in records]
+    assert messages.index("reactord stopped") > max(i for i, r in enumerate(records) if r in actions)

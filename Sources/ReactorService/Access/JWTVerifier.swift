@@ -1,17 +1,16 @@
-import Crypto
-import CryptoExtras
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
+import JWSSignatures
 
 /// How bearer tokens are verified: one key (an HS256 secret, or an RS256 or ES256 public key),
 /// the optional issuer and audience they must name, and the clock leeway.
 ///
-/// The cryptography is swift-crypto's (HMAC, P-256 ECDSA, and RSA PKCS#1 v1.5 from its
-/// CryptoExtras); the compact JWS is split and its JSON read by `CompactJWS`. No signature code
-/// of our own. Build one with `init(secret:)` or `init(publicKeyPEM:)`; both throw
+/// The cryptography is the system's OpenSSL (HMAC-SHA256, P-256 ECDSA, RSA PKCS#1 v1.5), behind
+/// the typed wall of the JWSSignatures target; the compact JWS is split and its JSON read by
+/// `CompactJWS`. No signature code of our own. Build one with `init(secret:)` or `init(publicKeyPEM:)`; both throw
 /// `JWTConfigurationError` for a key they cannot use, so a bad key refuses to start the server.
 public struct JWTVerification: Sendable {
     /// The algorithm tokens must name in their header: `HS256`, `RS256` or `ES256`.
@@ -28,9 +27,8 @@ public struct JWTVerification: Sendable {
     public var adminClaim = "reactord_admin"
 
     private enum Key: Sendable {
-        case hmac(SymmetricKey)
-        case rsa(_RSA.Signing.PublicKey)
-        case ecdsa(P256.Signing.PublicKey)
+        case hmac(HMACSHA256Key)
+        case publicKey(SignaturePublicKey)
     }
 
     /// HS256 with `secret`'s UTF-8 bytes; at least 32 bytes (RFC 7518 3.2: as long as the hash).
@@ -40,24 +38,26 @@ public struct JWTVerification: Sendable {
             throw JWTConfigurationError("an HS256 secret must be at least 32 bytes (got \(bytes.count))")
         }
         algorithm = "HS256"
-        key = .hmac(SymmetricKey(data: bytes))
+        key = .hmac(HMACSHA256Key(bytes))
     }
 
     /// RS256 for an RSA public key (2048 bits or more), ES256 for a P-256 one, in PEM
-    /// (`-----BEGIN PUBLIC KEY-----`, as `openssl pkey -pubout` writes it).
+    /// (`-----BEGIN PUBLIC KEY-----`, as `openssl pkey -pubout` writes it; an RSA key may also be
+    /// `-----BEGIN RSA PUBLIC KEY-----`, PKCS #1).
     public init(publicKeyPEM pem: String) throws(JWTConfigurationError) {
-        if let ecdsa = try? P256.Signing.PublicKey(pemRepresentation: pem) {
-            algorithm = "ES256"
-            key = .ecdsa(ecdsa)
-        } else if let rsa = try? _RSA.Signing.PublicKey(pemRepresentation: pem) {
-            guard rsa.keySizeInBits >= 2048 else {
-                throw JWTConfigurationError("an RSA key must have at least 2048 bits (got \(rsa.keySizeInBits))")
-            }
-            algorithm = "RS256"
-            key = .rsa(rsa)
-        } else {
+        guard let publicKey = SignaturePublicKey(pem: pem) else {
             throw JWTConfigurationError("not a PEM public key of RSA (RS256) or P-256 (ES256)")
         }
+        switch publicKey.kind {
+        case .p256:
+            algorithm = "ES256"
+        case let .rsa(bits):
+            guard bits >= 2048 else {
+                throw JWTConfigurationError("an RSA key must have at least 2048 bits (got \(bits))")
+            }
+            algorithm = "RS256"
+        }
+        key = .publicKey(publicKey)
     }
 
     /// The principal `token` names, or why it is refused. `now`: seconds since 1970.
@@ -81,15 +81,8 @@ public struct JWTVerification: Sendable {
 
     private func isValidSignature(_ signature: [UInt8], for input: [UInt8]) -> Bool {
         switch key {
-        case let .hmac(secret):
-            return HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: input, using: secret)
-        case let .rsa(publicKey):
-            return publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: input,
-                                              padding: .insecurePKCS1v1_5)
-        case let .ecdsa(publicKey):
-            // JWS carries r and s as 32 bytes each (RFC 7518 3.4), not DER.
-            guard let parsed = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
-            return publicKey.isValidSignature(parsed, for: input)
+        case let .hmac(secret): secret.isValidAuthenticationCode(signature, for: input)
+        case let .publicKey(publicKey): publicKey.isValidSignature(signature, for: input)
         }
     }
 
@@ -151,6 +144,7 @@ public struct JWTVerification: Sendable {
 
 /// A key or secret `JWTVerification` cannot use; `description` says why (never the key).
 public struct JWTConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong with the key or secret.
     public let description: String
     init(_ description: String) { self.description = description }
 }

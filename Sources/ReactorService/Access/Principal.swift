@@ -10,6 +10,7 @@ public struct Principal: Sendable, Hashable {
     /// Every claim of the token's payload (`sub`, `exp`, `iss`, your own), by name.
     public let claims: [String: ClaimValue]
 
+    /// A principal with `subject` and `claims` (as a test or a custom factory makes one).
     public init(subject: String, claims: [String: ClaimValue] = [:]) {
         self.subject = subject
         self.claims = claims
@@ -24,13 +25,20 @@ public struct Principal: Sendable, Hashable {
 
 /// A JSON value of a token's claim.
 public enum ClaimValue: Sendable, Hashable, Decodable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// Any JSON number, as a `Double`.
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array of values.
     case array([ClaimValue])
+    /// An object, its values by name.
     case object([String: ClaimValue])
 
+    /// Decodes any JSON value.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {

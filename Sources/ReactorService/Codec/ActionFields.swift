@@ -15,11 +15,13 @@
 /// }
 /// ```
 public struct ActionFields {
+    /// The action's `"type"` field: which case it is.
     public let type: String
     private let container: KeyedDecodingContainer<FieldKey>
     /// Set only while the spec is made from the action's own decoding (ActionSchemaProbe).
     private let listener: (any ActionTypeListener)?
 
+    /// Reads the action object; fails when it is not an object or has no string `"type"`.
     public init(from decoder: any Decoder) throws {
         container = try decoder.container(keyedBy: FieldKey.self)
         type = try container.decode(String.self, forKey: FieldKey("type"))
@@ -45,11 +47,17 @@ public struct ActionFields {
                 + expected.joined(separator: ", "))
     }
 
+    /// A field's name as a coding key.
     public struct FieldKey: CodingKey {
+        /// The field's name.
         public let stringValue: String
+        /// Always nil: an action's fields have names, not positions.
         public var intValue: Int? { nil }
+        /// The key of field `name`.
         public init(_ name: String) { stringValue = name }
+        /// The key of field `stringValue`.
         public init?(stringValue: String) { self.stringValue = stringValue }
+        /// Always nil: an action's fields have names, not positions.
         public init?(intValue: Int) { nil }
     }
 }

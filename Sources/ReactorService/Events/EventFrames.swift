@@ -28,8 +28,11 @@ enum EventFrames {
         return Frame(bytes)
     }
 
+    /// The `retry:` field alone, without the blank line that would end a block: it opens the
+    /// stream's first event, since a block holding only `retry:` reaches some clients (httpx-sse)
+    /// as an empty message.
     static func retry(milliseconds: Int) -> Frame {
-        Frame("retry: \(milliseconds)\n\n")
+        Frame("retry: \(milliseconds)\n")
     }
 
     /// `event: NAME\nid: SEQ\ndata: DATA\n\n`, written into one buffer sized up front.

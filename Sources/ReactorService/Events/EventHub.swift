@@ -30,6 +30,8 @@ final class EventHub: @unchecked Sendable {
         let filter: FieldFilter?
         /// The filtered state last sent, so a filtered stream only hears of its fields' changes.
         var lastFiltered: [UInt8]?
+        /// The `retry:` line, until it goes out in front of the stream's first event.
+        var retry: Frame?
     }
 
     // Recursive: a stream may report its end synchronously from inside `send` or `close`.
@@ -206,8 +208,9 @@ final class EventHub: @unchecked Sendable {
         record.journal.markDirty(self)
     }
 
-    /// Adds a stream: `retry`, then what it missed since `lastEventID` when history covers
-    /// it, else the current state.
+    /// Adds a stream: what it missed since `lastEventID` when history covers it, else the
+    /// current state; `retry` opens the first event it gets (a resume that missed nothing
+    /// gets it with the next one).
     func subscribe(_ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame) {
         let key = ObjectIdentifier(stream)
         let added: Bool = locked {
@@ -215,8 +218,7 @@ final class EventHub: @unchecked Sendable {
                 stream.close(finalFrame: EventFrames.end(reason: "deleted"))
                 return false
             }
-            stream.send(retry)
-            var subscriber = Subscriber(stream: stream, filter: filter)
+            var subscriber = Subscriber(stream: stream, filter: filter, retry: retry)
             if let lastEventID, let missed = history.events(after: lastEventID, latest: publishedSeq) {
                 // A filtered stream compares with what the client had at `lastEventID`, when
                 // history still holds that state, so an unchanged field is not sent again.
@@ -298,7 +300,7 @@ final class EventHub: @unchecked Sendable {
         for key in subscribers.keys {
             guard var subscriber = subscribers[key] else { continue }
             if deliver(event, to: &subscriber, views: &views) { delivered += 1 }
-            subscribers[key]?.lastFiltered = subscriber.lastFiltered
+            subscribers[key] = subscriber
         }
         if delivered > 0 { metrics.eventsDelivered.increment(by: delivered) }
     }
@@ -308,7 +310,7 @@ final class EventHub: @unchecked Sendable {
     private func deliver(_ event: RecordedEvent, to subscriber: inout Subscriber,
                          views: inout FilteredViews) -> Bool {
         guard let filter = subscriber.filter, case let .state(json) = event.kind else {
-            return subscriber.stream.send(event.frame)
+            return send(event.frame, to: &subscriber)
         }
         let view: (json: [UInt8], frame: Frame)
         if let cached = views[filter] {
@@ -320,7 +322,15 @@ final class EventHub: @unchecked Sendable {
         }
         guard view.json != subscriber.lastFiltered else { return false }
         subscriber.lastFiltered = view.json
-        return subscriber.stream.send(view.frame)
+        return send(view.frame, to: &subscriber)
+    }
+
+    /// Queues `frame`, behind the `retry:` line if the stream has not had it yet: in one frame,
+    /// so that no heartbeat comes between the two and ends the block early.
+    private func send(_ frame: Frame, to subscriber: inout Subscriber) -> Bool {
+        guard let retry = subscriber.retry else { return subscriber.stream.send(frame) }
+        subscriber.retry = nil
+        return subscriber.stream.send(Frame(retry.bytes + frame.bytes))
     }
 
     private func pulseCount(for name: String) -> UInt? {

@@ -8,10 +8,20 @@ import Foundation
 struct FieldFilter: Hashable {
     let fields: [String]
 
+    /// What may stand around a name: space, tab, CR, LF (as a regex character class's content,
+    /// for the spec's pattern of `fields`, OpenAPISpec.fieldsPattern). Only these, and split on
+    /// code points, so that the pattern a client validates against accepts exactly what this does.
+    static let separatorSpace = " \\t\\r\\n"
+
     /// Parses the query value; unknown names are an error naming them and what exists.
     init(query: String, knownFields: Set<String>) throws(FieldFilterError) {
-        let names = query.split(separator: ",").map { $0.trimmingWhitespace() }
-            .filter { !$0.isEmpty }
+        let isSpace: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+        let names = query.unicodeScalars.split(separator: ",").map { item -> String in
+            var item = item
+            while let first = item.first, isSpace(first) { item.removeFirst() }
+            while let last = item.last, isSpace(last) { item.removeLast() }
+            return String(item)
+        }.filter { !$0.isEmpty }
         guard !names.isEmpty else { throw .empty }
         let unknown = names.filter { !knownFields.contains($0) }
         guard unknown.isEmpty else { throw .unknown(unknown, known: knownFields.sorted()) }

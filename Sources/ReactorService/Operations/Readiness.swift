@@ -4,9 +4,13 @@ import MicroHTTP
 /// Runs on libmicrohttpd's thread for each `/readyz`: keep it quick (a cached flag, a ping
 /// with a short timeout), never blocking for long.
 public struct ReadinessCheck: Sendable {
+    /// The check's name: the start of the 503's detail, and what a later check of the same
+    /// name replaces.
     public let name: String
+    /// `nil` when the condition holds, else why not.
     public let check: @Sendable () -> String?
 
+    /// A check called `name` that runs `check` for each `/readyz`.
     public init(_ name: String, _ check: @escaping @Sendable () -> String?) {
         self.name = name
         self.check = check

@@ -45,6 +45,7 @@ extension RouteTable {
                                    body: bytes))
             }
         }
+        add(.GET, "/favicon.ico") { _ in .response(Favicon.response) }
         let template = String(decoding: PackageResources.openapi_yaml, as: UTF8.self)
         add(.GET, "/openapi.yaml") { _ in
             .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]),

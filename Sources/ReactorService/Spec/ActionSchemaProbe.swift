@@ -43,22 +43,38 @@ extension CodingUserInfoKey {
     static let actionTypeListener = CodingUserInfoKey(rawValue: "reactord.actionTypeListener")!
 }
 
-private final class Probe: ActionTypeListener {
-    let type: String
+/// What one probe run learns. `type` is the action type to answer for `type`; nil when the
+/// probe decodes a State (StateSchemaProbe), whose root fields go into the root node's schema.
+final class Probe: ActionTypeListener {
+    let type: String?
     var expectedTypes: [String]?
     var fields: [ActionCaseSchema.Field] = []
 
-    init(type: String) { self.type = type }
+    init(type: String?) { self.type = type }
 
     func expectedTypes(_ types: [String]) { expectedTypes = types }
 }
 
 /// The schema one decoder's value turned out to have, filled in as containers are asked for.
-private final class SchemaNode {
+final class SchemaNode {
     var schema: [String: Any] = [:]
+    /// The value asked `decodeNil()` first (an Optional's own `init(from:)` does): it may be null.
+    var nullable = false
+
+    /// The schema, `nullable` added when the value may be null.
+    var finished: [String: Any] {
+        guard nullable, !schema.isEmpty else { return schema }
+        var schema = schema
+        schema["nullable"] = true
+        return schema
+    }
 }
 
-private struct ProbeFailure: Error {}
+struct ProbeFailure: Error {}
+
+/// The key a state probe offers as `allKeys`, so that a `Dictionary` decodes one value and its
+/// type becomes the object's `additionalProperties`. Synthesized structs never ask for allKeys.
+let anyKeyName = "\u{1}"
 
 /// Values for the types a probe is asked for; nil for types it cannot make (their schema is
 /// found by decoding them from a probe in turn).
@@ -82,12 +98,17 @@ private enum Samples {
         case is UInt64.Type: return pair(0 as UInt64, ["type": "integer", "minimum": 0])
         case is Double.Type: return pair(0 as Double, ["type": "number"])
         case is Float.Type: return pair(0 as Float, ["type": "number", "format": "float"])
+        // As JSONEncoder's and JSONDecoder's defaults write and read them (their own
+        // init(from:) would read a number array for Data and refuse "" for a URL).
+        case is Date.Type: return pair(Date(timeIntervalSinceReferenceDate: 0), ["type": "number"])
+        case is Data.Type: return pair(Data(), ["type": "string", "format": "byte"])
+        case is URL.Type: return pair(URL(string: "http://127.0.0.1/")!, ["type": "string", "format": "uri"])
         default: return nil
         }
     }
 }
 
-private final class ProbeDecoder: Decoder {
+final class ProbeDecoder: Decoder {
     let probe: Probe
     let node: SchemaNode
     let codingPath: [any CodingKey]
@@ -106,7 +127,7 @@ private final class ProbeDecoder: Decoder {
         guard path.count < 8 else { throw ProbeFailure() }
         let child = SchemaNode()
         let value = try T(from: ProbeDecoder(probe: probe, node: child, path: path))
-        return (value, child.schema)
+        return (value, child.finished)
     }
 
     func container<Key: CodingKey>(keyedBy _: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -125,9 +146,12 @@ private final class ProbeDecoder: Decoder {
 private struct ProbeKeyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let decoder: ProbeDecoder
     var codingPath: [any CodingKey] { decoder.codingPath }
-    var allKeys: [Key] { [] }
+    var allKeys: [Key] {
+        guard decoder.probe.type == nil, let key = Key(stringValue: anyKeyName) else { return [] }
+        return [key]
+    }
     /// The action object itself: its fields are the case's; `type` answers the probe's type.
-    private var isAction: Bool { decoder.codingPath.isEmpty }
+    private var isAction: Bool { decoder.codingPath.isEmpty && decoder.probe.type != nil }
 
     func contains(_ key: Key) -> Bool { true }
     func decodeNil(forKey key: Key) throws -> Bool { false }
@@ -140,6 +164,11 @@ private struct ProbeKeyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
             }
             return
         }
+        if key.stringValue == anyKeyName {
+            decoder.node.schema["additionalProperties"] = schema
+            decoder.node.schema["properties"] = nil
+            return
+        }
         var properties = decoder.node.schema["properties"] as? [String: Any] ?? [:]
         properties[key.stringValue] = schema
         decoder.node.schema["properties"] = properties
@@ -150,7 +179,7 @@ private struct ProbeKeyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        if isAction, key.stringValue == "type", let type = decoder.probe.type as? T { return type }
+        if isAction, key.stringValue == "type", let type = decoder.probe.type.flatMap({ $0 as? T }) { return type }
         do {
             let (value, schema) = try decoder.value(T.self, at: codingPath + [key])
             note(key, schema, required: true)
@@ -267,7 +296,11 @@ private struct ProbeSingle: SingleValueDecodingContainer {
     let decoder: ProbeDecoder
     var codingPath: [any CodingKey] { decoder.codingPath }
 
-    func decodeNil() -> Bool { false }
+    func decodeNil() -> Bool {
+        decoder.node.nullable = true
+        return false
+    }
+
     func decode(_ type: Bool.Type) throws -> Bool { try decodeGeneric(type) }
     func decode(_ type: String.Type) throws -> String { try decodeGeneric(type) }
     func decode(_ type: Double.Type) throws -> Double { try decodeGeneric(type) }

@@ -6,8 +6,9 @@ import Foundation
 import MicroHTTP
 
 /// What the spec says of one registered reactor kind, found from its own types: the action
-/// types and fields its `Decodable` reads (ActionSchemaProbe), and its initial state's encoding
-/// (field types, nil fields, `@Pulse` fields).
+/// types and fields its `Decodable` reads (ActionSchemaProbe), its State's fields and their
+/// types as its `Decodable` reads them (StateSchemaProbe), and its initial state's encoding
+/// (which fields are always written, `@Pulse` fields, the types the probe cannot find).
 struct KindDescription {
     let name: String
     let actions: [ActionCaseSchema]?
@@ -18,7 +19,7 @@ struct KindDescription {
         -> KindDescription {
         let pulses = (try? StateEncoding.encode(initialState))?.pulses.map(\.name) ?? []
         return KindDescription(name: kind, actions: ActionSchemaProbe.cases(of: Action.self),
-                               state: StateJSONEncoder().schema(of: initialState), pulses: pulses)
+                               state: StateSchemaProbe.schema(of: initialState), pulses: pulses)
     }
 }
 
@@ -37,8 +38,21 @@ enum OpenAPISpec {
             "type": "string", "enum": kinds.map(\.name),
             "description": "A registered reactor kind" + (defaultKind.map { "; without one, `\($0)`" } ?? "") + ".",
         ])
-        add("State", kinds.isEmpty ? ["type": "object"] : ["anyOf": kinds.map { ref(component($0.name) + "State") }])
+        add("State", kinds.isEmpty ? ["type": "object"] : union(kinds.map { ref(component($0.name) + "State") }))
         add("Action", kinds.isEmpty ? genericAction : ["anyOf": kinds.map { ref(component($0.name) + "Action") }])
+        // A state event's data: with `?fields=` only some fields, so none is required.
+        var stateFields = union(kinds.isEmpty ? [["type": "object"]] : kinds.map { kind -> [String: Any] in
+            var fields = kind.state ?? ["type": "object"]
+            fields["required"] = nil
+            return fields
+        })
+        stateFields["description"] = "The data of a `state` event: the State, or with `?fields=` only the fields named."
+        add("StateFields", stateFields)
+        let pulsing = kinds.filter { !$0.pulses.isEmpty }
+        add("Pulse", pulsing.isEmpty ? ["description": "The data of a `pulse` event: no registered kind has a @Pulse field.",
+                                        "type": "object", "required": ["name", "value"],
+                                        "properties": ["name": ["type": "string"], "value": [String: Any]()]]
+            : union(pulsing.map { ref(component($0.name) + "Pulse") }))
         for kind in kinds {
             let prefix = component(kind.name)
             var state = kind.state ?? ["type": "object"]
@@ -71,7 +85,7 @@ enum OpenAPISpec {
                 add(prefix + "Pulse", [
                     "type": "object", "required": ["name", "value"],
                     "description": "The data of a `pulse` event of `\(kind.name)`.",
-                    "properties": ["name": ["type": "string", "enum": kind.pulses], "value": [String: Any]()],
+                    "properties": ["name": ["type": "string", "enum": kind.pulses], "value": pulseValue(kind)],
                 ])
             }
         }
@@ -79,6 +93,35 @@ enum OpenAPISpec {
         return template
             .replacing(generatedMarker, with: lines.joined(separator: "\n"))
             .replacing("{type: reactord-default-action}", with: "{type: \(json(firstAction))}")
+            .replacing("pattern: reactord-fields-pattern", with: "pattern: \(json(fieldsPattern(kinds)))")
+    }
+
+    /// The `?fields=` values the server accepts (FieldFilter): names of State fields, separated by
+    /// commas, with spaces, tabs, line breaks and empty items around them. The names are every
+    /// kind's: the parameter belongs to the route, not to one kind.
+    static func fieldsPattern(_ kinds: [KindDescription]) -> String {
+        let names = Set(kinds.flatMap { ($0.state?["properties"] as? [String: Any])?.keys.map { $0 } ?? [] })
+        guard !names.isEmpty else { return "[^\\s,]" }
+        let name = "(?:" + names.sorted().map(regexEscaped).joined(separator: "|") + ")"
+        let space = FieldFilter.separatorSpace, around = "[" + space + ",]*"
+        return "^" + around + name + "(?:[" + space + "]*," + around + name + ")*" + around + "$"
+    }
+
+    private static func regexEscaped(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            if "\\^$.|?*+()[]{}/-".contains(character) { out.append("\\") }
+            out.append(character)
+        }
+        return out
+    }
+
+    /// A pulse's value: the schema of its field when the kind has one pulse (with several, the
+    /// value's schema depends on `name`, and any JSON is allowed).
+    private static func pulseValue(_ kind: KindDescription) -> [String: Any] {
+        guard kind.pulses.count == 1, let properties = kind.state?["properties"] as? [String: Any],
+              let field = properties[kind.pulses[0]] as? [String: Any] else { return [:] }
+        return field
     }
 
     /// For a kind whose Action does not decode through ActionFields: only `type` is known.
@@ -87,6 +130,13 @@ enum OpenAPISpec {
     ]
 
     private static func ref(_ name: String) -> [String: Any] { ["$ref": "#/components/schemas/\(name)"] }
+
+    /// One of these schemas: `anyOf`, or the schema itself when there is one. openapi-python-client
+    /// 0.29 makes each nested object of a one-member anyOf's member twice, and gives up on it
+    /// ("Attempted to generate duplicate models"): the typed client would lose State.
+    private static func union(_ schemas: [[String: Any]]) -> [String: Any] {
+        schemas.count == 1 ? schemas[0] : ["anyOf": schemas]
+    }
 
     /// A kind or type name as a component name: `my-kind` → `MyKind`.
     static func component(_ name: String) -> String {

@@ -1,5 +1,5 @@
 // swift-tools-version:6.2
-// A user's server package, as the README tells one to write it: Swift 6 language mode (the
+// A user's server package, as docs/serving-your-own.md tells one to write it: Swift 6 language mode (the
 // default of tools 6.x), reactord by path. scripts/check-own-server builds it with every warning
 // an error and drives it over HTTP.
 import Foundation
@@ -7,7 +7,7 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
 
-// The README's Swift examples, one target per folder that scripts/readme_snippets.py writes
+// The Swift examples of README.md and docs/, one target per folder that scripts/readme_snippets.py writes
 // into ReadmeSnippets/ (git-ignored): they build here, in the same build as the server,
 // rather than in a second package that would build reactord's whole graph again.
 let everyProduct: [Target.Dependency] = ["ReactorCore", "ReactorService", "ReactorServiceCLI", "ReactorClient"]
@@ -24,11 +24,11 @@ let package = Package(
     name: "OwnServer",
     dependencies: [
         .package(name: "reactord", path: "../../.."),
-        // Already in reactord's graph (no extra build): for the README's own-command example.
+        // Already in reactord's graph (no extra build): for the own-command example of docs/serving-your-own.md.
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
-        // The README's "Serving your own reactor": ReactorServer.main and a todo reactor.
+        // docs/serving-your-own.md: ReactorServer.main and a todo reactor.
         .executableTarget(
             name: "OwnServer",
             dependencies: [

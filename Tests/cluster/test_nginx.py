@@ -1,0 +1,271 @@
+"""The shipped deploy/cluster/nginx.conf, run by Debian's nginx in front of three real nodes on a
+real PostgreSQL: only its addresses are rewritten (nodeN:8080 to the nodes' loopback ports,
+port 80 to a free one). A client that acts and follows one session through nginx keeps every
+answered action, applies each once, and its stream resumes with Last-Event-ID, through nginx,
+across a node's kill -9 and across a rolling restart (SIGTERM each node in turn, start it again)."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, EventReader, Node, free_port
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+SHIPPED = os.path.join(ROOT, "deploy/cluster/nginx.conf")
+
+
+class Nginx:
+    def __init__(self, node_ports):
+        self.directory = tempfile.mkdtemp(prefix="reactord-nginx-")
+        os.chmod(self.directory, 0o755)   # its workers run as nobody
+        self.port = free_port()
+        site = open(SHIPPED).read()
+        for index, port in enumerate(node_ports, 1):
+            site = site.replace(f"server node{index}:8080", f"server 127.0.0.1:{port}")
+        site = site.replace("listen 80;", f"listen 127.0.0.1:{self.port};")
+        assert not re.search(r"node\d:8080|listen 80;", site), "the shipped nginx.conf changed shape"
+        with open(os.path.join(self.directory, "site.conf"), "w") as out:
+            out.write(site)
+        d = self.directory
+        with open(os.path.join(d, "nginx.conf"), "w") as out:
+            out.write(f"""daemon off;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+    include {d}/site.conf;
+}}
+""")
+        self.process = subprocess.Popen([NGINX, "-c", f"{d}/nginx.conf", "-p", d, "-e", f"{d}/error.log"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.errors()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("nginx did not listen: " + self.errors())
+
+    def errors(self):
+        try:
+            return open(os.path.join(self.directory, "error.log")).read()
+        except OSError:
+            return ""
+
+    def request(self, method, path, body=None, timeout=30):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read().decode(), dict(response.headers)
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode(), dict(error.headers)
+        except OSError as error:
+            return None, str(error), {}
+
+    def close(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class Client:
+    """Acts on one session through nginx, one action at a time, as a careful client does: a 503
+    is retried (nothing ran); an unknown outcome (502, 504, a cut connection) is settled by reading
+    the session, since the counter's count says whether the action ran."""
+
+    def __init__(self, balancer, session):
+        self.balancer = balancer
+        self.session = session
+        self.applied = 0        # actions known to have run, each once
+        self.statuses = {}      # every answer nginx gave, by status
+
+    def _count(self):
+        while True:
+            status, body, _ = self.balancer.request("GET", f"/sessions/{self.session}")
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if status == 200:
+                return json.loads(body)["state"]["count"]
+            time.sleep(0.1)
+
+    def increase(self):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status, body, headers = self.balancer.request(
+                "POST", "/action", {"session": self.session, "action": {"type": "increase"}})
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if status == 200:
+                assert json.loads(body)["state"]["count"] == self.applied + 1, body
+                self.applied += 1
+                return
+            if status == 503:
+                time.sleep(min(float(headers.get("Retry-After", "0.1")), 0.5))
+                continue
+            assert status in (None, 502, 504), (status, body)
+            count = self._count()
+            assert count in (self.applied, self.applied + 1), (count, self.applied)
+            if count == self.applied + 1:
+                self.applied += 1
+                return
+        raise AssertionError(f"no answer for an action within 30 s: {self.statuses}")
+
+
+class ResumingSubscriber:
+    """Follows the session through nginx; when its stream ends it reconnects, through nginx, with
+    the last id it saw as Last-Event-ID."""
+
+    def __init__(self, balancer, session):
+        self.balancer = balancer
+        self.session = session
+        self.done = threading.Event()
+        self.readers = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def ids_and_counts(self):
+        seen = []
+        for reader in list(self.readers):
+            for _, event in list(reader.events):
+                if event["event"] == "state":
+                    seen.append((int(event["id"]), json.loads(event["data"])["count"]))
+        return seen
+
+    def _run(self):
+        while not self.done.is_set():
+            seen = self.ids_and_counts()
+            last = seen[-1][0] if seen else None
+            try:
+                reader = EventReader(self.balancer.port, self.session, last_event_id=last)
+            except OSError:
+                time.sleep(0.1)
+                continue
+            self.readers.append(reader)
+            while not reader.closed.wait(0.05):
+                if self.done.is_set():
+                    reader.close()
+                    return
+            time.sleep(0.05)
+
+    def wait_for(self, version, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            seen = self.ids_and_counts()
+            if seen and seen[-1][0] >= version:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self):
+        self.done.set()
+        self.thread.join(timeout=10)
+        for reader in self.readers:
+            reader.close()
+
+
+@pytest.fixture()
+def balanced(cluster):
+    balancer = Nginx([node.port for node in cluster.nodes])
+    yield cluster, balancer
+    balancer.close()
+
+
+def subscribed_node(cluster):
+    """The node whose stream the subscriber is on (its own metrics say so)."""
+    for node in cluster.nodes[:3]:
+        status, body, _ = node.request("GET", "/metrics")
+        if status == 200 and re.search(r"^reactord_subscribers 1(\.0)?$", body, re.M):
+            return node
+    return None
+
+
+def check_stream(subscriber, client):
+    assert subscriber.wait_for(client.applied), (
+        subscriber.ids_and_counts()[-3:], client.applied,
+        [(reader.status, reader.closed.is_set(), len(reader.events)) for reader in subscriber.readers])
+    seen = subscriber.ids_and_counts()
+    ids = [version for version, _ in seen]
+    assert ids == list(range(ids[0], client.applied + 1)), f"a gap or a repeat across resumes: {ids}"
+    assert all(count == version for version, count in seen), seen
+    assert len(subscriber.readers) > 1, "the stream was never cut, so nothing resumed"
+
+
+def test_a_stream_through_nginx_resumes_across_a_kill_9_of_its_node(balanced):
+    cluster, balancer = balanced
+    status, body, _ = balancer.request("POST", "/sessions", {"reactor": "counter"})
+    assert status == 201, body
+    session = json.loads(body)["session"]
+    subscriber = ResumingSubscriber(balancer, session)
+    client = Client(balancer, session)
+    try:
+        assert subscriber.wait_for(0)
+        for _ in range(20):
+            client.increase()
+        victim = subscribed_node(cluster)
+        assert victim is not None
+        victim.kill()
+        for _ in range(20):
+            client.increase()
+        cluster.restart(cluster.nodes.index(victim))
+        for _ in range(20):
+            client.increase()
+        check_stream(subscriber, client)
+        assert client.applied == 60
+    finally:
+        subscriber.close()
+
+
+def test_a_stream_through_nginx_resumes_across_a_rolling_restart(balanced):
+    cluster, balancer = balanced
+    status, body, _ = balancer.request("POST", "/sessions", {"reactor": "counter"})
+    assert status == 201, body
+    session = json.loads(body)["session"]
+    subscriber = ResumingSubscriber(balancer, session)
+    client = Client(balancer, session)
+    acting = threading.Event()
+    failures = []
+
+    def act():
+        try:
+            while not acting.is_set() and client.applied < 2000:   # bounded
+                client.increase()
+                time.sleep(0.01)
+        except AssertionError as error:
+            failures.append(error)
+
+    sender = threading.Thread(target=act, daemon=True)
+    try:
+        assert subscriber.wait_for(0)
+        sender.start()
+        for index in range(3):
+            time.sleep(0.5)
+            cluster.nodes[index].stop()     # SIGTERM: commits, gives its leases back, exits
+            restarted = cluster.restart(index)
+            assert restarted.request("GET", "/readyz")[0] == 200
+        time.sleep(0.5)
+        acting.set()
+        sender.join(timeout=60)
+        assert not failures, failures
+        assert client.applied > 10, client.statuses
+        check_stream(subscriber, client)
+        print(f"rolling restart: {client.applied} actions, answers by status {client.statuses}")
+    finally:
+        acting.set()
+        subscriber.close()
