@@ -207,13 +207,17 @@ def check_stream(subscriber, client):
     assert len(subscriber.readers) > 1, "the stream was never cut, so nothing resumed"
 
 
-def test_a_stream_through_nginx_resumes_across_a_kill_9_of_its_node(balanced):
-    cluster, balancer = balanced
+def followed_session(balancer):
+    """A new session made through nginx, its resuming subscriber and its careful client."""
     status, body, _ = balancer.request("POST", "/sessions", {"reactor": "counter"})
     assert status == 201, body
     session = json.loads(body)["session"]
-    subscriber = ResumingSubscriber(balancer, session)
-    client = Client(balancer, session)
+    return ResumingSubscriber(balancer, session), Client(balancer, session)
+
+
+def test_a_stream_through_nginx_resumes_across_a_kill_9_of_its_node(balanced):
+    cluster, balancer = balanced
+    subscriber, client = followed_session(balancer)
     try:
         assert subscriber.wait_for(0)
         for _ in range(20):
@@ -234,11 +238,7 @@ def test_a_stream_through_nginx_resumes_across_a_kill_9_of_its_node(balanced):
 
 def test_a_stream_through_nginx_resumes_across_a_rolling_restart(balanced):
     cluster, balancer = balanced
-    status, body, _ = balancer.request("POST", "/sessions", {"reactor": "counter"})
-    assert status == 201, body
-    session = json.loads(body)["session"]
-    subscriber = ResumingSubscriber(balancer, session)
-    client = Client(balancer, session)
+    subscriber, client = followed_session(balancer)
     acting = threading.Event()
     failures = []
 
