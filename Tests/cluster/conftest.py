@@ -93,6 +93,16 @@ class Node:
         self.log.seek(0)
         return self.log.read()
 
+    def logged(self, text, timeout=2):
+        """Whether `text` is in the node's log within `timeout` s: info lines reach stderr in
+        batches, up to 50 ms after they are logged (docs/operations.md, "Buffered")."""
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def request(self, method, path, body=None, headers=None, timeout=15):
         data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method,

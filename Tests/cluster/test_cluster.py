@@ -296,7 +296,7 @@ def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
                          made.nodes[0].request("GET", "/readyz")[1]):
                 assert "PostgreSQL is unreachable" in text or "does not answer" in text, text
                 assert str(postgres.port) not in text and "postgres://" not in text, text
-            assert f"127.0.0.1:{postgres.port}" in made.nodes[1].output()
+            assert made.nodes[1].logged(f"127.0.0.1:{postgres.port}"), made.nodes[1].output()
         finally:
             postgres.start_server()
         deadline = time.monotonic() + 30
@@ -310,7 +310,7 @@ def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
             assert node.request("POST", "/sessions", {"reactor": "counter"})[0] == 201
             status, body, _ = node.act(session, {"type": "increase"})
             assert status == 200, body
-        assert "the store works again" in made.nodes[1].output()
+        assert made.nodes[1].logged("the store works again"), made.nodes[1].output()
         assert all(node.process.poll() is None for node in made.nodes), "nothing crashed"
     finally:
         made.close()
