@@ -17,13 +17,14 @@ package final class SignaturePublicKey: @unchecked Sendable {
     package let kind: Kind
     private let key: OpaquePointer
 
-    /// The key in the first PEM block of `pem`: `-----BEGIN PUBLIC KEY-----` (SubjectPublicKeyInfo,
-    /// as `openssl pkey -pubout` writes it) holding an RSA or P-256 key, or
+    /// The key in `pem`'s one PEM block: `-----BEGIN PUBLIC KEY-----` (SubjectPublicKeyInfo, as
+    /// `openssl pkey -pubout` writes it) holding an RSA or P-256 key, or
     /// `-----BEGIN RSA PUBLIC KEY-----` (PKCS #1). Nil for anything else: a private key, another
-    /// curve or algorithm, DER with bytes left over, text that is not PEM.
+    /// curve or algorithm, DER with bytes left over, text that is not PEM, a second block (one
+    /// key is used: a second one would be ignored without a word).
     package init?(pem: String) {
         defer { ERR_clear_error() }
-        guard let (label, der) = Self.firstPEMBlock(pem) else { return nil }
+        guard let (label, der) = Self.onlyPEMBlock(pem) else { return nil }
         let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
             guard let start = buffer.baseAddress else { return nil }
             var cursor: UnsafePointer<UInt8>? = start
@@ -112,8 +113,9 @@ package final class SignaturePublicKey: @unchecked Sendable {
         return written == length ? der : nil
     }
 
-    /// The first PEM block's label and its bytes, decoded by OpenSSL; nil when there is none.
-    private static func firstPEMBlock(_ pem: String) -> (label: String, der: [UInt8])? {
+    /// The PEM block's label and its bytes, decoded by OpenSSL (text around it is skipped); nil
+    /// when there is none, or more than one.
+    private static func onlyPEMBlock(_ pem: String) -> (label: String, der: [UInt8])? {
         let text = Array(pem.utf8)
         guard !text.isEmpty, text.count <= Int(Int32.max) else { return nil }
         return text.withUnsafeBytes { bytes -> (String, [UInt8])? in
@@ -131,7 +133,16 @@ package final class SignaturePublicKey: @unchecked Sendable {
             guard PEM_read_bio(bio, &name, &header, &data, &length) == 1, let name, let data else { return nil }
             // An encrypted block (Proc-Type headers) is a private key's; public keys have none.
             guard header.map({ $0.pointee == 0 }) ?? true else { return nil }
-            return (String(cString: name), Array(UnsafeBufferPointer(start: data, count: length)))
+            let block = (String(cString: name), Array(UnsafeBufferPointer(start: data, count: length)))
+            var second: (name: UnsafeMutablePointer<CChar>?, header: UnsafeMutablePointer<CChar>?,
+                         data: UnsafeMutablePointer<UInt8>?) = (nil, nil, nil)
+            defer {
+                clibcrypto_free(second.name)
+                clibcrypto_free(second.header)
+                clibcrypto_free(second.data)
+            }
+            guard PEM_read_bio(bio, &second.name, &second.header, &second.data, &length) != 1 else { return nil }
+            return block
         }
     }
 

@@ -88,10 +88,12 @@ final class SignatureVerificationTests: XCTestCase {
         }
     }
 
-    func testAKeyLoadsFromTheFirstPEMBlockWithTextAroundIt() throws {
-        let verification = try JWTVerification(publicKeyPEM: "a comment line\n" + Self.ecPublicKey + "\n" + Self.rsaPublicKey)
+    func testTextAroundTheKeyIsSkippedButASecondKeyIsRefused() throws {
+        let verification = try JWTVerification(publicKeyPEM: "a comment line\n" + Self.ecPublicKey + "\nanother\n")
         XCTAssertEqual(verification.algorithm, "ES256")
         XCTAssertNoThrow(try verification.verify(Substring(Self.es), now: Self.now).get())
+        // Only one key would be used: the file is refused rather than the second key ignored.
+        XCTAssertThrowsError(try JWTVerification(publicKeyPEM: Self.ecPublicKey + "\n" + Self.rsaPublicKey))
     }
 
     // MARK: helpers
