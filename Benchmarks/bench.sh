@@ -28,6 +28,8 @@
 #   REACTORD_STORE=memory REACTORD_ACCESS_LOG=off   reactord's store and access log: like nchan,
 #                        no persistence and no access log by default (the durable store has
 #                        its own benchmark, Benchmarks/store_bench.py); set them to measure others
+#   REACTORD_LOG_LEVEL=warning   access lines are at info: REACTORD_LOG_LEVEL=info with
+#                        REACTORD_ACCESS_LOG=on measures what the access log costs (to a file)
 #   SKIP_REACTORD=1 / SKIP_NCHAN=1    run one side only (figures of the other show n/a)
 #   REFERENCE_CMD="path args"         the C libmicrohttpd reference server (else built from
 #                                     Benchmarks/reference/reference.c when it exists)
@@ -171,7 +173,7 @@ start_reactord() {   # start_reactord NAME [extra flags]
     RD_PORT=$(free_port)
     ( ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
       exec "$REACTORD_BIN" --port "$RD_PORT" --host 127.0.0.1 --admin-token "$TOKEN" \
-          --threads "$THREADS" --log-level warning --connection-limit 19000 --connections-per-ip 0 --session-create-rate 0 \
+          --threads "$THREADS" --log-level "${REACTORD_LOG_LEVEL:-warning}" --connection-limit 19000 --connections-per-ip 0 --session-create-rate 0 \
           --store "${REACTORD_STORE:-memory}" --access-log "${REACTORD_ACCESS_LOG:-off}" "$@" ) \
         >"$OUT/reactord-$name.log" 2>&1 &
     RD_PID=$!
