@@ -20,8 +20,6 @@ let package = Package(
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         .target(
@@ -69,8 +67,6 @@ let package = Package(
             dependencies: [
                 "ReactorCore", "MicroHTTP", "ReactorStore", "JWSSignatures",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
             // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).

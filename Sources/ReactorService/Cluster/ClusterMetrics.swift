@@ -1,5 +1,3 @@
-import Prometheus
-
 /// Cluster mode's figures, per node, in the service's registry (made only in cluster mode).
 ///
 /// - `reactord_cluster_sessions_held`: sessions whose lease this node holds.
@@ -19,30 +17,26 @@ final class ClusterMetrics: Sendable {
 
     enum ForwardOutcome: Int { case answered, unreachable, unknown }
 
-    init(registry: PrometheusCollectorRegistry) {
-        sessionsHeld = registry.makeGauge(descriptor: .help("reactord_cluster_sessions_held",
-                                                            "Sessions whose lease this node holds now."))
-        takeovers = registry.makeCounter(descriptor: .help("reactord_cluster_takeovers_total",
-            "Sessions this node took from the store: free, or their holder's lease had passed."))
-        leasesLost = registry.makeCounter(descriptor: .help("reactord_cluster_leases_lost_total",
-            "Sessions this node held and lost to another node (its lease ran out while it was frozen or cut off)."))
-        renewFailures = registry.makeCounter(descriptor: .help("reactord_cluster_lease_renew_failures_total",
-            "Lease renewals that failed because the database did not answer."))
+    init(registry: MetricsRegistry) {
+        sessionsHeld = registry.makeGauge(name: "reactord_cluster_sessions_held",
+                                          help: "Sessions whose lease this node holds now.")
+        takeovers = registry.makeCounter(name: "reactord_cluster_takeovers_total",
+            help: "Sessions this node took from the store: free, or their holder's lease had passed.")
+        leasesLost = registry.makeCounter(name: "reactord_cluster_leases_lost_total",
+            help: "Sessions this node held and lost to another node (its lease ran out while it was frozen or cut off).")
+        renewFailures = registry.makeCounter(name: "reactord_cluster_lease_renew_failures_total",
+            help: "Lease renewals that failed because the database did not answer.")
         notifyLag = registry.makeDurationHistogram(
-            descriptor: .help("reactord_cluster_notify_lag_seconds",
-                              "Time from a holder's commit to this node reading the events for its subscribers."),
+            name: "reactord_cluster_notify_lag_seconds",
+            help: "Time from a holder's commit to this node reading the events for its subscribers.",
             buckets: ServiceMetrics.durationBuckets)
         forwarded = ["answered", "unreachable", "unknown"].map { outcome in
-            registry.makeCounter(descriptor: .help("reactord_cluster_forwarded_total",
-                                                   "Requests sent on to the node holding their session, by outcome."),
+            registry.makeCounter(name: "reactord_cluster_forwarded_total",
+                                 help: "Requests sent on to the node holding their session, by outcome.",
                                  labels: [("outcome", outcome)])
         }
-        sessionsHeld.set(to: 0)
+        sessionsHeld.set(0)
     }
 
     func countForward(_ outcome: ForwardOutcome) { forwarded[outcome.rawValue].increment() }
-}
-
-extension DurationHistogram {
-    func record(_ seconds: Double) { recordNanoseconds(Int64(seconds * 1e9)) }
 }

@@ -1,4 +1,3 @@
-import Prometheus
 #if os(Linux)
 import Glibc
 
@@ -14,13 +13,13 @@ final class ProcessMetrics: Sendable {
     private let startTime: Gauge
     private let cpuSecondsCounted = Locked<Double>(0)
 
-    init(registry: PrometheusCollectorRegistry) {
-        residentMemory = registry.makeGauge(descriptor: .help("process_resident_memory_bytes", "Resident memory size in bytes."))
-        virtualMemory = registry.makeGauge(descriptor: .help("process_virtual_memory_bytes", "Virtual memory size in bytes."))
-        openFDs = registry.makeGauge(descriptor: .help("process_open_fds", "Number of open file descriptors."))
-        maxFDs = registry.makeGauge(descriptor: .help("process_max_fds", "Maximum number of open file descriptors."))
-        cpuSeconds = registry.makeCounter(descriptor: .help("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."))
-        startTime = registry.makeGauge(descriptor: .help("process_start_time_seconds", "Start time of the process since unix epoch in seconds."))
+    init(registry: MetricsRegistry) {
+        residentMemory = registry.makeGauge(name: "process_resident_memory_bytes", help: "Resident memory size in bytes.")
+        virtualMemory = registry.makeGauge(name: "process_virtual_memory_bytes", help: "Virtual memory size in bytes.")
+        openFDs = registry.makeGauge(name: "process_open_fds", help: "Number of open file descriptors.")
+        maxFDs = registry.makeGauge(name: "process_max_fds", help: "Maximum number of open file descriptors.")
+        cpuSeconds = registry.makeCounter(name: "process_cpu_seconds_total", help: "Total user and system CPU time spent in seconds.")
+        startTime = registry.makeGauge(name: "process_start_time_seconds", help: "Start time of the process since unix epoch in seconds.")
         startTime.set(Self.startTimeSeconds() ?? 0)
         update()
     }
@@ -91,7 +90,7 @@ final class ProcessMetrics: Sendable {
 #else
 /// Read from /proc: Linux only; elsewhere the family is absent.
 final class ProcessMetrics: Sendable {
-    init(registry: PrometheusCollectorRegistry) {}
+    init(registry: MetricsRegistry) {}
     func update() {}
 }
 #endif

@@ -1,7 +1,6 @@
 import MicroHTTP
-import Prometheus
 
-/// The service's metrics, in this server's own swift-prometheus registry (not a process-wide
+/// The service's metrics, in this server's own `MetricsRegistry` (not a process-wide
 /// bootstrap, so two servers in one process don't mix), every family with `# HELP` and
 /// `# TYPE`. No label carries a session id.
 ///
@@ -18,7 +17,7 @@ import Prometheus
 ///   session_create_rate).
 /// - `process_*`: resident and virtual memory, open and max fds, CPU seconds, start time.
 final class ServiceMetrics: Sendable {
-    let registry = PrometheusCollectorRegistry()
+    let registry = MetricsRegistry()
     let sessions: Gauge
     let subscribers: Gauge
     let eventsDelivered: Counter
@@ -26,13 +25,13 @@ final class ServiceMetrics: Sendable {
     private let process: ProcessMetrics
 
     init() {
-        sessions = registry.makeGauge(descriptor: .help("reactord_sessions", "Sessions open now."))
-        subscribers = registry.makeGauge(descriptor: .help("reactord_subscribers", "Event-stream subscribers connected now."))
-        eventsDelivered = registry.makeCounter(descriptor: .help("reactord_events_delivered_total", "Events queued on subscriber streams."))
-        slowConsumersDropped = registry.makeCounter(descriptor: .help("reactord_slow_consumers_dropped_total", "Event streams closed because their client read too slowly (queue over its limit)."))
+        sessions = registry.makeGauge(name: "reactord_sessions", help: "Sessions open now.")
+        subscribers = registry.makeGauge(name: "reactord_subscribers", help: "Event-stream subscribers connected now.")
+        eventsDelivered = registry.makeCounter(name: "reactord_events_delivered_total", help: "Events queued on subscriber streams.")
+        slowConsumersDropped = registry.makeCounter(name: "reactord_slow_consumers_dropped_total", help: "Event streams closed because their client read too slowly (queue over its limit).")
         process = ProcessMetrics(registry: registry)
-        sessions.set(to: 0)
-        subscribers.set(to: 0)
+        sessions.set(0)
+        subscribers.set(0)
     }
 
     // MARK: actions
@@ -52,7 +51,7 @@ final class ServiceMetrics: Sendable {
         let index = Self.outcomes.firstIndex(of: outcome)!
         let counter = actionCounters.withLock { counters -> Counter in
             if let counter = counters[kind]?[index] { return counter }
-            let counter = registry.makeCounter(descriptor: .help("reactord_actions_total", "Actions received, by reactor kind and outcome (applied, or why not)."), labels: [("reactor", kind), ("outcome", outcome.rawValue)])
+            let counter = registry.makeCounter(name: "reactord_actions_total", help: "Actions received, by reactor kind and outcome (applied, or why not).", labels: [("reactor", kind), ("outcome", outcome.rawValue)])
             counters[kind, default: Array(repeating: nil, count: Self.outcomes.count)][index] = counter
             return counter
         }
@@ -97,7 +96,7 @@ final class ServiceMetrics: Sendable {
     private func counter(_ name: String, _ help: String, _ label: String, _ value: String) -> Counter {
         accessCounters.withLock { counters in
             if let counter = counters[name + "\u{0}" + value] { return counter }
-            let counter = registry.makeCounter(descriptor: .help(name, help), labels: [(label, value)])
+            let counter = registry.makeCounter(name: name, help: help, labels: [(label, value)])
             counters[name + "\u{0}" + value] = counter
             return counter
         }
@@ -109,12 +108,12 @@ final class ServiceMetrics: Sendable {
     /// class, made when that class is first answered (a route that never failed shows no 5xx
     /// series, and /metrics stays small).
     final class RouteMetrics: Sendable {
-        private let registry: PrometheusCollectorRegistry
+        private let registry: MetricsRegistry
         private let method: String
         private let route: String
         private let byClass = Locked<[(count: Counter, duration: DurationHistogram)?]>(Array(repeating: nil, count: 5))
 
-        fileprivate init(registry: PrometheusCollectorRegistry, method: String, route: String) {
+        fileprivate init(registry: MetricsRegistry, method: String, route: String) {
             self.registry = registry
             self.method = method
             self.route = route
@@ -126,8 +125,8 @@ final class ServiceMetrics: Sendable {
                 if let made = byClass[index] { return made }
                 let labels = [("method", method), ("route", route), ("status_class", "\(index + 1)xx")]
                 let made = (
-                    count: registry.makeCounter(descriptor: .help("reactord_http_requests_total", "HTTP requests answered, by method, route pattern and status class."), labels: labels),
-                    duration: registry.makeDurationHistogram(descriptor: .help("reactord_http_request_duration_seconds", "Time the handler took to answer, by method, route pattern and status class."), labels: labels, buckets: ServiceMetrics.durationBuckets))
+                    count: registry.makeCounter(name: "reactord_http_requests_total", help: "HTTP requests answered, by method, route pattern and status class.", labels: labels),
+                    duration: registry.makeDurationHistogram(name: "reactord_http_request_duration_seconds", help: "Time the handler took to answer, by method, route pattern and status class.", labels: labels, buckets: ServiceMetrics.durationBuckets))
                 byClass[index] = made
                 return made
             }
@@ -156,10 +155,10 @@ final class ServiceMetrics: Sendable {
         kindGauges.withLock { gauges in
             for kind in Set(kinds).union(census.keys).sorted() {
                 let pair = gauges[kind] ?? (
-                    registry.makeGauge(descriptor: .help("reactord_reactor_sessions", "Sessions open now, by reactor kind."),
+                    registry.makeGauge(name: "reactord_reactor_sessions", help: "Sessions open now, by reactor kind.",
                                        labels: [("reactor", kind)]),
-                    registry.makeGauge(descriptor: .help("reactord_reactor_subscribers",
-                                                         "Event-stream subscribers connected now, by reactor kind."),
+                    registry.makeGauge(name: "reactord_reactor_subscribers",
+                                       help: "Event-stream subscribers connected now, by reactor kind.",
                                        labels: [("reactor", kind)]))
                 gauges[kind] = pair
                 let counts = census[kind] ?? (0, 0)
@@ -173,13 +172,5 @@ final class ServiceMetrics: Sendable {
     func exposition() -> [UInt8] {
         process.update()
         return registry.emitToBuffer()
-    }
-}
-
-extension MetricNameDescriptor {
-    /// A family's full name and its `# HELP` text (no namespace or unit split: the names are
-    /// written whole, as Prometheus shows them).
-    static func help(_ name: String, _ text: String) -> MetricNameDescriptor {
-        MetricNameDescriptor(metricName: name, unitName: "", helpText: text)
     }
 }
