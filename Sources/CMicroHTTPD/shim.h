@@ -280,6 +280,8 @@ mhd_shim_framing_fields (struct MHD_Connection *connection)
 #define MHD_SHIM_HEAD_REFUSE ((int64_t) 1 << 62)
 #define MHD_SHIM_HEAD_DEADLINE ((((int64_t) 1) << 62) - 1)
 #define MHD_SHIM_HEAD_CUTTING ((int64_t) -1)
+/// MHD_SHIM_HEAD_REFUSE as Swift sees it (it imports no macro with a cast or a shift).
+static const int64_t mhd_shim_head_refuse = MHD_SHIM_HEAD_REFUSE;
 
 struct mhd_shim_heads
 {

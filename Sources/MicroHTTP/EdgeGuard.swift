@@ -38,9 +38,6 @@ final class EdgeGuard: @unchecked Sendable {
     /// answered 429 (a client learns why); past these, a connection is closed at once.
     static let refusalSlots = 8
 
-    private static let refuseBit: Int64 = 1 << 62
-    private static let cutting: Int64 = -1
-
     init(configuration: HTTPServerConfiguration) {
         let head = configuration.headTimeout
         headMilliseconds = head > 0 ? max(1, Int64((min(head, 1e9) * 1000).rounded())) : 0
@@ -90,7 +87,7 @@ final class EdgeGuard: @unchecked Sendable {
         }
         if admission == .drop { return .drop }
         let deadline = headMilliseconds > 0 ? mhd_shim_now_ms() + headMilliseconds : 0
-        mhd_shim_heads_arm(table, socket, deadline | (admission == .refuse ? Self.refuseBit : 0))
+        mhd_shim_heads_arm(table, socket, deadline | (admission == .refuse ? mhd_shim_head_refuse : 0))
         return admission
     }
 
@@ -118,7 +115,7 @@ final class EdgeGuard: @unchecked Sendable {
     func headArrived(_ socket: Int32) -> Bool {
         guard let table else { return false }
         let was = mhd_shim_heads_set(table, socket, 0)
-        return was > 0 && was & Self.refuseBit != 0
+        return was > 0 && was & mhd_shim_head_refuse != 0
     }
 
     /// A request completed: a keep-alive connection's next head has its deadline from now.

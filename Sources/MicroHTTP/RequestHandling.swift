@@ -363,7 +363,7 @@ extension HTTPServer {
         let (headers, query) = connection.headersAndQuery()
         let peer = connection.peer()
         var client = peer
-        if let peer, !edge.trustedProxies.isEmpty, edge.trustedProxies.contains(peer) {
+        if let peer, edge.trustedProxies.contains(peer) {
             client = ForwardedClient.resolve(peer: peer, headers: headers, trusted: edge.trustedProxies)
         }
         return Request(method: method, path: path, query: query, headers: headers,
