@@ -14,6 +14,9 @@ public protocol StoreEngine: AnyObject, Sendable {
     /// How many sessions the store holds.
     func sessionCount() throws(StoreError) -> Int
 
+    /// How many sessions `owner` (an authenticated subject) holds in the store (indexed).
+    func sessionCount(ownedBy owner: String) throws(StoreError) -> Int
+
     /// One session with the newest `historyLength` events of its history, or nil when the
     /// store has no such session.
     func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession?

@@ -42,6 +42,8 @@ enum PostgresSchema {
         INSERT INTO reactord_user (id, data, version) VALUES (1, NULL, 0);
         CREATE TABLE reactord_user_changes (version bigint PRIMARY KEY, data text);
         """,
+        // 2: a subject's sessions counted without a scan (--max-sessions-per-subject).
+        "CREATE INDEX reactord_sessions_by_owner ON reactord_sessions (owner) WHERE owner IS NOT NULL;",
     ]
 
     static var currentVersion: Int { migrations.count }

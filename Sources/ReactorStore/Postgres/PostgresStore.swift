@@ -88,6 +88,12 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
+    public func sessionCount(ownedBy owner: String) throws(StoreError) -> Int {
+        try reading { connection in
+            Int(try connection.execute("SELECT count(*) FROM reactord_sessions WHERE owner = $1", [owner]).int64(0, 0) ?? 0)
+        }
+    }
+
     public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
         try reading { connection in
             let rows = try connection.execute("""

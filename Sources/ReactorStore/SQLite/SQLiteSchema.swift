@@ -30,6 +30,8 @@ enum SQLiteSchema {
         """,
         // 2: the authenticated subject that created a session (NULL: created without one).
         "ALTER TABLE sessions ADD COLUMN owner TEXT;",
+        // 3: a subject's sessions counted without a scan (--max-sessions-per-subject).
+        "CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner IS NOT NULL;",
     ]
 
     static var currentVersion: Int { migrations.count }

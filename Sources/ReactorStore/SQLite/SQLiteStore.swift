@@ -68,6 +68,14 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
+    public func sessionCount(ownedBy owner: String) throws(StoreError) -> Int {
+        try reading { connection in
+            let count = try connection.statement("SELECT count(*) FROM sessions WHERE owner = ?")
+            try count.bind(.text(owner))
+            return try count.next() ? Int(count.int64(0)) : 0
+        }
+    }
+
     public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
         try reading { connection in
             let row = try connection.statement(
