@@ -47,7 +47,7 @@ extension HTTPServer {
         let pastAddressLimit = edge.isTracking && edge.headArrived(connection.socket)
         let admission = beginRequest()
         if admission.stopping {
-            return refuse(.problem(status: 503, detail: "the server is stopping"), connection,
+            return refuse(.stopping, connection,
                           HTTPMethod(cString: method), url, closing: true)
         }
         if pastAddressLimit {
@@ -172,7 +172,7 @@ extension HTTPServer {
         case let .deferred(work):
             let deferred = DeferredExchange(connection: connection)
             guard register(deferred) else {
-                return refuse(.problem(status: 503, detail: "the server is stopping"), connection,
+                return refuse(.stopping, connection,
                               RequestHead(method: request.method, path: request.path, headers: request.headers),
                               closing: true)
             }

@@ -37,6 +37,10 @@ public struct Response: Sendable {
         fields.replace("Content-Type", "application/problem+json")
         return Response(status: status, headers: fields, body: Array(json.utf8))
     }
+
+    /// What a stopping server answers new requests: 503, to retry (elsewhere, or after the restart).
+    static let stopping = Response.problem(status: 503, detail: "the server is stopping; retry",
+                                           headers: HTTPHeaders([("Retry-After", "1")]))
 }
 
 /// The little JSON writing the layer itself needs (problem documents); the package's log

@@ -170,7 +170,7 @@ public final class HTTPServer: @unchecked Sendable {
 
         clock.wait(fraction: 0.5) { self.lock.withLock { self.deferreds.values.allSatisfy(\.isAnswered) } }
         for deferred in lock.withLock({ Array(deferreds.values) }) {
-            deferred.answer(.problem(status: 503, detail: "the server is stopping"))
+            deferred.answer(.stopping)
         }
 
         clock.wait(fraction: 0.9) { self.lock.withLock { self.inFlight == 0 } }

@@ -125,6 +125,10 @@ extension Reactor {
         ReactorRegistry.shared.storage(for: self, startingFrom: state).made
     }
 
+    /// Whether an effect `mutate` returned is still running (a `.run` that has not returned, a
+    /// publisher that has not finished): a server keeps such a reactor in memory until it ends.
+    public var hasRunningEffects: Bool { storage.hasRunningEffects }
+
     /// The stub for testing views and services without the reactor's logic.
     public var stub: Stub<Self> {
         Stub(core: storage.stub)

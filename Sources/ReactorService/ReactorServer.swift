@@ -50,7 +50,7 @@ public final class ReactorServer: @unchecked Sendable {
         let context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
         context.routes.withLock { $0 = RouteTable(context: context).router }
         self.context = context
-        http = HTTPServer(configuration: Self.httpConfiguration(configuration, metrics: context.metrics, logger: logger),
+        http = HTTPServer(configuration: Self.httpConfiguration(configuration, context: context, logger: logger),
                           router: context.routes.current)
     }
 
@@ -210,6 +210,9 @@ public final class ReactorServer: @unchecked Sendable {
         let sessions = context.sessions.removeAll()
         for session in sessions { session.release() }   // no change after this one...
         persistence.journal.stop()                      // ...so this commits the last of them
+        // Committed: every lease goes back now, not at exit, so that other nodes serve these
+        // sessions on their next request while this one drains its connections.
+        context.cluster?.store.release(sessions.map(\.id))
         for session in sessions { context.end(session, reason: nil) }
         context.cluster?.stop()
         http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline)
@@ -258,8 +261,9 @@ public final class ReactorServer: @unchecked Sendable {
         signals.forEach { $0.cancel() }
     }
 
-    private static func httpConfiguration(_ configuration: ServiceConfiguration, metrics: ServiceMetrics,
+    private static func httpConfiguration(_ configuration: ServiceConfiguration, context: ServiceContext,
                                           logger: Logger) -> HTTPServerConfiguration {
+        let metrics = context.metrics
         var http = HTTPServerConfiguration()
         // libmicrohttpd's own log is mostly about single clients (one line per vanished event
         // stream): debug level, so no client can flood the log at the default level.
@@ -278,11 +282,11 @@ public final class ReactorServer: @unchecked Sendable {
         http.heartbeatInterval = configuration.heartbeat
         http.streamQueueLimit = configuration.streamQueueLimit
         let cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
-        let limits = LimitNotices(logger: logger)
+        let limits = LimitNotices(context: context)
         http.decorate = { head, response in
             cors?(head, &response)
             metrics.countRefusal(method: head.method, path: head.path, status: response.status)
-            // Before routing, only the connection limits answer so (stopping has no Retry-After).
+            // Before routing, only the connection limits answer so (and stopping, which `hit` skips).
             if LimitNotices.isLimitRefusal(response) {
                 limits.hit(response.status == 429
                     ? "a connection refused: its address is at the per-address connection limit (429 with Retry-After)"

@@ -18,8 +18,9 @@ public struct ServiceConfiguration: Sendable {
     /// needs a concrete host (not 0.0.0.0 or ::).
     public var advertise: String?
     /// Cluster mode: seconds a node's lease on a session lasts without renewal (renewed every
-    /// third of it). A dead node's sessions are taken over within about this long.
-    public var leaseDuration: Double = 5
+    /// third of it). A dead node's sessions are taken over within about this long; a node that
+    /// stops or unloads a session gives its lease back at once.
+    public var leaseDuration: Double = 2
     /// Cluster mode: seconds to wait for the holder's answer to a forwarded request before
     /// answering 504 (its outcome unknown).
     public var forwardTimeout: Double = 10
@@ -45,10 +46,20 @@ public struct ServiceConfiguration: Sendable {
     public var sessionCreateRate: Double = 10
     /// The bucket size for `sessionCreateRate`: sessions one address may create at once.
     public var sessionCreateBurst = 100
-    /// Seconds a session may stay without an action and without a subscriber.
+    /// Seconds a session may stay without an action and without a subscriber; 0: for ever.
+    /// With a durable store it is deleted there, without being loaded.
     public var sessionTTL: Double = 30 * 60
-    /// The most sessions at once; past it `POST /sessions` answers 503.
+    /// The most sessions in memory at once. With a durable store the least recently used idle
+    /// ones are unloaded to make room, and a new session or a load is refused (503) only when
+    /// every loaded one is busy; with the memory store it is every session there is.
     public var maxSessions = 100_000
+    /// With a durable store: seconds after which a session with no subscriber, no running effect
+    /// and nothing left to write is unloaded from memory (it stays stored, and its next request
+    /// loads it again). 0: sessions stay loaded until they expire or memory is needed.
+    public var unloadAfter: Double = 60
+    /// With a durable store: the most sessions stored at once; past it `POST /sessions` answers
+    /// 507. With authentication, `maxSessionsPerSubject` bounds each subject as well.
+    public var maxStoredSessions = 10_000_000
     /// The largest request body in bytes; a larger one is answered 413.
     public var bodyLimit = 1 << 20
     /// Seconds between `: keep-alive` comments on every event stream.

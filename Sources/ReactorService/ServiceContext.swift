@@ -43,7 +43,7 @@ final class ServiceContext: @unchecked Sendable {
         self.adminToken = adminToken
         self.logger = logger
         access = SessionAccess(configuration: configuration, adminToken: adminToken, metrics: metrics)
-        sessions = SessionTable(capacity: configuration.maxSessions)
+        sessions = SessionTable(capacity: configuration.maxSessions, storedCapacity: configuration.maxStoredSessions)
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
         cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
@@ -64,7 +64,9 @@ final class ServiceContext: @unchecked Sendable {
                 }
                 currentUser.send(user)
             }
-            if shared == nil { sessions.addStored(try engine.sessionCount()) } else { sessions.countsStored = false }
+            sessions.setStored(try engine.sessionCount())
+            sessions.tracksStored = true
+            access.countStoredSessions { owner throws(StoreError) in try engine.sessionCount(ownedBy: owner) }
         } catch {
             engine.close()
             throw error
@@ -74,6 +76,9 @@ final class ServiceContext: @unchecked Sendable {
     }
 
     var isStopping: Bool { stopping.current }
+
+    /// How often the sweeper looks at idle sessions (a full table's `Retry-After`).
+    var sweepInterval: Double { SessionSweeper.interval(configuration, durable: persistence != nil) }
 
     /// The OpenAPI document for the kinds registered now; rendered once per set of kinds.
     func openAPISpec(template: String) -> [UInt8] {
@@ -121,19 +126,41 @@ final class ServiceContext: @unchecked Sendable {
         return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored)
     }
 
-    /// Puts a new or restored session in the table. Should the journal lose one of its
-    /// changes, the session leaves memory (its streams close without `event: end`, so clients
-    /// resume) and its next request brings back the last committed state.
+    /// Claims a place in memory for a session, unloading the least recently used idle ones when
+    /// every place is taken (with a durable store); false when all are busy.
+    func reservePlace() -> Bool {
+        if sessions.reserve() { return true }
+        guard persistence != nil else { return false }
+        // A hundredth at a time: one scan of the table frees room for many requests.
+        let batch = max(1, sessions.capacity / 100)
+        let unloaded = sessions.unloadLeastRecentlyUsed(batch, now: ProcessClock.now)
+        for session in unloaded { didUnload(session, counter: metrics.memoryUnloads) }
+        return !unloaded.isEmpty && sessions.reserve()
+    }
+
+    /// Puts a new or restored session in the table, its place reserved. Should the journal lose
+    /// one of its changes, the session leaves memory (its streams close without `event: end`, so
+    /// clients resume) and its next request brings back the last committed state.
     func adopt(_ session: any Session, restored: Bool = false) {
-        sessions.insert(session, restored: restored)
+        sessions.insert(session)
         metrics.sessions.increment()
+        if restored { metrics.loads.increment() }
         access.sessionOpened(session)
         guard persistence != nil else { return }
         session.hub.onLost { [weak self, weak session] neverStored in
             guard let self, let session else { return }
-            sessions.unload(session, forget: neverStored)
+            sessions.unload(session)
+            if neverStored { sessions.forgetStored() }
             end(session, reason: nil)
         }
+    }
+
+    /// A session unloaded (out of the table, its hub ended): it lives on in the store, and in a
+    /// cluster its lease goes back, so any node takes it on its next request.
+    func didUnload(_ session: any Session, counter: Counter) {
+        end(session, reason: nil)
+        counter.increment()
+        cluster?.store.release([session.id])
     }
 
     /// Ends a session removed from the table: `event: end` with `reason` for its streams, or
@@ -144,14 +171,6 @@ final class ServiceContext: @unchecked Sendable {
         access.sessionEnded(session)
     }
 
-    /// A session idle past the TTL, already out of the table: removed for good; in a cluster
-    /// only unloaded and its lease given back (it may be watched on another node; the store's
-    /// activity time says when it expires, see `Persistence.deleteExpiredStored`).
-    func expire(_ session: any Session) {
-        guard let cluster else { return remove(session, reason: "expired") }
-        end(session, reason: nil)
-        cluster.store.release([session.id])
-    }
 
     /// Removes a session for good (DELETE, or its TTL): from the store first when it is
     /// durable, then its streams get `event: end`. `completion` gets the store's failure.

@@ -46,9 +46,13 @@ extension ServerOptions {
         try require(configuration.threads >= 1, threads, "threads", "must be at least 1", configuration.threads)
         try require(configuration.adminToken?.isEmpty != true, adminToken, "admin-token",
                     "must not be empty (leave it out to have one generated)", "\"\"")
-        try require(seconds(configuration.sessionTTL, min: 0, exclusive: true), sessionTTL, "session-ttl",
-                    "must be a number of seconds above 0 and at most 1e9", configuration.sessionTTL)
+        try require(seconds(configuration.sessionTTL, min: 0, exclusive: false), sessionTTL, "session-ttl",
+                    "must be a number of seconds from 0 (never expire) to 1e9", configuration.sessionTTL)
         try require(configuration.maxSessions >= 1, maxSessions, "max-sessions", "must be at least 1", configuration.maxSessions)
+        try require(seconds(configuration.unloadAfter, min: 0, exclusive: false), unloadAfter, "unload-after",
+                    "must be a number of seconds from 0 (never) to 1e9", configuration.unloadAfter)
+        try require(configuration.maxStoredSessions >= 1, maxStoredSessions, "max-stored-sessions", "must be at least 1",
+                    configuration.maxStoredSessions)
         try require((64...(1 << 30)).contains(configuration.bodyLimit), bodyLimit, "body-limit",
                     "must be from 64 bytes to 1 GiB (1073741824)", configuration.bodyLimit)
         try require(seconds(configuration.heartbeat, min: 0.01, exclusive: false), heartbeat, "heartbeat",

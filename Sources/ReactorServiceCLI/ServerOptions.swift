@@ -43,10 +43,14 @@ public struct ServerOptions: ParsableArguments {
     var sessionCreateRate: Double?
     @Option(help: "The burst --session-create-rate allows. [env: REACTORD_SESSION_CREATE_BURST] (default: 100)")
     var sessionCreateBurst: Int?
-    @Option(help: "Seconds a session lives without actions, reads (GET /sessions/{id}) or subscribers. [env: REACTORD_SESSION_TTL] (default: 1800)")
+    @Option(help: "Seconds a session lives without actions, reads (GET /sessions/{id}) or subscribers; 0: for ever. [env: REACTORD_SESSION_TTL] (default: 1800)")
     var sessionTTL: Double?
-    @Option(help: "Most sessions at once; past it POST /sessions answers 503. [env: REACTORD_MAX_SESSIONS] (default: 100000)")
+    @Option(help: "Most sessions in memory at once. With a durable store the least recently used idle ones are unloaded to make room (503 only when all are busy); with the memory store, most sessions at all. [env: REACTORD_MAX_SESSIONS] (default: 100000)")
     var maxSessions: Int?
+    @Option(help: "With a durable store: seconds after which a session without subscribers, running effects or unwritten changes leaves memory (it stays stored; its next request loads it); 0: never. [env: REACTORD_UNLOAD_AFTER] (default: 60)")
+    var unloadAfter: Double?
+    @Option(help: "With a durable store: most sessions stored at once; past it POST /sessions answers 507. [env: REACTORD_MAX_STORED_SESSIONS] (default: 10000000)")
+    var maxStoredSessions: Int?
     @Option(help: "Largest request body in bytes. [env: REACTORD_BODY_LIMIT] (default: 1048576)")
     var bodyLimit: Int?
     @Option(help: "Seconds between SSE keep-alive comments. [env: REACTORD_HEARTBEAT] (default: 15)")
@@ -73,7 +77,7 @@ public struct ServerOptions: ParsableArguments {
     var store: String?
     @Option(help: "Cluster mode: the URL other nodes forward this node's sessions' requests to. [env: REACTORD_ADVERTISE] (default: http://HOST:PORT)")
     var advertise: String?
-    @Option(help: "Cluster mode: seconds a node's lease on a session lasts; a dead node's sessions move within about this long. [env: REACTORD_LEASE] (default: 5)")
+    @Option(help: "Cluster mode: seconds a node's lease on a session lasts; a dead node's sessions move within about this long (a stopping node gives its leases back at once). [env: REACTORD_LEASE] (default: 2)")
     var lease: Double?
     @Option(help: "Log format: text, or json (one object per line). [env: REACTORD_LOG_FORMAT] (default: text)")
     var logFormat: LogFormat?
@@ -106,6 +110,9 @@ public struct ServerOptions: ParsableArguments {
         configuration.adminToken = try adminToken ?? environment.value("REACTORD_ADMIN_TOKEN")
         configuration.sessionTTL = try sessionTTL ?? environment.value("REACTORD_SESSION_TTL") ?? configuration.sessionTTL
         configuration.maxSessions = try maxSessions ?? environment.value("REACTORD_MAX_SESSIONS") ?? configuration.maxSessions
+        configuration.unloadAfter = try unloadAfter ?? environment.value("REACTORD_UNLOAD_AFTER") ?? configuration.unloadAfter
+        configuration.maxStoredSessions = try maxStoredSessions ?? environment.value("REACTORD_MAX_STORED_SESSIONS")
+            ?? configuration.maxStoredSessions
         configuration.bodyLimit = try bodyLimit ?? environment.value("REACTORD_BODY_LIMIT") ?? configuration.bodyLimit
         configuration.heartbeat = try heartbeat ?? environment.value("REACTORD_HEARTBEAT") ?? configuration.heartbeat
         configuration.historyLength = try history ?? environment.value("REACTORD_HISTORY") ?? configuration.historyLength

@@ -363,6 +363,33 @@ def test_sessions_per_subject_quota_is_429_with_retry_after():
     assert 'reactord_limited_total{limit="sessions_per_subject"} 2' in metrics
 
 
+def test_the_quota_counts_stored_sessions_not_only_those_in_memory():
+    # A durable store unloads idle sessions (--unload-after): they still count, and after a restart too.
+    directory = tempfile.TemporaryDirectory(prefix="reactord-quota-")
+    store = ("--store", f"sqlite:{directory.name}/reactord.sqlite", "--unload-after", "0.2")
+    alice = token("alice")
+    server = Server("--jwt-secret", SECRET, "--max-sessions-per-subject", "2", *store)
+    try:
+        made = [server.create(alice) for _ in range(2)]
+        assert [status for status, _, _ in made] == [201, 201]
+        deadline = time.monotonic() + 10
+        while json.loads(server.request("GET", "/healthz")[2])["loaded_sessions"] != 0:
+            assert time.monotonic() < deadline, "unloaded once idle"
+            time.sleep(0.05)
+        status, headers, body = server.request("POST", "/sessions", {}, alice)
+        assert_problem(status, headers, body, 429)
+    finally:
+        server.stop()
+    server = Server("--jwt-secret", SECRET, "--max-sessions-per-subject", "2", *store)
+    try:
+        assert server.request("POST", "/sessions", {}, alice)[0] == 429, "counted across a restart"
+        assert server.request("DELETE", f"/sessions/{made[0][2]['session']}", bearer=alice)[0] == 204
+        assert server.create(alice)[0] == 201, "a deleted session frees its place"
+    finally:
+        server.stop()
+        directory.cleanup()
+
+
 def test_open_mode_per_address_creation_rate_is_429():
     # One token per 100 s after a burst of 3: the 4th is refused whatever the machine's speed.
     server = Server("--session-create-rate", "0.01", "--session-create-burst", "3")

@@ -349,3 +349,87 @@ def test_a_node_stopped_with_sigterm_gives_its_sessions_back_at_once(cluster):
     assert status == 200 and json.loads(body)["state"]["count"] == 2, body
     assert time.monotonic() - began < LEASE
     assert cluster.node_holding(session) is other
+
+
+def test_an_unloaded_session_gives_its_lease_back_and_any_node_takes_it(postgres):
+    cluster = Cluster(postgres, 2, "--unload-after", "0.3")
+    try:
+        first, second = cluster.nodes
+        session = first.create()
+        assert first.act(session, {"type": "increase"})[0] == 200
+        assert cluster.node_holding(session) is first
+        deadline = time.monotonic() + 10
+        while json.loads(first.request("GET", "/healthz")[1])["loaded_sessions"] != 0:
+            assert time.monotonic() < deadline, "unloaded once idle"
+            time.sleep(0.05)
+        assert cluster.holder_port(session) is None, "its lease went back with it"
+        status, body, _ = second.act(session, {"type": "increase"})
+        assert status == 200 and json.loads(body)["state"]["count"] == 2, body
+        assert cluster.node_holding(session) is second, "taken by the node its request reached, not forwarded"
+    finally:
+        cluster.close()
+
+
+def test_a_rolling_restart_loses_nothing_and_answers_only_503s_to_retry(cluster):
+    """SIGTERM each node in turn, start it again, wait for /readyz: what was answered 200 is
+    there, every other answer is a 503 with Retry-After, and no session is unavailable long."""
+    sessions = [cluster.nodes[index % 3].create() for index in range(100)]
+    pool = list(cluster.nodes)
+    oks = {session: 0 for session in sessions}
+    others = []
+    failing_since = {}
+    longest = [0.0, None]
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def client():
+        rng = random.Random()
+        for _ in range(200_000):   # bounded; the restarts end it sooner
+            if done.is_set():
+                return
+            session = rng.choice(sessions)
+            with lock:
+                node = rng.choice(pool)
+            try:
+                status, body, headers = node.act(session, {"type": "increase"}, timeout=20)
+            except OSError:
+                continue   # a node that has exited: nothing was answered, the next try goes elsewhere
+            now = time.monotonic()
+            with lock:
+                if status == 200:
+                    oks[session] += 1
+                    began = failing_since.pop(session, None)
+                    if began is not None and now - began > longest[0]:
+                        longest[0], longest[1] = now - began, session
+                else:
+                    others.append((status, body, headers, node.name))
+                    failing_since.setdefault(session, now)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1)
+        for index in range(3):
+            leaving = cluster.nodes[index]
+            leaving.stop()   # SIGTERM: commits, gives its leases back, drains, exits
+            with lock:
+                pool.remove(leaving)
+            started = cluster.restart(index)
+            deadline = time.monotonic() + 30
+            while started.request("GET", "/readyz")[0] != 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            with lock:
+                pool.append(started)
+            time.sleep(1)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+    for status, body, headers, name in others:
+        assert status == 503 and "Retry-After" in headers, (status, body, name)
+    assert sum(oks.values()) > 500
+    final = counts(cluster, sessions, cluster.nodes[0])
+    assert final == oks, "every answered action is there, once"
+    assert longest[0] <= 1.0, f"session {longest[1]} was unavailable for {longest[0]:.2f} s"

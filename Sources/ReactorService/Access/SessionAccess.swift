@@ -1,5 +1,6 @@
 import Dispatch
 import MicroHTTP
+import ReactorStore
 
 /// Who may do what, in one place: every route asks this seam and nothing else.
 ///
@@ -22,6 +23,8 @@ final class SessionAccess: Sendable {
     private let createRate: CreationRateLimit?
     private let quotaRetryAfter: Int
     private let verified = VerifiedTokens()
+    /// With a durable store: a subject's sessions as the store counts them (set before listening).
+    private let storedSessions = Locked<(@Sendable (String) throws(StoreError) -> Int)?>(nil)
 
     init(configuration: ServiceConfiguration, adminToken: String, metrics: ServiceMetrics) {
         verification = configuration.jwt
@@ -31,7 +34,7 @@ final class SessionAccess: Sendable {
         createRate = configuration.jwt == nil && configuration.sessionCreateRate > 0
             ? CreationRateLimit(rate: configuration.sessionCreateRate, burst: configuration.sessionCreateBurst)
             : nil
-        quotaRetryAfter = Int(SessionSweeper.interval(ttl: configuration.sessionTTL).rounded(.up))
+        quotaRetryAfter = Int(SessionSweeper.interval(configuration, durable: false).rounded(.up))
     }
 
     var isAuthenticating: Bool { verification != nil }
@@ -131,7 +134,15 @@ final class SessionAccess: Sendable {
     /// settled (`opened` after `ServiceContext.adopt`, or `cancel`).
     func admitCreation(_ request: Request, for principal: Principal?) -> Result<CreationTicket, Refusal> {
         if let principal {
-            guard quota.reserve(principal.subject) else {
+            var stored: Int?
+            if let count = storedSessions.current {
+                do throws(StoreError) {
+                    stored = try count(principal.subject)
+                } catch {
+                    return .failure(Refusal(response: Problems.store(error)))
+                }
+            }
+            guard quota.reserve(principal.subject, stored: stored) else {
                 metrics.countLimited("sessions_per_subject")
                 return .failure(Refusal(response: .problem(
                     status: 429, detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
@@ -162,18 +173,23 @@ final class SessionAccess: Sendable {
             quota?.release(pending: subject)
             rate?.giveBack(peer)
         }
-        /// The session is adopted (and counted by `sessionOpened`): the reservation ends.
+        /// The session is made and counted (by `sessionOpened`, or stored): the reservation ends.
         func opened() { quota?.release(pending: subject) }
     }
 
-    /// A session entered memory (made, or brought back from the store): counted for its owner.
-    func sessionOpened(_ session: any Session) {
-        if let owner = session.owner { quota.opened(owner) }
+    /// Counts each subject's sessions with `count` (a durable store's), from now on.
+    func countStoredSessions(with count: @escaping @Sendable (String) throws(StoreError) -> Int) {
+        storedSessions.withLock { $0 = count }
     }
 
-    /// A session left memory: uncounted.
+    /// A session entered memory: counted for its owner, with the memory store.
+    func sessionOpened(_ session: any Session) {
+        if let owner = session.owner, storedSessions.current == nil { quota.opened(owner) }
+    }
+
+    /// A session left memory: uncounted, with the memory store.
     func sessionEnded(_ session: any Session) {
-        if let owner = session.owner { quota.closed(owner) }
+        if let owner = session.owner, storedSessions.current == nil { quota.closed(owner) }
     }
 
     // MARK: event streams

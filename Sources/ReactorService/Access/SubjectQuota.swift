@@ -1,5 +1,7 @@
-/// Sessions in memory per subject, and places reserved for ones being made: what
-/// `--max-sessions-per-subject` limits. A subject with none leaves the table.
+/// Sessions per subject, and places reserved for ones being made: what
+/// `--max-sessions-per-subject` limits. With the memory store the sessions are counted here as
+/// they open and end; a durable store counts them itself (`reserve`'s `stored`), since they
+/// outlive memory. A subject with none leaves the table.
 final class SubjectQuota: Sendable {
     let limit: Int
     private let counts = Locked<[String: (live: Int, pending: Int)]>([:])
@@ -7,10 +9,11 @@ final class SubjectQuota: Sendable {
     init(limit: Int) { self.limit = limit }
 
     /// Reserves a place for one more session of `subject`; false when it has `limit` already.
-    func reserve(_ subject: String) -> Bool {
+    /// `stored`: its sessions as a durable store counts them, instead of those counted here.
+    func reserve(_ subject: String, stored: Int? = nil) -> Bool {
         counts.withLock { counts in
             let count = counts[subject] ?? (0, 0)
-            guard count.live + count.pending < limit else { return false }
+            guard (stored ?? count.live) + count.pending < limit else { return false }
             counts[subject] = (count.live, count.pending + 1)
             return true
         }

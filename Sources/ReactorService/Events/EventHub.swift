@@ -51,6 +51,8 @@ final class EventHub: @unchecked Sendable {
     /// Until the session is live, states only set the baseline: a new session is version 0.
     private var isLive = false
     private var isEnded = false
+    /// Ended to leave memory, the session still stored: a subscribe is turned back to look again.
+    private var isUnloaded = false
     private var lastActivity = ProcessClock.now
     private let metrics: ServiceMetrics
 
@@ -67,7 +69,6 @@ final class EventHub: @unchecked Sendable {
             for event in Self.unbrokenTail(of: stored.events, endingAt: stored.version) {
                 history.append(RecordedEvent(stored: event))
             }
-            lastActivity = ProcessClock.now - max(0, WallClock.now - stored.lastActive)
         }
     }
 
@@ -117,6 +118,30 @@ final class EventHub: @unchecked Sendable {
     /// True when nobody listens and nothing happened since `cutoff`.
     func isIdle(since cutoff: Double) -> Bool {
         locked { subscribers.isEmpty && lastActivity < cutoff }
+    }
+
+    /// When nobody listens: the time of the last activity, to pick the least recently used.
+    var idleSince: Double? { locked { subscribers.isEmpty ? lastActivity : nil } }
+
+    /// Ends the hub so that its session can leave memory, when nobody listens, nothing happened
+    /// since `cutoff` and everything is written: true then. Its last activity goes to the store
+    /// first when the stored one is behind (the store expires it by that time, unloaded).
+    func endForUnload(idleSince cutoff: Double) -> Bool {
+        locked {
+            guard !isEnded, subscribers.isEmpty, lastActivity < cutoff else { return false }
+            if let record {
+                guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
+                      record.lost == nil else { return false }
+                if record.expires && lastActiveWallTime - record.storedLastActive > 1 {
+                    record.activityDue = true
+                    markDirty(record)
+                    return false
+                }
+            }
+            isEnded = true
+            isUnloaded = true
+            return true
+        }
     }
 
     /// Seconds since 1970 of the last activity; now while anyone listens.
@@ -211,11 +236,15 @@ final class EventHub: @unchecked Sendable {
     /// Adds a stream: what it missed since `lastEventID` when history covers it, else the
     /// current state; `retry` opens the first event it gets (a resume that missed nothing
     /// gets it with the next one).
-    func subscribe(_ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame) {
+    /// False, leaving the stream alone, when the session was unloaded meanwhile: the caller
+    /// looks it up again, which loads it.
+    func subscribe(_ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame) -> Bool {
         let key = ObjectIdentifier(stream)
+        var unloaded = false
         let added: Bool = locked {
             guard !isEnded else {
-                stream.close(finalFrame: EventFrames.end(reason: "deleted"))
+                unloaded = isUnloaded
+                if !unloaded { stream.close(finalFrame: EventFrames.end(reason: "deleted")) }
                 return false
             }
             var subscriber = Subscriber(stream: stream, filter: filter, retry: retry)
@@ -242,9 +271,10 @@ final class EventHub: @unchecked Sendable {
             lastActivity = ProcessClock.now
             return true
         }
-        guard added else { return }
+        guard added else { return !unloaded }
         metrics.subscribers.increment()
         stream.onClose { [weak self] _ in self?.unsubscribe(key) }
+        return true
     }
 
     /// Ends every stream, with `event: end` when `reason` is given (the session is over),

@@ -14,7 +14,7 @@ struct RequestObserver: Sendable {
         metrics = context.metrics.routeMetrics(method: method.rawValue, route: route)
         accessLog = context.configuration.accessLog ? AccessLog(logger: context.logger, route: route) : nil
         self.route = route
-        limits = LimitNotices(logger: context.logger)
+        limits = LimitNotices(context: context)
     }
 
     func observe(_ request: Request, _ reply: Reply, nanoseconds: UInt64) {
@@ -36,17 +36,23 @@ struct RequestObserver: Sendable {
 /// it was hit since the last line: a full session table under load must not flood the log.
 final class LimitNotices: @unchecked Sendable {
     private let logger: Logger
+    private weak var context: ServiceContext?
     private let state = Locked<[String: (last: UInt64, suppressed: Int)]>([:])
     private let interval: UInt64 = 10_000_000_000
 
-    init(logger: Logger) { self.logger = logger }
+    init(context: ServiceContext) {
+        logger = context.logger
+        self.context = context
+    }
 
     /// A request turned away by a limit: 503 or 429 with `Retry-After`.
     static func isLimitRefusal(_ response: Response) -> Bool {
         (response.status == 503 || response.status == 429) && response.headers["Retry-After"] != nil
     }
 
+    /// A stopping server's 503s (with `Retry-After` too) are no limit.
     func hit(_ message: String) {
+        guard context?.isStopping == false else { return }
         let now = DispatchTime.now().uptimeNanoseconds
         let suppressed = state.withLock { state -> Int? in
             if let entry = state[message], now &- entry.last < interval {

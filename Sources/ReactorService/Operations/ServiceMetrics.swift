@@ -4,7 +4,9 @@ import MicroHTTP
 /// bootstrap, so two servers in one process don't mix), every family with `# HELP` and
 /// `# TYPE`. No label carries a session id.
 ///
-/// - `reactord_sessions`, `reactord_subscribers`: totals, kept as they change.
+/// - `reactord_sessions` (loaded in memory), `reactord_subscribers`: totals, kept as they change.
+/// - With a durable store: `reactord_sessions_stored` (read when /metrics is), the loads from the
+///   store and their duration, and the unloads `{reason}` (idle, memory).
 /// - `reactord_reactor_sessions{reactor}`, `reactord_reactor_subscribers{reactor}`: by kind,
 ///   counted from the session table when /metrics is read (nothing on the hot paths).
 /// - `reactord_actions_total{reactor,outcome}`: applied, or why not (then `reactor="unknown"`).
@@ -22,10 +24,24 @@ final class ServiceMetrics: Sendable {
     let subscribers: Gauge
     let eventsDelivered: Counter
     let slowConsumersDropped: Counter
+    let storedSessions: Gauge
+    let loads: Counter
+    let loadSeconds: DurationHistogram
+    let idleUnloads: Counter
+    let memoryUnloads: Counter
     private let process: ProcessMetrics
 
     init() {
-        sessions = registry.makeGauge(name: "reactord_sessions", help: "Sessions open now.")
+        sessions = registry.makeGauge(name: "reactord_sessions", help: "Sessions loaded in memory now.")
+        storedSessions = registry.makeGauge(name: "reactord_sessions_stored",
+                                            help: "Sessions in the durable store, loaded or not (0 with the memory store).")
+        loads = registry.makeCounter(name: "reactord_session_loads_total", help: "Sessions loaded from the durable store.")
+        loadSeconds = registry.makeDurationHistogram(name: "reactord_session_load_duration_seconds",
+                                                     help: "Time to load a session from the durable store.",
+                                                     buckets: Self.durationBuckets)
+        let unloads = "Sessions unloaded from memory (still stored), by why: idle past --unload-after, or to make room."
+        idleUnloads = registry.makeCounter(name: "reactord_session_unloads_total", help: unloads, labels: [("reason", "idle")])
+        memoryUnloads = registry.makeCounter(name: "reactord_session_unloads_total", help: unloads, labels: [("reason", "memory")])
         subscribers = registry.makeGauge(name: "reactord_subscribers", help: "Event-stream subscribers connected now.")
         eventsDelivered = registry.makeCounter(name: "reactord_events_delivered_total", help: "Events queued on subscriber streams.")
         slowConsumersDropped = registry.makeCounter(name: "reactord_slow_consumers_dropped_total", help: "Event streams closed because their client read too slowly (queue over its limit).")

@@ -18,6 +18,8 @@ enum SessionLookupError: Error {
     case store(StoreError)
     /// Cluster mode: another live node holds it; requests go to `address`.
     case heldElsewhere(address: String)
+    /// Every place in memory holds a busy session: 503 to retry.
+    case memoryFull
 
     /// `unrestorable`, worded for the client.
     static func cannotRestore(_ reason: String) -> SessionLookupError {
@@ -60,8 +62,10 @@ final class Persistence: @unchecked Sendable {
     /// another request brought it back first.
     func restore(_ key: SessionKey, into context: ServiceContext) -> Result<any Session, SessionLookupError> {
         var expired = false
+        let started = ProcessClock.now
         let result = restoreLock.withLock { restoreLocked(key, into: context, expired: &expired) }
         if expired { writeDeletes(of: [key], from: context) }
+        if case .success = result { context.metrics.loadSeconds.record(ProcessClock.now - started) }
         return result
     }
 
@@ -93,7 +97,8 @@ final class Persistence: @unchecked Sendable {
             return .failure(.store(error))
         }
         guard let stored else { return .failure(.unknown) }
-        if WallClock.now - stored.lastActive > context.configuration.sessionTTL {
+        let ttl = context.configuration.sessionTTL
+        if ttl > 0 && WallClock.now - stored.lastActive > ttl {
             tombstones.insert(key)   // it expired while the server was down: deleted once unlocked
             expired = true
             return .failure(.unknown)
@@ -102,6 +107,10 @@ final class Persistence: @unchecked Sendable {
             context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server"))
         }
+        guard context.reservePlace() else {
+            context.cluster?.store.release([id])
+            return .failure(.memoryFull)
+        }
         let hub = context.makeHub(id: id, kind: stored.kind, restoring: stored)
         do {
             // The store keeps the owner, not the token: the factory gets the subject alone.
@@ -109,6 +118,7 @@ final class Persistence: @unchecked Sendable {
             context.adopt(session, restored: true)
             return .success(session)
         } catch {
+            context.sessions.cancelReservation()
             hub.end(reason: nil)
             context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)"))
@@ -124,9 +134,9 @@ final class Persistence: @unchecked Sendable {
         journal.write(.delete(id: session.id, reason: reason)) { [self] failure in
             restoreLock.withLock { _ = tombstones.remove(session.key) }
             if failure != nil {
-                context.sessions.addStored(1)
                 context.end(session, reason: nil)
             } else {
+                context.sessions.forgetStored()
                 context.end(session, reason: reason)
             }
             completion(failure)
@@ -135,6 +145,7 @@ final class Persistence: @unchecked Sendable {
 
     /// Deletes the stored sessions that expired while not loaded (the sweeper's second half).
     func deleteExpiredStored(from context: ServiceContext) {
+        guard context.configuration.sessionTTL > 0 else { return }
         let cutoff = WallClock.now - context.configuration.sessionTTL
         guard let ids = try? engine.sessions(lastActiveBefore: cutoff, limit: 1_000) else { return }
         let expired: [SessionKey] = restoreLock.withLock {

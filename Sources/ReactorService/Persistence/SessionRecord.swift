@@ -27,6 +27,10 @@ final class SessionRecord: @unchecked Sendable {
     /// that exact).
     var storedLastActive: Double
     let activityResolution: Double
+    /// Whether the session expires (a TTL is set): only then is its last activity worth writing.
+    let expires: Bool
+    /// The next write carries the last activity, however recent the stored one (before an unload).
+    var activityDue = false
     /// The last committed event and state: all that readers and new subscribers are shown.
     private(set) var published: (seq: UInt64, json: [UInt8])
     /// Numbered, not yet taken by the journal, and the requests waiting for them.
@@ -52,7 +56,8 @@ final class SessionRecord: @unchecked Sendable {
         self.kind = kind
         self.owner = owner
         self.journal = journal
-        activityResolution = ttl / 8
+        expires = ttl > 0
+        activityResolution = ttl > 0 ? ttl / 8 : .infinity
         createdAt = stored?.createdAt ?? WallClock.now
         storedLastActive = stored?.lastActive ?? createdAt
         isNew = stored == nil
@@ -63,7 +68,8 @@ final class SessionRecord: @unchecked Sendable {
     func take(state: [UInt8], version: UInt64, lastActive: Double) -> SessionWrite {
         let events = pending
         pending = []
-        let stale = isNew || lastActive - storedLastActive > activityResolution
+        let stale = isNew || activityDue || lastActive - storedLastActive > activityResolution
+        activityDue = false
         inFlight = InFlight(events: events, seq: version, json: state, lastActive: stale ? lastActive : nil,
                             waiters: pendingWaiters)
         pendingWaiters = []

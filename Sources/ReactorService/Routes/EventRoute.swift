@@ -18,8 +18,9 @@ extension RouteTable {
             case let .success(found): principal = found
             case let .failure(refusal): return .response(refusal.response)
             }
+            let id = request.pathParameters["id"] ?? ""
             let source: StreamSource
-            switch Self.streamSource(request.pathParameters["id"] ?? "", context) {
+            switch Self.streamSource(id, context) {
             case let .success(found): source = found
             case let .failure(error): return .response(Problems.session(error))
             }
@@ -47,7 +48,15 @@ extension RouteTable {
             let slowConsumers = context.slowConsumers
             let access = context.access
             return .eventStream(headers: HTTPHeaders()) { stream in
-                source.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry)
+                var hub = source.hub
+                var attempts = 1
+                // Unloaded (idle) since it was found: found again, which loads it; the same
+                // resume from the same store, so the stream cannot tell.
+                while !hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
+                    guard attempts < 3, case let .success(again) = Self.streamSource(id, context) else { return stream.close() }
+                    hub = again.hub
+                    attempts += 1
+                }
                 slowConsumers.watch(stream, kind: source.kind)
                 access.endAtExpiry(stream, of: principal)
                 // A plain close, no `event: end`: an EventSource reconnects and resumes.

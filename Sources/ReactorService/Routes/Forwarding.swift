@@ -22,8 +22,14 @@ extension RouteTable {
                 switch outcome {
                 case let .answered(response):
                     cluster.metrics.countForward(.answered)
-                    // The node let the session go meanwhile (or is stopping): the next request asks the store.
-                    if response.status == 503 { cluster.forgetHolder(address) }
+                    // The node let the session go meanwhile, or is stopping (its leases already given
+                    // back): nothing was done there (a 503 applies nothing), so once more, from the store.
+                    if response.status == 503 {
+                        cluster.forgetHolder(address)
+                        if request.headers[Self.retryMarker] == nil, let retry = Self.retry(request, context) {
+                            return retry(responder)
+                        }
+                    }
                     responder.respond(response)
                 case let .unreachable(reason):
                     cluster.metrics.countForward(.unreachable)

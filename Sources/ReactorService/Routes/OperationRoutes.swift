@@ -22,13 +22,18 @@ extension RouteTable {
                                               headers: HTTPHeaders([("Retry-After", "1")])))
                 }
             }
-            return .response(.json(JSONText.object([
+            // `sessions`: stored ones with a durable store (loaded or not), else those in memory.
+            var fields = [
                 ("status", JSONText.string("ok")),
                 ("sessions", Array(String(context.sessions.sessionCount).utf8)),
-            ])))
+                ("loaded_sessions", Array(String(context.sessions.loadedSessionCount).utf8)),
+            ]
+            if let stored = context.sessions.storedSessionCount { fields.append(("stored_sessions", Array(String(stored).utf8))) }
+            return .response(.json(JSONText.object(fields)))
         }
         add(.GET, "/metrics") { _ in
             context.metrics.setCensus(context.sessions.census(), kinds: context.registry.names)
+            context.metrics.storedSessions.set(Double(context.sessions.storedSessionCount ?? 0))
             return .response(Response(
                 status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
                 body: context.metrics.exposition()))

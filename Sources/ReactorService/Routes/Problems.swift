@@ -21,8 +21,15 @@ enum Problems {
         case .heldElsewhere:
             return .problem(status: 503, detail: "another node holds this session and it has just moved; retry",
                             headers: HTTPHeaders([("Retry-After", "1")]))
+        case .memoryFull:
+            return memoryFull
         }
     }
+
+    /// Every place in memory holds a busy session (a subscriber, a running effect, a write).
+    static let memoryFull = Response.problem(
+        status: 503, detail: "every session in memory is busy (--max-sessions); retry",
+        headers: HTTPHeaders([("Retry-After", "1")]))
 
     /// The store could not make a change durable: nothing of the request was kept.
     static func store(_ error: StoreError) -> Response {
@@ -50,6 +57,9 @@ enum Problems {
     static let unknownSession = Response.problem(
         status: 404, detail: "no session has this id: it was never issued, or it expired or was deleted")
 
+    /// With `Retry-After`: behind a balancer, or with a durable store after the restart, the
+    /// retry finds the session.
     static let stopping = Response.problem(
-        status: 503, detail: "the server is shutting down and takes no new work")
+        status: 503, detail: "the server is shutting down and takes no new work; retry",
+        headers: HTTPHeaders([("Retry-After", "1")]))
 }

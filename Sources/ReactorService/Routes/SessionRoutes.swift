@@ -27,6 +27,10 @@ extension RouteTable {
                 return .response(Problems.session(error))
             }
         }
+        @Sendable func reloaded(_ id: String) -> (any Session)? {
+            guard !context.isStopping, case .success = context.session(id) else { return nil }
+            return context.sessions.remove(id)
+        }
         add(.DELETE, "/sessions/{id}") { request in
             let id = request.pathParameters["id"] ?? ""
             let principal: Principal?
@@ -41,7 +45,8 @@ extension RouteTable {
             case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
             case let .failure(error): return .response(Problems.session(error))
             }
-            guard let session = context.sessions.remove(id) else {
+            // Unloaded since it was found (idle): looked up once more, which loads it again.
+            guard let session = context.sessions.remove(id) ?? reloaded(id) else {
                 return .response(Problems.sessionGone(stopping: context.isStopping))
             }
             return Self.answer(context) { done in
@@ -90,10 +95,17 @@ extension RouteTable {
         case let .success(admitted): ticket = admitted
         case let .failure(refusal): return .response(refusal.response)
         }
-        guard context.sessions.reserve() else {
+        guard context.sessions.reserveStored() else {
             ticket.cancel()
+            return .response(.problem(status: 507, detail: "the store holds \(context.sessions.storedCapacity) sessions, "
+                + "its most (--max-stored-sessions); delete one or let one expire"))
+        }
+        guard context.reservePlace() else {
+            ticket.cancel()
+            context.sessions.forgetStored()
+            guard context.persistence == nil else { return .response(Problems.memoryFull) }
             var headers = HTTPHeaders()
-            headers.add("Retry-After", String(Int(SessionSweeper.interval(ttl: context.configuration.sessionTTL).rounded(.up))))
+            headers.add("Retry-After", String(Int(context.sweepInterval.rounded(.up))))
             return .response(.problem(status: 503, detail: "the session table is full (\(context.sessions.capacity) sessions); "
                 + "retry after idle sessions expire", headers: headers))
         }
@@ -105,11 +117,12 @@ extension RouteTable {
         } catch {
             ticket.cancel()
             context.sessions.cancelReservation()
+            context.sessions.forgetStored()
             return .response(.problem(status: 500, detail: "the reactor could not be made: \(error)"))
         }
         context.adopt(session)
-        ticket.opened()
         return answer(afterCommitOf: session.hub, context) { failure in
+            ticket.opened()   // committed, so a durable store counts it now (or, failed, never will)
             if let failure { return Problems.store(failure) }
             var response = Response.json(SessionJSON.body(of: session, session.hub.snapshot), status: 201)
             response.headers.add("Location", "/sessions/\(id)")

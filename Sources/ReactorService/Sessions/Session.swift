@@ -22,6 +22,10 @@ protocol Session: AnyObject, Sendable {
     func end(reason: String?)
     /// Releases the reactor, cancelling its effects; the streams stay open until the hub ends.
     func release()
+    /// Releases the reactor and ends the hub to leave memory, when the session is idle since
+    /// `cutoff` (no subscriber, no running effect, nothing left to write): true then. Atomic with
+    /// actions: one that comes later finds no reactor, and its request looks the session up again.
+    func unload(idleSince cutoff: Double) -> Bool
     /// The state's top-level field names, nil ones included (empty once the session ended).
     func stateFieldNames() -> Set<String>
 }
@@ -101,8 +105,24 @@ where R.Action: Decodable, R.State: Encodable {
         hub.end(reason: reason)
     }
 
+    func unload(idleSince cutoff: Double) -> Bool {
+        lock.lock()
+        // The hub last: once it has ended, no action may find the reactor (its change would be dropped).
+        guard let reactor, !reactor.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else {
+            lock.unlock()
+            return false
+        }
+        releaseLocked()
+        return true
+    }
+
     func release() {
         lock.lock()
+        releaseLocked()
+    }
+
+    /// Lets the reactor go; called with `lock` held, which it releases.
+    private func releaseLocked() {
         let subscription = self.subscription
         self.subscription = nil
         ended = true

@@ -1,28 +1,52 @@
 import Dispatch
 
-/// Removes sessions idle past the TTL (no action and no subscriber), on a timer. With a
-/// durable store it also deletes stored sessions that expired unloaded, and writes the
-/// activity of sessions that are only watched, so they do not expire across a restart.
+/// Keeps memory for the sessions in use, on a timer. With the memory store it removes sessions
+/// idle past the TTL (no action and no subscriber). With a durable store it unloads sessions idle
+/// past `--unload-after` (or the TTL, when shorter), writes the activity of sessions that are
+/// only watched, and deletes in the store the sessions that expired there, without loading them.
 final class SessionSweeper: @unchecked Sendable {
     private let timer: DispatchSourceTimer
 
-    /// How often to look: a tenth of the TTL, between 50 ms and 5 s, so a session outlives
-    /// its TTL by at most that.
-    static func interval(ttl: Double) -> Double { min(max(ttl / 10, 0.05), 5) }
+    /// How often to look: a tenth of the shortest idle time that matters, between 50 ms and 5 s,
+    /// so a session stays at most that much past it.
+    static func interval(_ configuration: ServiceConfiguration, durable: Bool) -> Double {
+        let times = [configuration.sessionTTL, durable ? configuration.unloadAfter : 0].filter { $0 > 0 }
+        return min(max((times.min() ?? 50) / 10, 0.05), 5)
+    }
+
+    /// After how long idle a loaded session leaves memory (nil: never, by time).
+    static func idleLimit(_ configuration: ServiceConfiguration, durable: Bool) -> Double? {
+        [configuration.sessionTTL, durable ? configuration.unloadAfter : 0].filter { $0 > 0 }.min()
+    }
 
     init(context: ServiceContext) {
-        let ttl = context.configuration.sessionTTL
-        let interval = Self.interval(ttl: ttl)
+        let durable = context.persistence != nil
+        let interval = Self.interval(context.configuration, durable: durable)
+        let idleLimit = Self.idleLimit(context.configuration, durable: durable)
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "reactord.session-sweeper"))
         timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(10))
+        var lastCount = ProcessClock.now
         timer.setEventHandler { [weak context] in
             guard let context else { return }
-            for session in context.sessions.removeIdle(since: ProcessClock.now - ttl) {
-                context.expire(session)
+            guard let persistence = context.persistence else {
+                guard let idleLimit else { return }
+                for session in context.sessions.removeIdle(since: ProcessClock.now - idleLimit) {
+                    context.end(session, reason: "expired")
+                }
+                return
             }
-            guard let persistence = context.persistence else { return }
+            if let idleLimit {
+                for session in context.sessions.unloadIdle(since: ProcessClock.now - idleLimit) {
+                    context.didUnload(session, counter: context.metrics.idleUnloads)
+                }
+            }
             for session in context.sessions.loaded { session.hub.refreshStoredActivity() }
             persistence.deleteExpiredStored(from: context)
+            // A shared store's count is everyone's: read again now and then (a count of a large table).
+            if context.cluster != nil, ProcessClock.now - lastCount >= 10 {
+                lastCount = ProcessClock.now
+                if let stored = try? persistence.engine.sessionCount() { context.sessions.setStored(stored) }
+            }
         }
         timer.resume()
     }

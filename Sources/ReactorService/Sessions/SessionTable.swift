@@ -1,32 +1,34 @@
-/// The live sessions, in shards each behind its own lock, so actions on different sessions
-/// never wait for one another. Only creating a session touches the shared count, which with a
-/// durable store of this process's own also counts the stored sessions not loaded yet; in a
-/// cluster (`countsStored` false) it counts this node's loaded sessions only, the store being
-/// everyone's.
+/// The loaded sessions, in shards each behind its own lock, so actions on different sessions
+/// never wait for one another. Two counts: the sessions loaded (`capacity` bounds them) and,
+/// with a durable store, the sessions stored, loaded or not (`storedCapacity` bounds them; in a
+/// cluster the store is everyone's, and the count is refreshed from it).
 final class SessionTable: @unchecked Sendable {
     private static let shardCount = 16
     private let shards: [Locked<[SessionKey: any Session]>]
-    private let count = Locked(0)
+    private let loadedCount = Locked(0)
+    private let storedCount = Locked(0)
     let capacity: Int
-    /// Set before the server listens, never changed after.
-    var countsStored = true
+    let storedCapacity: Int
+    /// Whether sessions are stored (a durable store); set before the server listens, never after.
+    var tracksStored = false
 
-    init(capacity: Int) {
+    init(capacity: Int, storedCapacity: Int) {
         self.capacity = capacity
+        self.storedCapacity = storedCapacity
         shards = (0..<Self.shardCount).map { _ in Locked([:]) }
     }
 
-    var sessionCount: Int { count.current }
+    /// The sessions there are: stored with a durable store, else loaded.
+    var sessionCount: Int { tracksStored ? storedCount.current : loadedCount.current }
+    var loadedSessionCount: Int { loadedCount.current }
+    var storedSessionCount: Int? { tracksStored ? storedCount.current : nil }
 
-    /// Counts `stored` sessions that live in a durable store and are not loaded yet.
-    func addStored(_ stored: Int) {
-        guard countsStored else { return }
-        count.withLock { $0 += stored }
-    }
+    /// The stored count as the store has it now.
+    func setStored(_ stored: Int) { storedCount.withLock { $0 = stored } }
 
-    /// Claims a place for a new session; `false` when the table is full.
+    /// Claims a place in memory for a new or loaded session; `false` when every place is taken.
     func reserve() -> Bool {
-        count.withLock { count in
+        loadedCount.withLock { count in
             guard count < capacity else { return false }
             count += 1
             return true
@@ -34,12 +36,27 @@ final class SessionTable: @unchecked Sendable {
     }
 
     /// Gives back a place claimed with `reserve()` that was not used.
-    func cancelReservation() { count.withLock { $0 -= 1 } }
+    func cancelReservation() { loadedCount.withLock { $0 -= 1 } }
 
-    /// Puts a session in the table: a new one (its place reserved), or one `restored` from the store.
-    func insert(_ session: any Session, restored: Bool = false) {
+    /// Claims a place in the store for a new session; `false` when it holds `storedCapacity`.
+    func reserveStored() -> Bool {
+        guard tracksStored else { return true }
+        return storedCount.withLock { count in
+            guard count < storedCapacity else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    /// One stored session fewer: deleted, expired, or its first write lost.
+    func forgetStored() {
+        guard tracksStored else { return }
+        storedCount.withLock { $0 = max(0, $0 - 1) }
+    }
+
+    /// Puts a session in the table, its place reserved.
+    func insert(_ session: any Session) {
         shard(session.key).withLock { $0[session.key] = session }
-        if restored && !countsStored { count.withLock { $0 += 1 } }
     }
 
     func session(_ id: String) -> (any Session)? {
@@ -50,53 +67,59 @@ final class SessionTable: @unchecked Sendable {
     func remove(_ id: String) -> (any Session)? {
         guard let key = SessionKey(id) else { return nil }
         let removed = shard(key).withLock { $0.removeValue(forKey: key) }
-        if removed != nil { count.withLock { $0 -= 1 } }
+        if removed != nil { loadedCount.withLock { $0 -= 1 } }
         return removed
     }
 
-    /// Takes `session` out of memory, if it is still there; it stays counted (it is stored)
-    /// unless `forget`.
-    func unload(_ session: any Session, forget: Bool) {
+    /// Takes `session` out of memory, if it is still there.
+    func unload(_ session: any Session) {
         let removed = shard(session.key).withLock { sessions in
             guard sessions[session.key] === session else { return false }
             sessions[session.key] = nil
             return true
         }
-        if removed && (forget || !countsStored) { count.withLock { $0 -= 1 } }
-    }
-
-    /// One session fewer that was stored but not loaded (it expired there).
-    func forgetStored() {
-        guard countsStored else { return }
-        count.withLock { $0 -= 1 }
+        if removed { loadedCount.withLock { $0 -= 1 } }
     }
 
     /// The loaded sessions, for a sweep.
     var loaded: [any Session] { shards.flatMap { shard in shard.withLock { Array($0.values) } } }
 
-    /// Removes and returns the sessions nobody listens to that saw nothing since `cutoff`.
+    /// Removes and returns the sessions nobody listens to that saw nothing since `cutoff` (the
+    /// memory store's expiry: they are gone for good).
     func removeIdle(since cutoff: Double) -> [any Session] {
-        var removed: [any Session] = []
+        removeEach { $0.hub.isIdle(since: cutoff) }
+    }
+
+    /// Unloads and returns the sessions idle since `cutoff` (see `Session.unload`).
+    func unloadIdle(since cutoff: Double) -> [any Session] {
+        removeEach { $0.unload(idleSince: cutoff) }
+    }
+
+    /// Unloads up to `count` of the idle sessions least recently used, to make room; returns them.
+    func unloadLeastRecentlyUsed(_ count: Int, now: Double) -> [any Session] {
+        var candidates: [(since: Double, session: any Session)] = []
         for shard in shards {
-            removed += shard.withLock { sessions in
-                let idle = sessions.values.filter { $0.hub.isIdle(since: cutoff) }
-                for session in idle { sessions.removeValue(forKey: session.key) }
-                return idle
+            for session in shard.withLock({ Array($0.values) }) {
+                if let since = session.hub.idleSince { candidates.append((since, session)) }
             }
         }
-        if !removed.isEmpty { count.withLock { $0 -= removed.count } }
-        return removed
+        candidates.sort { $0.since < $1.since }
+        var unloaded: [any Session] = []
+        for candidate in candidates where unloaded.count < count {
+            let session = candidate.session
+            let removed = shard(session.key).withLock { sessions in
+                guard sessions[session.key] === session, session.unload(idleSince: now) else { return false }
+                sessions[session.key] = nil
+                return true
+            }
+            if removed { unloaded.append(session) }
+        }
+        if !unloaded.isEmpty { loadedCount.withLock { $0 -= unloaded.count } }
+        return unloaded
     }
 
     func removeAll() -> [any Session] {
-        let removed = shards.flatMap { shard in
-            shard.withLock { sessions in
-                defer { sessions.removeAll() }
-                return Array(sessions.values)
-            }
-        }
-        count.withLock { $0 -= removed.count }
-        return removed
+        removeEach { _ in true }
     }
 
     /// Sessions and subscribers by reactor kind, for /metrics: one pass, one shard locked at a time.
@@ -111,6 +134,21 @@ final class SessionTable: @unchecked Sendable {
             }
         }
         return counts
+    }
+
+    /// Removes the sessions `leaves` says go, deciding under their shard's lock (so a request
+    /// finds a session either in the table or, once out, in the store).
+    private func removeEach(_ leaves: (any Session) -> Bool) -> [any Session] {
+        var removed: [any Session] = []
+        for shard in shards {
+            removed += shard.withLock { sessions in
+                let leaving = sessions.values.filter(leaves)
+                for session in leaving { sessions.removeValue(forKey: session.key) }
+                return leaving
+            }
+        }
+        if !removed.isEmpty { loadedCount.withLock { $0 -= removed.count } }
+        return removed
     }
 
     /// The key's bits are random: its low bits pick the shard, no hashing needed.

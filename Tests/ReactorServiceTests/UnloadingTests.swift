@@ -1,0 +1,255 @@
+import Foundation
+import OpenCombine
+import ReactorCore
+import ReactorService
+import XCTest
+
+/// Sessions that live in the store: with a durable store a session leaves memory once idle
+/// (`unloadAfter`) or when memory is needed (`maxSessions`), and its next request, subscription or
+/// resume loads it as it was. Real SQLite files, a real server on a loopback port.
+final class UnloadingTests: XCTestCase {
+    private var folder: URL!
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("reactord-unloading-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    private func start(_ configure: (inout ServiceConfiguration) -> Void = { _ in }) throws -> ServerFixture {
+        let path = folder.appendingPathComponent("reactord.sqlite").path
+        return try ServerFixture { configuration in
+            configuration.store = .sqlite(path: path)
+            configuration.unloadAfter = 0.3
+            configure(&configuration)
+        }
+    }
+
+    private func health(_ fixture: ServerFixture) throws -> (loaded: Int?, stored: Int?) {
+        let object = try fixture.client.request("GET", "/healthz").object
+        return (object["loaded_sessions"] as? Int, object["stored_sessions"] as? Int)
+    }
+
+    private func metric(_ fixture: ServerFixture, _ line: String) throws -> Double? {
+        let text = try fixture.client.request("GET", "/metrics").text
+        for row in text.split(separator: "\n") where row.hasPrefix(line + " ") {
+            return Double(row.dropFirst(line.count + 1))
+        }
+        return nil
+    }
+
+    func testAnIdleSessionLeavesMemoryAndComesBackAsItWas() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        for _ in 0..<3 { XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200) }
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once idle")
+        XCTAssertEqual(try health(fixture).stored, 1, "still stored")
+        XCTAssertEqual(try metric(fixture, #"reactord_session_unloads_total{reason="idle"}"#), 1)
+
+        let read = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual(read.status, 200, read.text)
+        XCTAssertEqual((read.object["state"] as? [String: Any])?["count"] as? Int, 3)
+        XCTAssertEqual(read.object["version"] as? Int, 3)
+        XCTAssertEqual(try health(fixture).loaded, 1, "loaded by its read")
+        XCTAssertEqual(try metric(fixture, "reactord_session_loads_total"), 1)
+        XCTAssertEqual(try metric(fixture, "reactord_session_load_duration_seconds_count"), 1)
+
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 })
+        let acted = try fixture.send(session, #"{"type":"increase"}"#)
+        XCTAssertEqual(acted.status, 200, acted.text)
+        XCTAssertEqual(acted.object["version"] as? Int, 4, "an action loads it and continues its versions")
+    }
+
+    func testAResumeAcrossAnUnloadMissesNothing() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let first = try fixture.subscribe(session)
+        XCTAssertEqual(first.next()?.id, "0")
+        try fixture.send(session, #"{"type":"increase"}"#)
+        XCTAssertEqual(first.next()?.id, "1")
+        first.reset()
+        for _ in 0..<2 { XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200) }
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once its stream is gone")
+
+        let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": "1"])
+        let missed = resumed.take(2)
+        XCTAssertEqual(missed.map(\.id), ["2", "3"])
+        XCTAssertEqual(missed.last?.state["count"] as? Int, 3)
+    }
+
+    func testActionsAndStreamsRacingUnloadsLoseNothing() throws {
+        let fixture = try start { $0.unloadAfter = 0.02 }
+        defer { fixture.stop() }
+        let sessions = try (0..<6).map { _ in try fixture.createSession() }
+        let answered = Locked<[String: Int]>([:])
+        let failures = Locked<[String]>([])
+        let done = DispatchGroup()
+        for worker in 0..<4 {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                let client = HTTPClient(port: fixture.port)
+                for round in 0..<60 {   // bounded
+                    let session = sessions[(worker + round) % sessions.count]
+                    if round % 5 == worker % 5, let stream = try? fixture.subscribe(session) {
+                        if stream.next() == nil { failures.update { $0.append("a stream of \(session) got no event") } }
+                        stream.reset()
+                    }
+                    guard let response = try? client.request("POST", "/action",
+                        body: #"{"session":"\#(session)","action":{"type":"increase"}}"#) else { continue }
+                    if response.status == 200 {
+                        answered.update { $0[session, default: 0] += 1 }
+                    } else {
+                        failures.update { $0.append("\(response.status): \(response.text)") }
+                    }
+                    Thread.sleep(forTimeInterval: Double(round % 4) * 0.02)   // now and then past --unload-after
+                }
+            }
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 120), .success)
+        XCTAssertEqual(failures.value, [])
+        XCTAssertGreaterThan(try metric(fixture, #"reactord_session_unloads_total{reason="idle"}"#) ?? 0, 20)
+        for session in sessions {
+            let read = try fixture.client.request("GET", "/sessions/\(session)")
+            XCTAssertEqual((read.object["state"] as? [String: Any])?["count"] as? Int, answered.value[session] ?? 0,
+                           "every answered action applied once")
+        }
+    }
+
+    func testAWatchedSessionStaysLoaded() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let watcher = try fixture.subscribe(session)
+        XCTAssertEqual(watcher.next()?.id, "0")
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(try health(fixture).loaded, 1, "a subscriber keeps it in memory")
+        try fixture.send(session, #"{"type":"increase"}"#)
+        XCTAssertEqual(watcher.next()?.id, "1", "and its stream goes on")
+    }
+
+    func testARunningEffectKeepsItsSessionLoadedUntilItEnds() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let gate = EffectGate()
+        fixture.server.register("slow") { _ in SlowReactor(gate: gate) }
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"slow"}"#)
+        let session = try XCTUnwrap(created.object["session"] as? String)
+        XCTAssertEqual(try fixture.send(session, #""start""#).status, 200)
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(try health(fixture).loaded, 1, "its .run effect keeps it in memory")
+        gate.open()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once the effect ended")
+        let read = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual((read.object["state"] as? [String: Any])?["done"] as? Bool, true, "the effect's mutation was stored")
+    }
+
+    func testTheUserChangedWhileUnloadedReachesTheSessionWhenItLoads() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 })
+        XCTAssertEqual(try fixture.putUser(id: "u1", name: "Ada").status, 200)
+        let read = try fixture.client.request("GET", "/sessions/\(session)")
+        let user = (read.object["state"] as? [String: Any])?["user"] as? [String: Any]
+        XCTAssertEqual(user?["name"] as? String, "Ada")
+    }
+
+    func testAFullTableUnloadsTheLeastRecentlyUsedAndRefusesOnlyWhenAllAreBusy() throws {
+        let fixture = try start { configuration in
+            configuration.maxSessions = 3
+            configuration.unloadAfter = 0   // memory pressure only
+        }
+        defer { fixture.stop() }
+        let sessions = try (0..<3).map { _ in try fixture.createSession() }
+        XCTAssertEqual(try fixture.send(sessions[0], #"{"type":"increase"}"#).status, 200)
+        let fourth = try fixture.createSession()
+        XCTAssertEqual(try health(fixture).loaded, 3)
+        XCTAssertEqual(try metric(fixture, #"reactord_session_unloads_total{reason="memory"}"#), 1)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(sessions[1])").status, 200,
+                       "the least recently used one was unloaded, and loads again")
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(sessions[0])").object["version"] as? Int, 1)
+
+        let watchers = try [sessions[0], sessions[1], fourth].map { session -> EventStreamClient in
+            let watcher = try fixture.subscribe(session)
+            XCTAssertNotNil(watcher.next())
+            return watcher
+        }
+        let refused = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#)
+        assertProblem(refused, 503, mentions: ["busy"])
+        XCTAssertNotNil(refused.header("Retry-After"))
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(sessions[2])").status, 503, "no room to load it either")
+        watchers[2].reset()
+        XCTAssertTrue(waitUntil(timeout: 10) {
+            (try? fixture.client.request("GET", "/sessions/\(sessions[2])").status) == 200
+        }, "a stream gone frees its place")
+    }
+
+    func testSessionsExpireInTheStoreWithoutBeingLoaded() throws {
+        let fixture = try start { $0.sessionTTL = 1 }
+        defer { fixture.stop() }
+        let sessions = try (0..<20).map { _ in try fixture.createSession() }
+        XCTAssertTrue(waitUntil(timeout: 15) { (try? self.health(fixture).stored) == 0 }, "expired in the store")
+        XCTAssertEqual(try metric(fixture, "reactord_session_loads_total"), 0, "none was loaded to expire it")
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(sessions[0])").status, 404)
+    }
+
+    func testWithoutATTLAStoredSessionNeverExpires() throws {
+        var fixture = try start { $0.sessionTTL = 1 }
+        let session = try fixture.createSession()
+        fixture.stop()
+        Thread.sleep(forTimeInterval: 1.5)   // past the TTL it was made with, while no server ran
+        fixture = try start { $0.sessionTTL = 0 }
+        defer { fixture.stop() }
+        Thread.sleep(forTimeInterval: 0.5)   // a few sweeps
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 200)
+        XCTAssertEqual(try health(fixture).stored, 1)
+    }
+}
+
+/// Opens once; `.run` effects wait on it.
+private final class EffectGate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var isOpen = false
+
+    func open() {
+        condition.lock()
+        isOpen = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait() {
+        condition.lock()
+        while !isOpen { condition.wait() }
+        condition.unlock()
+    }
+}
+
+/// A reactor whose `start` runs an effect until the test opens its gate.
+private final class SlowReactor: Reactor {
+    enum Action: String, Decodable { case start }
+    enum Mutation { case finish }
+    struct State: Codable { var done = false }
+
+    let initialState = State()
+    private let gate: EffectGate
+
+    init(gate: EffectGate) { self.gate = gate }
+
+    func mutate(action: Action) -> AnyPublisher<Mutation, Never> {
+        .run { [gate] send in
+            await Task.detached { gate.wait() }.value
+            await send(.finish)
+        }
+    }
+
+    func reduce(state: State, mutation: Mutation) -> State {
+        State(done: true)
+    }
+}
