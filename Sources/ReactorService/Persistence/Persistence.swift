@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 @_spi(Lock) import ReactorCore
+import Dispatch
 import Logging
 import ReactorStore
 
@@ -143,29 +144,41 @@ final class Persistence: @unchecked Sendable {
         }
     }
 
-    /// Deletes the stored sessions that expired while not loaded (the sweeper's second half).
-    func deleteExpiredStored(from context: ServiceContext) {
-        guard context.configuration.sessionTTL > 0 else { return }
-        let cutoff = WallClock.now - context.configuration.sessionTTL
-        guard let ids = try? engine.sessions(lastActiveBefore: cutoff, limit: 1_000) else { return }
-        let expired: [SessionKey] = restoreLock.withLock {
-            ids.compactMap { id in
-                guard let key = SessionKey(id), context.sessions.session(id) == nil, tombstones.insert(key).inserted else {
-                    return nil
+    /// Deletes the stored sessions that expired while not loaded (the sweeper's second half), by
+    /// an indexed query, `batch` at a time: each batch is a transaction of its own, waited for, so
+    /// requests' commits go between batches and none waits for more than one. At most `budget`
+    /// seconds a sweep; the next sweep goes on.
+    func deleteExpiredStored(from context: ServiceContext, batch: Int = 100, budget: Double = 1) {
+        let ttl = context.configuration.sessionTTL
+        guard ttl > 0 else { return }
+        let started = ProcessClock.now
+        while ProcessClock.now - started < budget {
+            guard let ids = try? engine.sessions(lastActiveBefore: WallClock.now - ttl, limit: batch) else { return }
+            let expired: [SessionKey] = restoreLock.withLock {
+                ids.compactMap { id in
+                    // A loaded session's own activity decides (its stored time may lag): not here.
+                    guard let key = SessionKey(id), context.sessions.session(id) == nil,
+                          tombstones.insert(key).inserted else { return nil }
+                    return key
                 }
-                return key
             }
+            guard !expired.isEmpty else { return }
+            let written = DispatchGroup()
+            writeDeletes(of: expired, from: context, group: written)
+            written.wait()
+            if ids.count < batch { return }
         }
-        writeDeletes(of: expired, from: context)
     }
 
     /// Deletes stored sessions already tombstoned, outside `restoreLock`: a journal that has
-    /// stopped answers at once, and the answer takes the lock.
-    private func writeDeletes(of keys: [SessionKey], from context: ServiceContext) {
+    /// stopped answers at once, and the answer takes the lock. `group` is left once all are done.
+    private func writeDeletes(of keys: [SessionKey], from context: ServiceContext, group: DispatchGroup? = nil) {
         for key in keys {
+            group?.enter()
             journal.write(.delete(id: key.string, reason: "expired")) { [self] failure in
                 restoreLock.withLock { _ = tombstones.remove(key) }
                 if failure == nil { context.sessions.forgetStored() }
+                group?.leave()
             }
         }
     }
