@@ -457,3 +457,21 @@ def test_after_a_kill_9_every_session_of_the_dead_node_is_served_again_within_3_
     assert not pending
     # A sanitizer build runs several times slower: the bound is the contract's on a release or debug build.
     assert took <= (3.0 if "tsan" not in BINARY else 8.0), f"served again after {took:.2f} s"
+
+
+def test_preconditions_hold_through_a_forwarding_node(cluster):
+    holder, other = cluster.nodes[0], cluster.nodes[1]
+    session = holder.create()
+    assert holder.act(session, {"type": "increase"})[0] == 200
+    status, body, headers = other.request("GET", f"/sessions/{session}")   # forwarded to its holder
+    assert status == 200 and headers.get("ETag") == '"1"', (status, headers)
+    began = time.monotonic()
+    status, body, headers = other.request("GET", f"/sessions/{session}", headers={"If-None-Match": '"1"'})
+    assert time.monotonic() - began < 3, "a forwarded 304, which has no body, is relayed at once"
+    assert status == 304 and body == "" and headers.get("ETag") == '"1"', (status, body, headers)
+    status, body, headers = other.request("POST", "/action", {"session": session, "action": {"type": "increase"}},
+                                          headers={"If-Match": '"0"'})
+    assert status == 412 and json.loads(body)["version"] == 1, (status, body)
+    status, body, headers = other.request("POST", "/action", {"session": session, "action": {"type": "increase"}},
+                                          headers={"If-Match": '"1"'})
+    assert status == 200 and json.loads(body)["version"] == 2 and headers.get("ETag") == '"2"', (status, body)

@@ -5,9 +5,10 @@ struct CORSPolicy: Sendable {
     /// Exact origins (`https://app.example.com`), or `*` for any.
     let allowedOrigins: Set<String>
 
-    /// `Cache-Control` because fetch-based SSE clients send it; `Last-Event-ID` for resumes.
-    private static let allowedHeaders = "Content-Type, Authorization, Last-Event-ID, Cache-Control"
-    private static let exposedHeaders = "Location, Retry-After"
+    /// `Cache-Control` because fetch-based SSE clients send it; `Last-Event-ID` for resumes;
+    /// the preconditions on a session's version.
+    private static let allowedHeaders = "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match"
+    private static let exposedHeaders = "Location, Retry-After, ETag"
 
     func allows(_ origin: String) -> Bool {
         allowedOrigins.contains("*") || allowedOrigins.contains(origin)

@@ -54,7 +54,7 @@ final class ServiceMetrics: Sendable {
 
     enum ActionOutcome: String, CaseIterable {
         case applied, malformed, invalid, unknownSession = "unknown_session", tooLarge = "too_large", unavailable
-        case refused
+        case refused, preconditionFailed = "precondition_failed"
     }
 
     /// By kind, then by outcome (its index in `ActionOutcome.allCases`); made on first use.
@@ -89,6 +89,7 @@ final class ServiceMetrics: Sendable {
         case 400: return .malformed
         case 401, 403: return .refused
         case 404: return .unknownSession
+        case 412: return .preconditionFailed
         case 413: return .tooLarge
         case 422: return .invalid
         default: return .unavailable

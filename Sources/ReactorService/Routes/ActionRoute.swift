@@ -18,7 +18,7 @@ private struct ActionRequest: Decodable {
     private static let foundSessionKey = CodingUserInfoKey(rawValue: "reactord.foundSession")!
 
     let session: any Session
-    let run: () -> EventHub.Snapshot?
+    let run: (_ ifMatch: Preconditions.Condition?) -> ActionResult
 
     private enum CodingKeys: String, CodingKey { case session, action }
 
@@ -47,7 +47,7 @@ private struct ActionRequest: Decodable {
         return try RequestDecoding.decodeDeclined(ActionRequest.self, from: body, with: foundation, integerMismatch: mismatch)
     }
 
-    private init(session: any Session, run: @escaping () -> EventHub.Snapshot?) {
+    private init(session: any Session, run: @escaping (_ ifMatch: Preconditions.Condition?) -> ActionResult) {
         self.session = session
         self.run = run
     }
@@ -102,10 +102,16 @@ extension RouteTable {
                 requestDecoder = JSONDecoder()
                 requestDecoder.userInfo = requestInfo
             }
+            let ifMatch: Preconditions.Condition?
+            do throws(PreconditionError) {
+                ifMatch = try Preconditions.condition("If-Match", of: request)
+            } catch {
+                return .response(Self.notApplied(error.response, kind: nil, context))
+            }
             var found: (any Session)?
             do throws(RequestError) {
                 var action: ActionRequest
-                var outcome: EventHub.Snapshot?
+                var outcome = ActionResult.gone
                 var attempts = 0
                 // A second attempt when its reactor was let go on the way, the action not applied: the
                 // session was deleted or expired (found no more: 404), or dropped after a failed commit,
@@ -113,20 +119,27 @@ extension RouteTable {
                 repeat {
                     action = try ActionRequest.decode(request.body, context, principal: principal,
                                                       userInfo: requestInfo, decoder: requestDecoder, found: &found)
-                    outcome = action.run()
+                    outcome = action.run(ifMatch)
                     attempts += 1
-                } while outcome == nil && attempts < 2 && !context.isStopping
+                } while outcome.isGone && attempts < 2 && !context.isStopping
                 let session = action.session
-                guard let snapshot = outcome else {
+                switch outcome {
+                case let .applied(snapshot):
+                    return Self.answer(afterCommitOf: session.hub, context) { failure in
+                        if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
+                        context.metrics.countAction(kind: session.kind, outcome: .applied)
+                        return SessionJSON.response(of: session, snapshot)
+                    }
+                case .stale:
+                    // Where it stands as clients may see it: once what is pending is committed.
+                    return Self.answer(afterCommitOf: session.hub, context) { _ in
+                        Self.notApplied(Preconditions.failed(session, session.hub.snapshot), kind: session.kind, context)
+                    }
+                case .gone:
                     // Stopping, or found each time and let go again before the action ran (each failed
                     // commit lets it go): it exists, so 503, never 404.
                     let refusal = context.isStopping ? Problems.stopping : Problems.sessionInFlux
                     return .response(Self.notApplied(refusal, kind: session.kind, context))
-                }
-                return Self.answer(afterCommitOf: session.hub, context) { failure in
-                    if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
-                    context.metrics.countAction(kind: session.kind, outcome: .applied)
-                    return .json(SessionJSON.body(of: session, snapshot))
                 }
             } catch .session(.heldElsewhere(let address)) {
                 return Self.forward(request, to: address, context)

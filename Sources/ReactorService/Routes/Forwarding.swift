@@ -12,7 +12,7 @@ extension RouteTable {
             return .response(Problems.session(.heldElsewhere(address: address)))
         }
         var headers = HTTPHeaders()
-        for name in ["Authorization", "Content-Type", "Accept"] {
+        for name in ["Authorization", "Content-Type", "Accept", "If-Match", "If-None-Match"] {
             if let value = request.headers[name] { headers.add(name, value) }
         }
         let retryAfter = String(Int(cluster.store.leaseDuration.rounded(.up)))

@@ -11,6 +11,12 @@ extension RouteTable {
             case let .success(found): principal = found
             case let .failure(refusal): return .response(refusal.response)
             }
+            let ifNoneMatch: Preconditions.Condition?
+            do throws(PreconditionError) {
+                ifNoneMatch = try Preconditions.condition("If-None-Match", of: request)
+            } catch {
+                return .response(error.response)
+            }
             switch context.session(request.pathParameters["id"] ?? "") {
             case let .success(session):
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
@@ -19,7 +25,11 @@ extension RouteTable {
                 // (the user, changed while it was stored) that clients may not see before then.
                 // A write that failed leaves the committed state, which is still the answer.
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
-                    .json(SessionJSON.body(of: session, session.hub.snapshot))
+                    let snapshot = session.hub.snapshot
+                    if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version) {
+                        return Response(status: 304, headers: HTTPHeaders([("ETag", Preconditions.entityTag(snapshot.version))]))
+                    }
+                    return SessionJSON.response(of: session, snapshot)
                 }
             case let .failure(.heldElsewhere(address)):
                 return Self.forward(request, to: address, context)
@@ -38,10 +48,21 @@ extension RouteTable {
             case let .success(found): principal = found
             case let .failure(refusal): return .response(refusal.response)
             }
+            let ifMatch: Preconditions.Condition?
+            do throws(PreconditionError) {
+                ifMatch = try Preconditions.condition("If-Match", of: request)
+            } catch {
+                return .response(error.response)
+            }
             // A stored session is loaded first: one path for deleting it, its reactor and its streams.
             switch context.session(id) {
             case let .success(session):
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
+                if let ifMatch, !Preconditions.holds(ifMatch, at: session.hub.latest.version) {
+                    return Self.answer(afterCommitOf: session.hub, context) { _ in
+                        Preconditions.failed(session, session.hub.snapshot)
+                    }
+                }
             case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
             case let .failure(error): return .response(Problems.session(error))
             }
@@ -124,7 +145,7 @@ extension RouteTable {
         return answer(afterCommitOf: session.hub, context) { failure in
             ticket.opened()   // committed, so a durable store counts it now (or, failed, never will)
             if let failure { return Problems.store(failure) }
-            var response = Response.json(SessionJSON.body(of: session, session.hub.snapshot), status: 201)
+            var response = SessionJSON.response(of: session, session.hub.snapshot, status: 201)
             response.headers.add("Location", "/sessions/\(id)")
             return response
         }

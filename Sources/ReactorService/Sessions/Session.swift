@@ -14,9 +14,9 @@ protocol Session: AnyObject, Sendable {
     /// The subject of the token that created it; nil when it was made without authentication.
     var owner: String? { get }
     var hub: EventHub { get }
-    /// Decodes an action of this session's reactor; the returned closure runs it and gives
-    /// the state after it, or `nil` once the session ended.
-    func decodeAction(from decoder: any Decoder) throws -> () -> EventHub.Snapshot?
+    /// Decodes an action of this session's reactor; the returned closure runs it, when the
+    /// session's version satisfies `ifMatch` (checked atomically with running it).
+    func decodeAction(from decoder: any Decoder) throws -> (_ ifMatch: Preconditions.Condition?) -> ActionResult
     /// Releases the reactor, cancelling its effects, then ends the streams: with `event: end`
     /// and `reason` when the session is over, else with a plain close (clients resume).
     func end(reason: String?)
@@ -28,6 +28,21 @@ protocol Session: AnyObject, Sendable {
     func unload(idleSince cutoff: Double) -> Bool
     /// The state's top-level field names, nil ones included (empty once the session ended).
     func stateFieldNames() -> Set<String>
+}
+
+/// What running an action came to.
+enum ActionResult {
+    /// Applied: the state after its synchronous mutations (not committed yet).
+    case applied(EventHub.Snapshot)
+    /// Not applied: `If-Match` named another version.
+    case stale
+    /// Not applied: the session ended, or left memory, before it ran (look it up again).
+    case gone
+
+    var isGone: Bool {
+        if case .gone = self { return true }
+        return false
+    }
 }
 
 /// What every session of one reactor kind shares: its name and what to do when a state does
@@ -77,18 +92,19 @@ where R.Action: Decodable, R.State: Encodable {
         hub.goLive()
     }
 
-    func decodeAction(from decoder: any Decoder) throws -> () -> EventHub.Snapshot? {
+    func decodeAction(from decoder: any Decoder) throws -> (_ ifMatch: Preconditions.Condition?) -> ActionResult {
         let action = try R.Action(from: decoder)
-        return { self.perform(action) }
+        return { self.perform(action, ifMatch: $0) }
     }
 
-    private func perform(_ action: R.Action) -> EventHub.Snapshot? {
+    private func perform(_ action: R.Action, ifMatch: Preconditions.Condition?) -> ActionResult {
         lock.lock()
         defer { lock.unlock() }
-        guard reactor != nil else { return nil }
+        guard reactor != nil else { return .gone }
+        if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
         actions.send(action)
         hub.touch()
-        return hub.latest
+        return .applied(hub.latest)
     }
 
     func stateFieldNames() -> Set<String> {

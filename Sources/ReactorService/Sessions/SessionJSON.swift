@@ -1,3 +1,5 @@
+import MicroHTTP
+
 /// `{"reactor":..,"session":..,"state":{..},"version":N}`, the answer of every route that
 /// returns a session, written around the state's already encoded bytes into one buffer.
 enum SessionJSON {
@@ -16,5 +18,12 @@ enum SessionJSON {
         StateJSONEncoder.appendUnsigned(snapshot.version, into: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// The session as an answer, with its version as the entity tag (see `Preconditions`).
+    static func response(of session: any Session, _ snapshot: EventHub.Snapshot, status: Int = 200) -> Response {
+        var response = Response.json(body(of: session, snapshot), status: status)
+        response.headers.add("ETag", Preconditions.entityTag(snapshot.version))
+        return response
     }
 }

@@ -1,0 +1,71 @@
+import MicroHTTP
+
+/// HTTP preconditions on a session's version (RFC 9110 §13): its entity tag is `"<version>"`.
+/// `If-Match` makes a change conditional on the version the client last saw (412 when it moved
+/// on); `If-None-Match` makes a read answer 304 when the client already has that version.
+enum Preconditions {
+    /// What an `If-Match` or `If-None-Match` field asks for.
+    enum Condition: Equatable {
+        /// `*`: the session exists.
+        case any
+        /// One of these versions.
+        case versions([UInt64])
+    }
+
+    static func entityTag(_ version: UInt64) -> String { "\"\(version)\"" }
+
+    /// The field `name` of `request`, read; nil when absent. Throws a 400 naming the field when it
+    /// is neither `*` nor a list of `"<version>"` tags (the quotes may be left out; weak `W/` ones
+    /// are read as their version, and `If-Match`'s strong comparison then never matches them).
+    static func condition(_ name: String, of request: Request) throws(PreconditionError) -> Condition? {
+        guard let field = request.headers[name] else { return nil }
+        let text = field.trimmingWhitespace()
+        if text == "*" { return .any }
+        let malformed = PreconditionError(response: .problem(status: 400, detail:
+            "\(name) must be * or entity tags as ETag sends them (\"<version>\"), e.g. \(name): \"12\""))
+        var versions: [UInt64] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            var tag = Substring(part.trimmingWhitespace())
+            let weak = tag.hasPrefix("W/")
+            if weak { tag = tag.dropFirst(2) }
+            // Quoted as ETag sends it, or bare (`If-Match: 12`, as people type it); up to 19 digits,
+            // nothing else (UInt64("+5") would read a sign): what openapi.yaml's pattern says.
+            let quoted = tag.count >= 2 && tag.first == "\"" && tag.last == "\""
+            let digits = quoted ? tag.dropFirst().dropLast() : tag
+            guard !digits.isEmpty, digits.count <= 19,
+                  digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                  let version = UInt64(digits) else { throw malformed }
+            // A weak tag never matches strongly: kept out of If-Match's list.
+            if !(weak && name == "If-Match") { versions.append(version) }
+        }
+        return .versions(versions)
+    }
+
+    /// Whether `condition` holds for a session at `version`.
+    static func holds(_ condition: Condition, at version: UInt64) -> Bool {
+        switch condition {
+        case .any: return true
+        case let .versions(versions): return versions.contains(version)
+        }
+    }
+
+    /// 412: the session moved on; the problem document carries where it stands now.
+    static func failed(_ session: any Session, _ snapshot: EventHub.Snapshot) -> Response {
+        var json = Array(#"{"type":"about:blank","title":"Precondition Failed","status":412,"detail":"#.utf8)
+        StateJSONEncoder.appendString("If-Match: the session is at version \(snapshot.version) now; "
+            + "read it, and try again on that version", into: &json)
+        json.append(contentsOf: #","version":"#.utf8)
+        StateJSONEncoder.appendUnsigned(snapshot.version, into: &json)
+        json.append(contentsOf: #","state":"#.utf8)
+        json.append(contentsOf: snapshot.stateJSON)
+        json.append(UInt8(ascii: "}"))
+        var headers = HTTPHeaders([("Content-Type", "application/problem+json")])
+        headers.add("ETag", entityTag(snapshot.version))
+        return Response(status: 412, headers: headers, body: json)
+    }
+}
+
+/// A precondition field that cannot be read: its 400.
+struct PreconditionError: Error {
+    let response: Response
+}

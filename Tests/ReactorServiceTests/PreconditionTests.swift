@@ -1,0 +1,105 @@
+import Foundation
+import XCTest
+
+/// Entity tags and preconditions on a session's version (RFC 9110 §13), over a real server.
+final class PreconditionTests: XCTestCase {
+    private var fixture: ServerFixture!
+
+    override func setUpWithError() throws { fixture = try ServerFixture() }
+
+    override func tearDown() {
+        fixture.stop()
+        fixture = nil
+    }
+
+    private func act(_ session: String, ifMatch: String?) throws -> TestResponse {
+        try fixture.client.request("POST", "/action", body: #"{"session":"\#(session)","action":{"type":"increase"}}"#,
+                                   headers: ifMatch.map { ["If-Match": $0] } ?? [:])
+    }
+
+    func testEveryAnswerCarryingAStateHasItsVersionAsETag() throws {
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#)
+        XCTAssertEqual(created.header("ETag"), #""0""#)
+        let session = try XCTUnwrap(created.object["session"] as? String)
+        XCTAssertEqual(try act(session, ifMatch: nil).header("ETag"), #""1""#)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").header("ETag"), #""1""#)
+    }
+
+    func testIfNoneMatchAnswers304WhileTheVersionIsTheSame() throws {
+        let session = try fixture.createSession()
+        try act(session, ifMatch: nil)
+        let unchanged = try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": #""1""#])
+        XCTAssertEqual(unchanged.status, 304)
+        XCTAssertEqual(unchanged.header("ETag"), #""1""#)
+        XCTAssertEqual(unchanged.body, [])
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)",
+                                                  headers: ["If-None-Match": #"W/"1", "7""#]).status, 304,
+                       "a list, and If-None-Match compares weakly")
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": "*"]).status, 304)
+        let changed = try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": #""0""#])
+        XCTAssertEqual(changed.status, 200)
+        XCTAssertEqual(changed.object["version"] as? Int, 1)
+        assertProblem(try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": "v1"]),
+                      400, mentions: ["If-None-Match"])
+    }
+
+    func testIfMatchAppliesAnActionOnlyOnTheVersionNamed() throws {
+        let session = try fixture.createSession()
+        XCTAssertEqual(try act(session, ifMatch: #""0""#).status, 200)
+        let stale = try act(session, ifMatch: #""0""#)
+        assertProblem(stale, 412, mentions: ["version 1"])
+        XCTAssertEqual(stale.object["version"] as? Int, 1, "the problem says where the session stands")
+        XCTAssertEqual((stale.object["state"] as? [String: Any])?["count"] as? Int, 1)
+        XCTAssertEqual(stale.header("ETag"), #""1""#)
+        assertProblem(try act(session, ifMatch: #"W/"1""#), 412, mentions: ["version 1"])   // weak never matches
+        XCTAssertEqual(try act(session, ifMatch: "*").status, 200, "* is: the session exists")
+        XCTAssertEqual(try act(session, ifMatch: #""5", "2""#).status, 200)
+        XCTAssertEqual(try act(session, ifMatch: "3").status, 200, "a bare version is read as its tag")
+        for malformed in ["x3", #""+3""#, #""3",,"4""#, #""""#, #"*, "3""#, #""123456789012345678901""#] {
+            assertProblem(try act(session, ifMatch: malformed), 400, mentions: ["If-Match"])
+        }
+        let read = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual(read.object["version"] as? Int, 4, "neither a 412 nor a 400 applied anything")
+        assertProblem(try act("AAAAAAAAAAAAAAAAAAAAAA", ifMatch: "*"), 404)
+    }
+
+    func testTwoClientsRacingWithIfMatchWinEachVersionOnce() throws {
+        let session = try fixture.createSession()
+        let wins = Locked<[Int]>([])
+        let done = DispatchGroup()
+        for _ in 0..<2 {
+            done.enter()
+            Thread.detachNewThread { [self] in
+                defer { done.leave() }
+                let client = HTTPClient(port: fixture.port)
+                for _ in 0..<150 {   // bounded
+                    guard let read = try? client.request("GET", "/sessions/\(session)"),
+                          let version = read.object["version"] as? Int,
+                          let answer = try? client.request("POST", "/action",
+                              body: #"{"session":"\#(session)","action":{"type":"increase"}}"#,
+                              headers: ["If-Match": "\"\(version)\""]) else { continue }
+                    if answer.status == 200 {
+                        XCTAssertEqual(answer.object["version"] as? Int, version + 1)
+                        wins.update { $0.append(version) }
+                    } else {
+                        XCTAssertEqual(answer.status, 412, answer.text)
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 60), .success)
+        let final = try XCTUnwrap(fixture.client.request("GET", "/sessions/\(session)").object["version"] as? Int)
+        XCTAssertEqual(wins.value.sorted(), Array(0..<final), "each version won exactly once")
+        XCTAssertGreaterThanOrEqual(final, 150)
+    }
+
+    func testIfMatchOnDeleteRefusesAStaleVersion() throws {
+        let session = try fixture.createSession()
+        try act(session, ifMatch: nil)
+        let stale = try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-Match": #""0""#])
+        assertProblem(stale, 412)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 200, "still there")
+        XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-Match": #""1""#]).status, 204)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
+    }
+}
