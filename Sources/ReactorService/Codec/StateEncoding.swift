@@ -11,7 +11,21 @@ struct EncodedState {
     struct PulseField {
         let name: String
         let updatedCount: UInt
-        let value: any Encodable
+        /// Boxed: the hub copies each field a few times, and an existential's copy goes through
+        /// its type's value witnesses (~170 instructions), a reference's is a retain.
+        private let box: ValueBox
+        var value: any Encodable { box.value }
+
+        init(name: String, updatedCount: UInt, value: any Encodable) {
+            self.name = name
+            self.updatedCount = updatedCount
+            box = ValueBox(value)
+        }
+
+        private final class ValueBox {
+            let value: any Encodable
+            init(_ value: any Encodable) { self.value = value }
+        }
     }
 
     /// The pulses, the first kept inline: a state has few, and an array for them cost an

@@ -39,8 +39,6 @@ final class StateJSONWriter {
     @exclusivity(unchecked) var out: [UInt8] = []
     @exclusivity(unchecked) private var frames: [Frame] = []
     @exclusivity(unchecked) private var members: [Member] = []
-    @exclusivity(unchecked) private var order: [Int] = []
-    @exclusivity(unchecked) private var scratch: [UInt8] = []
     /// The keys from the state down to the value being written, for `codingPath` and pulse names.
     @exclusivity(unchecked) private(set) var path: [any CodingKey] = []
     @exclusivity(unchecked) private var nextID = 0
@@ -64,16 +62,22 @@ final class StateJSONWriter {
     /// The JSON of `value` (its pulses in `pulses`); throws `StateJSONEncoder.Unsupported`
     /// where the tree encoder must take over.
     func encode(_ value: some Encodable) throws -> [UInt8] {
-        out.removeAll(keepingCapacity: true)
-        frames.removeAll(keepingCapacity: true)
-        members.removeAll(keepingCapacity: true)
-        path.removeAll(keepingCapacity: true)
+        // Emptied only when not empty: `removeAll(keepingCapacity:)` costs ~80 instructions each.
+        if !out.isEmpty { out.removeAll(keepingCapacity: true) }
+        if !frames.isEmpty { frames.removeAll(keepingCapacity: true) }
+        if !members.isEmpty { members.removeAll(keepingCapacity: true) }
+        if !path.isEmpty { path.removeAll(keepingCapacity: true) }
         pulses = EncodedState.Pulses()
         failed = false
         try PulseRecording.recording(into: self) { try writeValue(value) }
         guard !failed, frames.isEmpty else { throw StateJSONEncoder.Unsupported() }
         // The session keeps these bytes: exactly their size, and not the writer's buffer.
-        return out.withUnsafeBufferPointer { Array($0) }
+        return out.withUnsafeBufferPointer { written in
+            [UInt8](unsafeUninitializedCapacity: written.count) { copy, count in
+                if let base = written.baseAddress { copy.baseAddress!.initialize(from: base, count: written.count) }
+                count = written.count
+            }
+        }
     }
 
     // MARK: Values
@@ -96,8 +100,13 @@ final class StateJSONWriter {
         if out.count == start { throw StateJSONEncoder.Unsupported() }   // it encoded nothing
     }
 
-    func append(_ value: Bool) { out.append(contentsOf: (value ? "true" : "false").utf8) }
-    func appendNull() { out.append(contentsOf: "null".utf8) }
+    func append(_ value: Bool) { appendASCII(value ? "true" : "false") }
+    func appendNull() { appendASCII("null") }
+
+    /// A literal's bytes by one copy (appending a string's `utf8` goes byte by byte).
+    private func appendASCII(_ text: StaticString) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
 
     /// `value` under `key`, with the key on the path while it is written.
     func writeValue<T: Encodable>(_ value: T, at key: any CodingKey) throws {
@@ -174,7 +183,7 @@ final class StateJSONWriter {
         }
         if !sorted { reorder(frame) }
         out.append(UInt8(ascii: "}"))
-        members.removeSubrange(base...)
+        members.removeLast(members.count - base)
     }
 
     /// Rewrites an object's members in key order, as `JSONEncoder` sorts them (`String`'s `<`);
@@ -183,24 +192,41 @@ final class StateJSONWriter {
         let base = frame.memberBase
         let count = members.count - base
         let body = frame.start + 1
-        scratch.removeAll(keepingCapacity: true)
-        scratch.append(contentsOf: out[body...])
-        out.removeSubrange(body...)
-        order.removeAll(keepingCapacity: true)
-        // Insertion sort, stable: a state has few fields.
-        for position in 0..<count {
-            var at = order.count
-            while at > 0, members[base + position].key < members[base + order[at - 1]].key { at -= 1 }
-            order.insert(position, at: at)
-        }
-        var first = true
-        for (rank, position) in order.enumerated() {
-            if rank + 1 < count, members[base + order[rank + 1]].key == members[base + position].key { continue }
-            let start = members[base + position].start - body
-            let end = position + 1 < count ? members[base + position + 1].start - body - 1 : scratch.count
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            out.append(contentsOf: scratch[start..<end])
+        let length = out.count - body
+        // Scratch on the stack (small states), not arrays: their bookkeeping cost more than the sort.
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { order in
+            // Insertion sort, stable: a state has few fields.
+            for position in 0..<count {
+                var at = position
+                while at > 0, members[base + position].key < members[base + order[at - 1]].key {
+                    order[at] = order[at - 1]
+                    at -= 1
+                }
+                order[at] = position
+            }
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { copy in
+                // Back in place, from the copy: never longer than before (a repeated key only drops out).
+                var end = body
+                out.withUnsafeMutableBufferPointer { target in
+                    let source = copy.baseAddress!
+                    source.initialize(from: target.baseAddress! + body, count: length)
+                    var first = true
+                    for rank in 0..<count {
+                        let position = order[rank]
+                        if rank + 1 < count, members[base + order[rank + 1]].key == members[base + position].key { continue }
+                        let from = members[base + position].start - body
+                        let to = position + 1 < count ? members[base + position + 1].start - body - 1 : length
+                        if !first {
+                            target[end] = UInt8(ascii: ",")
+                            end += 1
+                        }
+                        first = false
+                        (target.baseAddress! + end).update(from: source + from, count: to - from)
+                        end += to - from
+                    }
+                }
+                out.removeLast(out.count - end)
+            }
         }
     }
 }
