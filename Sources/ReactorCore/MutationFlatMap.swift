@@ -311,6 +311,9 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
 
     init(parent: EffectParent<Mutation>) {
         self.parent = parent
+        #if DEBUG
+        EffectSubscriberCount.made()
+        #endif
     }
 
     /// Subscribes to `effect` from here, where this type's metadata comes with `self`: from
@@ -370,3 +373,14 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
         subscription?.cancel()
     }
 }
+
+#if DEBUG
+/// How many effect subscribers were made: a test's check that synchronous effects reuse one.
+enum EffectSubscriberCount {
+    private static let lock = Lock.make()
+    nonisolated(unsafe) private static var count = 0
+
+    static func made() { lock.withLock { count += 1 } }
+    static var total: Int { lock.withLock { count } }
+}
+#endif
