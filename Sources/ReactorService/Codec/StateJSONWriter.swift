@@ -38,7 +38,9 @@ final class StateJSONWriter {
 
     @exclusivity(unchecked) var out: [UInt8] = []
     @exclusivity(unchecked) private var frames: [Frame] = []
+    /// A pool: the first `memberCount` are live (shrinking an array costs ~220 instructions).
     @exclusivity(unchecked) private var members: [Member] = []
+    @exclusivity(unchecked) private var memberCount = 0
     /// The keys from the state down to the value being written, for `codingPath` and pulse names.
     @exclusivity(unchecked) private(set) var path: [any CodingKey] = []
     @exclusivity(unchecked) private var nextID = 0
@@ -65,19 +67,14 @@ final class StateJSONWriter {
         // Emptied only when not empty: `removeAll(keepingCapacity:)` costs ~80 instructions each.
         if !out.isEmpty { out.removeAll(keepingCapacity: true) }
         if !frames.isEmpty { frames.removeAll(keepingCapacity: true) }
-        if !members.isEmpty { members.removeAll(keepingCapacity: true) }
+        memberCount = 0
         if !path.isEmpty { path.removeAll(keepingCapacity: true) }
         pulses = EncodedState.Pulses()
         failed = false
         try PulseRecording.recording(into: self) { try writeValue(value) }
         guard !failed, frames.isEmpty else { throw StateJSONEncoder.Unsupported() }
         // The session keeps these bytes: exactly their size, and not the writer's buffer.
-        return out.withUnsafeBufferPointer { written in
-            [UInt8](unsafeUninitializedCapacity: written.count) { copy, count in
-                if let base = written.baseAddress { copy.baseAddress!.initialize(from: base, count: written.count) }
-                count = written.count
-            }
-        }
+        return out.withUnsafeBufferPointer { Array($0) }
     }
 
     // MARK: Values
@@ -134,7 +131,7 @@ final class StateJSONWriter {
             return -1
         }
         nextID += 1
-        frames.append(Frame(id: nextID, isObject: object, start: start, memberBase: members.count))
+        frames.append(Frame(id: nextID, isObject: object, start: start, memberBase: memberCount))
         out.append(object ? UInt8(ascii: "{") : UInt8(ascii: "["))
         return nextID
     }
@@ -142,7 +139,9 @@ final class StateJSONWriter {
     /// Starts a member of the object `id` at `index`: closes what is open inside it, writes the key.
     func beginMember(_ index: Int, _ id: Int, _ key: String) throws {
         try beginItem(index, id)
-        members.append(Member(key: key, start: out.count))
+        let member = Member(key: key, start: out.count)
+        if memberCount < members.count { members[memberCount] = member } else { members.append(member) }
+        memberCount += 1
         StateJSONEncoder.appendString(key, into: &out)
         out.append(UInt8(ascii: ":"))
     }
@@ -174,7 +173,7 @@ final class StateJSONWriter {
         let base = frame.memberBase
         var sorted = true
         var index = base + 1
-        while index < members.count {
+        while index < memberCount {
             if !(members[index - 1].key < members[index].key) {
                 sorted = false
                 break
@@ -183,14 +182,14 @@ final class StateJSONWriter {
         }
         if !sorted { reorder(frame) }
         out.append(UInt8(ascii: "}"))
-        members.removeLast(members.count - base)
+        memberCount = base
     }
 
     /// Rewrites an object's members in key order, as `JSONEncoder` sorts them (`String`'s `<`);
     /// of a key written twice the last value stays, as there.
     private func reorder(_ frame: Frame) {
         let base = frame.memberBase
-        let count = members.count - base
+        let count = memberCount - base
         let body = frame.start + 1
         let length = out.count - body
         // Scratch on the stack (small states), not arrays: their bookkeeping cost more than the sort.
@@ -225,7 +224,7 @@ final class StateJSONWriter {
                         end += to - from
                     }
                 }
-                out.removeLast(out.count - end)
+                if end < out.count { out.removeLast(out.count - end) }
             }
         }
     }
