@@ -1,5 +1,5 @@
 import Foundation
-import ReactorCore
+@_spi(PulseRecording) import ReactorCore
 import XCTest
 @testable import ReactorService
 
@@ -51,10 +51,23 @@ final class StateJSONWriterTests: XCTestCase {
                        #"{"a":[2,3],"aa":"second","b":null,"c":{"a":"x","b":2}}"#)
     }
 
+    /// A super encoder asked for first, and a container asked of it.
+    struct SuperFirst: Encodable {
+        enum Keys: String, CodingKey { case a }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try Samples.Inner().encode(to: container.superEncoder())
+            try container.encode(1, forKey: .a)
+        }
+    }
+
     /// Nested containers and super encoders are the tree encoder's: the writer refuses them, and
     /// `StateEncoding` still gives JSONEncoder's bytes.
     func testLeavesNestedContainersToTheTree() throws {
         XCTAssertThrowsError(try StateJSONWriter().encode(Samples.Handwritten()))
+        XCTAssertThrowsError(try StateJSONWriter().encode(SuperFirst()))
+        XCTAssertEqual(try StateEncoding.encode(SuperFirst()).json, Array(try JSONText.makeEncoder().encode(SuperFirst())))
         enum Shape: Encodable { case circle(radius: Double), none }
         XCTAssertThrowsError(try StateJSONWriter().encode(Shape.circle(radius: 2)))
         for value in [Shape.circle(radius: 2), .none] {

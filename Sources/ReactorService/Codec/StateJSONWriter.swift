@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReactorCore
+@_spi(PulseRecording) import ReactorCore
 
 /// Writes a state's JSON while its `encode(to:)` runs, straight into one buffer: no tree, no
 /// encoder or container object per field. The bytes are `JSONText.makeEncoder()`'s (sorted keys,
@@ -118,6 +118,11 @@ final class StateJSONWriter {
     /// or finds it again (JSONEncoder lets a value ask for its container twice). The frame's id,
     /// or -1 where the stream cannot follow.
     func open(object: Bool, base: Int, start: Int) -> Int {
+        // A super encoder's (base -1): the tree's.
+        guard base >= 0 else {
+            failed = true
+            return -1
+        }
         if frames.count > base {
             guard frames[base].isObject == object, frames[base].start == start else {
                 failed = true
@@ -148,7 +153,7 @@ final class StateJSONWriter {
 
     /// Starts an item (member or element) of the container `id` at `index`.
     func beginItem(_ index: Int, _ id: Int) throws {
-        guard index < frames.count, frames[index].id == id else {
+        guard index >= 0, index < frames.count, frames[index].id == id else {
             failed = true
             throw StateJSONEncoder.Unsupported()
         }
@@ -158,7 +163,7 @@ final class StateJSONWriter {
     }
 
     func count(_ index: Int, _ id: Int) -> Int {
-        index < frames.count && frames[index].id == id ? frames[index].count : 0
+        index >= 0 && index < frames.count && frames[index].id == id ? frames[index].count : 0
     }
 
     private func close(downTo count: Int) {
