@@ -60,6 +60,7 @@ final class StateJSONWriter {
     }
 
     private static let perThread = ThreadLocal { StateJSONWriter() }
+    private static let keptCapacity = 64 * 1024
 
     /// The JSON of `value` (its pulses in `pulses`); throws `StateJSONEncoder.Unsupported`
     /// where the tree encoder must take over.
@@ -74,7 +75,10 @@ final class StateJSONWriter {
         try PulseRecording.recording(into: self) { try writeValue(value) }
         guard !failed, frames.isEmpty else { throw StateJSONEncoder.Unsupported() }
         // The session keeps these bytes: exactly their size, and not the writer's buffer.
-        return out.withUnsafeBufferPointer { Array($0) }
+        let json = out.withUnsafeBufferPointer { Array($0) }
+        // A thread keeps its writer for good: not the buffer of one large state.
+        if out.capacity > Self.keptCapacity { out = [] }
+        return json
     }
 
     // MARK: Values
