@@ -15,7 +15,7 @@ extension AnyPublisher where Failure == Never {
     /// Finishes at once, with no value.
     @inlinable
     public static var empty: AnyPublisher<Output, Never> {
-        Empty(completeImmediately: true).eraseToAnyPublisher()
+        EmptyEffect().eraseToAnyPublisher()
     }
 
     /// An async effect: `operation` runs in a task and emits with `await send(value)`;

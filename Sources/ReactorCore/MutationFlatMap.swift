@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The `flatMap(mutate)` stage of the pipeline: calls `mutate` for each action, under the
 /// gate, and merges the effects it returns. Effects run concurrently (like Rx's
 /// `flatMap`); their values enter the gate before going on, so an effect emitting on
@@ -54,6 +62,7 @@ class EffectParent<Mutation> {
     }
 
     func deliver(_ mutation: Mutation) {}
+    func deliverAtOnce(_ value: UnsafeRawPointer, from subscriber: EffectSubscriber<Mutation>) -> Bool { false }
     func effectFinished(_ subscriber: EffectSubscriber<Mutation>) {}
 }
 
@@ -70,9 +79,14 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
     @exclusivity(unchecked) private var running: [ObjectIdentifier: EffectSubscriber<Mutation>] = [:]
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none
     @exclusivity(unchecked) private var buffer: [Mutation] = []
+    /// `!buffer.isEmpty`, kept apart: asking the array costs its metadata in unspecialised code.
+    @exclusivity(unchecked) private var hasBuffered = false
     @exclusivity(unchecked) private var upstreamFinished = false
     @exclusivity(unchecked) private var cancelled = false
     @exclusivity(unchecked) var queuedInGate = 0
+    /// The effect subscriber of the last action, free for the next one.
+    /// Typed as the base class: the generic type would cost a metadata lookup per action.
+    @exclusivity(unchecked) private var spare: ImmediateEffectTarget?
 
     init(_ stage: MutationFlatMap<Action, Mutation>, downstream: Downstream) {
         self.stage = stage
@@ -111,32 +125,82 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
     // MARK: Under the gate
 
     /// Calls `mutate` and subscribes to the effect it returns.
+    ///
+    /// The subscriber is reused from the action before when that effect let go of it (a `.just`
+    /// or `.empty` never holds it; a finished `Just` or sequence has released it by then): no
+    /// allocation per action. While `mutate` runs, the subscriber's window is open for this
+    /// thread, and a `.just` handed over inside it goes straight downstream (`deliverAtOnce`).
     func perform(_ action: Action) {
+        let thread = pthread_self()
         lock.lock()
-        let cancelled = self.cancelled
+        guard !cancelled else {
+            lock.unlock()
+            return
+        }
+        var target: ImmediateEffectTarget
+        if let reused = spare {
+            spare = nil
+            target = reused
+            target.finished = false
+        } else {
+            target = EffectSubscriber<Mutation>(parent: self)
+        }
+        target.window = thread
         lock.unlock()
-        guard !cancelled else { return }
-        let subscriber = EffectSubscriber<Mutation>(parent: self)
-        guard stage.owner.mutate(action, into: subscriber) else {
+        guard stage.owner.mutate(action, into: unsafeDowncast(target, to: EffectSubscriber<Mutation>.self)) else {
+            lock.withLock { target.window = nil }
             stage.owner.reactorGone()
             return
         }
         lock.lock()
-        let stillRunning = !subscriber.finished && !self.cancelled
+        target.window = nil
+        let stillRunning = !target.finished && !self.cancelled
         // Cancelled while `mutate` ran (the reactor was let go): the cancel missed this effect.
-        let orphaned = !subscriber.finished && self.cancelled
-        if stillRunning { running[ObjectIdentifier(subscriber)] = subscriber }
-        subscriber.tracked = stillRunning
+        let orphaned = !target.finished && self.cancelled
+        if stillRunning { running[ObjectIdentifier(target)] = unsafeDowncast(target, to: EffectSubscriber<Mutation>.self) }
+        target.tracked = stillRunning
+        // Kept for the next action only when nothing else holds it (no subscription, no queued
+        // value): whoever does may still call it.
+        if target.finished && !self.cancelled && isKnownUniquelyReferenced(&target) {
+            spare = target
+        }
         lock.unlock()
         if stillRunning { stage.owner.effectsRunning(self) }
-        if orphaned { subscriber.cancel() }
+        if orphaned { unsafeDowncast(target, to: EffectSubscriber<Mutation>.self).cancel() }
+    }
+
+    /// The value of a `.just` handed over while its `mutate` runs, on the holder's thread:
+    /// passed downstream at once, with the effect's end, under one lock. False when it must
+    /// take the general way (another thread, cancelled, no demand, values waiting).
+    override func deliverAtOnce(_ value: UnsafeRawPointer, from subscriber: EffectSubscriber<Mutation>) -> Bool {
+        let thread = pthread_self()
+        lock.lock()
+        guard let window = subscriber.window, pthread_equal(window, thread) != 0, !subscriber.isCancelled,
+              let downstream, demand > 0, !hasBuffered, !gate.isEmitting else {
+            lock.unlock()
+            return false
+        }
+        if demand != .unlimited { demand -= 1 }
+        // Not tracked yet (its `mutate` is still running): finishing is this flag only.
+        subscriber.finished = true
+        lock.unlock()
+        let more = downstream.value.receive(value.assumingMemoryBound(to: Mutation.self).pointee)
+        if more > 0 {
+            lock.lock()
+            demand += more
+            lock.unlock()
+        }
+        return true
     }
 
     /// Under the gate: passes a mutation on, or buffers it for lack of demand.
     override func deliver(_ mutation: Mutation) {
         lock.lock()
-        guard let downstream, demand > 0, buffer.isEmpty else {
-            if downstream != nil { buffer.append(mutation) }
+        guard let downstream, demand > 0, !hasBuffered else {
+            if downstream != nil {
+                buffer.append(mutation)
+                hasBuffered = true
+            }
             lock.unlock()
             return
         }
@@ -159,6 +223,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
             }
             if demand != .unlimited { demand -= 1 }
             let mutation = buffer.removeFirst()
+            hasBuffered = !buffer.isEmpty
             lock.unlock()
             let more = downstream.value.receive(mutation)
             if more > 0 {
@@ -173,7 +238,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
     /// Finishes downstream once the actions have ended and every effect has finished.
     func finishIfDone() {
         lock.lock()
-        let done = upstreamFinished && running.isEmpty && buffer.isEmpty && downstream != nil
+        let done = upstreamFinished && running.isEmpty && !hasBuffered && downstream != nil
         lock.unlock()
         guard done else { return }
         stage.gate.submit { [self] in
@@ -201,7 +266,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
     func request(_ more: Subscribers.Demand) {
         lock.lock()
         demand += more
-        let flush = !buffer.isEmpty
+        let flush = hasBuffered
         lock.unlock()
         if flush { stage.gate.submit { [self] in self.flush() } }
     }
@@ -214,11 +279,16 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         let released = (downstream, buffer)
         downstream = nil
         buffer = []
+        hasBuffered = false
         let upstream = self.upstream
         self.upstream = nil
         let effects = Array(running.values)
         running = [:]
+        // The spare holds this stage: the cycle ends here.
+        let spare = self.spare
+        self.spare = nil
         lock.unlock()
+        withExtendedLifetime(spare) {}
         upstream?.cancel()
         for effect in effects { effect.cancel() }
         withExtendedLifetime(released) {}
@@ -235,13 +305,23 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
     // Guarded by `parent.lock`.
     @exclusivity(unchecked) private var subscription: Subscription?
     @exclusivity(unchecked) private var cancelled = false
-    @exclusivity(unchecked) var finished = false
-    /// Entered in the parent's list of running effects.
-    @exclusivity(unchecked) var tracked = false
     @exclusivity(unchecked) var queuedInGate = 0
+
+    var isCancelled: Bool { cancelled }
 
     init(parent: EffectParent<Mutation>) {
         self.parent = parent
+        #if DEBUG
+        EffectSubscriberCount.made()
+        #endif
+    }
+
+    /// Subscribes to `effect` from here, where this type's metadata comes with `self`: from
+    /// outside it costs a lookup per action.
+    func subscribe(to effect: AnyPublisher<Mutation, Never>) {
+        // `receive(subscriber:)` rather than `subscribe(_:)`: the latter only adds
+        // OpenCombine's debug hooks, at the price of two metadata lookups per effect.
+        effect.receive(subscriber: self)
     }
 
     func receive(subscription: Subscription) {
@@ -258,7 +338,12 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
     }
 
     override func receiveAtOnce(_ value: UnsafeRawPointer) {
+        if parent.deliverAtOnce(value, from: self) { return }
         parent.gate.dispatch(self, value.assumingMemoryBound(to: Mutation.self).pointee)
+        parent.effectFinished(self)
+    }
+
+    override func finishAtOnce() {
         parent.effectFinished(self)
     }
 
@@ -288,3 +373,14 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
         subscription?.cancel()
     }
 }
+
+#if DEBUG
+/// How many effect subscribers were made: a test's check that synchronous effects reuse one.
+enum EffectSubscriberCount {
+    private static let lock = Lock.make()
+    nonisolated(unsafe) private static var count = 0
+
+    static func made() { lock.withLock { count += 1 } }
+    static var total: Int { lock.withLock { count } }
+}
+#endif

@@ -49,6 +49,10 @@ extension Pulse: Encodable where Value: Encodable {
     public func encode(to encoder: Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(value)
+        if let recorder = ThreadContext.current.pulseRecorder,
+           recorder.record(pulseIn: encoder, updatedCount: valueUpdatedCount, value: value) {
+            return
+        }
         let observer = (encoder as? any PulseObservingEncoder)?.pulseObserver
             ?? encoder.userInfo[.pulseObserver] as? PulseEncodingObserver
         if let observer {

@@ -21,9 +21,7 @@ final class TypedReactorHandle<R: Reactor>: ReactorHandle<R.Action, R.Mutation, 
 
     override func mutate(_ action: R.Action, into subscriber: EffectSubscriber<R.Mutation>) -> Bool {
         guard let reactor else { return false }
-        // `receive(subscriber:)` rather than `subscribe(_:)`: the latter only adds
-        // OpenCombine's debug hooks, at the price of two metadata lookups per effect.
-        reactor.mutate(action: action).receive(subscriber: subscriber)
+        subscriber.subscribe(to: reactor.mutate(action: action))
         return true
     }
 

@@ -13,6 +13,8 @@ import Darwin
 /// not block waiting for another gate: that is how two reactors would deadlock).
 final class ThreadContext {
     @exclusivity(unchecked) private(set) var held: ContiguousArray<ObjectIdentifier> = []
+    /// Told of each `Pulse` encoded on this thread (`PulseRecording`).
+    @exclusivity(unchecked) var pulseRecorder: (any PulseEncodingRecorder)?
 
     @inline(__always) func holds(_ gate: SerialGate) -> Bool {
         let id = ObjectIdentifier(gate)

@@ -11,11 +11,57 @@ struct EncodedState {
     struct PulseField {
         let name: String
         let updatedCount: UInt
-        let value: any Encodable
+        /// Boxed: the hub copies each field a few times, and an existential's copy goes through
+        /// its type's value witnesses (~170 instructions), a reference's is a retain.
+        private let box: ValueBox
+        var value: any Encodable { box.value }
+
+        init(name: String, updatedCount: UInt, value: any Encodable) {
+            self.name = name
+            self.updatedCount = updatedCount
+            box = ValueBox(value)
+        }
+
+        private final class ValueBox {
+            let value: any Encodable
+            init(_ value: any Encodable) { self.value = value }
+        }
+    }
+
+    /// The pulses, the first kept inline: a state has few, and an array for them cost an
+    /// allocation per state.
+    struct Pulses: Sequence, ExpressibleByArrayLiteral {
+        private var first: PulseField?
+        private var more: [PulseField] = []
+
+        init(arrayLiteral elements: PulseField...) {
+            for element in elements { append(element) }
+        }
+
+        mutating func append(_ field: PulseField) {
+            if first == nil { first = field } else { more.append(field) }
+        }
+
+        var isEmpty: Bool { first == nil }
+
+        func makeIterator() -> Iterator { Iterator(first: first, more: more.makeIterator()) }
+
+        struct Iterator: IteratorProtocol {
+            fileprivate var first: PulseField?
+            fileprivate var more: IndexingIterator<[PulseField]>
+
+            mutating func next() -> PulseField? {
+                if let field = first {
+                    first = nil
+                    return field
+                }
+                return more.next()
+            }
+        }
     }
 
     let json: [UInt8]
-    let pulses: [PulseField]
+    let pulses: Pulses
 }
 
 /// Encodes states in one pass that also finds their pulses: `Pulse` reports itself to the
@@ -26,6 +72,13 @@ struct EncodedState {
 /// whole value go through `JSONEncoder` instead, so bytes and errors are `JSONEncoder`'s.
 enum StateEncoding {
     static func encode(_ state: some Encodable) throws -> EncodedState {
+        // The stream first; what it cannot follow goes to the tree, and what that declines to
+        // JSONEncoder: the bytes are the same on every way.
+        if let streamed = StateJSONWriter.withCurrent({ writer in
+            (try? writer.encode(state)).map { EncodedState(json: $0, pulses: writer.pulses) }
+        }) {
+            return streamed
+        }
         let collector = PulseCollector()
         var fast = StateJSONEncoder()
         fast.pulseObserver = collector
@@ -64,7 +117,7 @@ enum StateEncoding {
 }
 
 private final class PulseCollector: PulseEncodingObserver {
-    var pulses: [EncodedState.PulseField] = []
+    var pulses = EncodedState.Pulses()
 
     func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable) {
         let name = codingPath.count == 1 ? codingPath[0].stringValue
