@@ -74,25 +74,32 @@ def test_metrics_parse_with_help_type_and_labels(server):
     assert server.request("POST", "/action", "not json")[0] == 400
     assert server.request("POST", "/action", '{"session":"AAAAAAAAAAAAAAAAAAAAAA","action":{"type":"increase"}}')[0] == 404
     assert server.request("POST", "/action", json.dumps({"session": session, "action": {"type": "fly"}}))[0] == 422
-    # A subscriber, held open while /metrics is read.
-    stream = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-    stream.sendall(f"GET /sessions/{session}/events HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-    received = b""
-    for _ in range(50):
-        received += stream.recv(4096)
-        if b"event: state" in received:
-            break
-    assert b"event: state" in received, received
-    # The session table is full past --max-sessions 3: a limit hit (503).
-    for _ in range(2):
-        assert server.request("POST", "/sessions", "{}")[0] == 201
+
+    def subscribe(session):
+        """A subscriber, held open while /metrics is read."""
+        stream = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        stream.sendall(f"GET /sessions/{session}/events HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        received = b""
+        for _ in range(50):
+            received += stream.recv(4096)
+            if b"event: state" in received:
+                break
+        assert b"event: state" in received, received
+        return stream
+
+    streams = [subscribe(session)]
+    # Past --max-sessions 3 the least recently used idle session leaves memory (still stored) ...
+    made = [json.loads(server.request("POST", "/sessions", "{}")[1])["session"] for _ in range(3)]
+    streams += [subscribe(made[1]), subscribe(made[2])]
+    # ... and once every loaded session is busy (a subscriber each), a new one is a limit hit (503).
     assert server.request("POST", "/sessions", "{}")[0] == 503
 
     status, ready = server.request("GET", "/readyz")
     assert status == 200 and json.loads(ready)["checks"] == {"listening": "ok", "store": "ok"}, ready
     status, text = server.request("GET", "/metrics")
     assert status == 200
-    stream.close()
+    for stream in streams:
+        stream.close()
     parsed = families(text)
 
     # Every family has # HELP and # TYPE (the parser says "unknown" without a TYPE line).
@@ -129,8 +136,11 @@ def test_metrics_parse_with_help_type_and_labels(server):
     sessions = {s.labels["reactor"]: s.value for s in samples("reactord_reactor_sessions")}
     assert sessions == {"counter": 3}
     subscribers = {s.labels["reactor"]: s.value for s in samples("reactord_reactor_subscribers")}
-    assert subscribers == {"counter": 1}
-    assert samples("reactord_sessions")[0].value == 3
+    assert subscribers == {"counter": 3}
+    assert samples("reactord_sessions")[0].value == 3, "loaded"
+    assert samples("reactord_sessions_stored")[0].value == 4, "stored, loaded or not"
+    unloads = {s.labels["reason"]: s.value for s in samples("reactord_session_unloads", "_total")}
+    assert unloads["memory"] >= 1, unloads
 
     for name in ("process_resident_memory_bytes", "process_open_fds", "process_start_time_seconds",
                  "process_max_fds", "process_virtual_memory_bytes"):
