@@ -8,7 +8,7 @@ import sys
 
 sys.path.insert(0, sys.argv[1])
 from reactord_client import Client  # noqa: E402
-from reactord_client.api.default import create_session, get_session, send_action  # noqa: E402
+from reactord_client.api.default import create_session, get_session, send_action, send_session_action  # noqa: E402
 from reactord_client.models import (  # noqa: E402
     ActionRequest, CounterActionAlert, CounterActionAlertType, CounterActionIncrease, CounterActionIncreaseType,
     CreateSession, ReactorKind, Session, State)
@@ -25,7 +25,11 @@ assert isinstance(after, Session) and after.state.count == 1 and after.version =
 after = send_action.sync(client=client, body=ActionRequest(
     session=created.session, action=CounterActionAlert(type_=CounterActionAlertType.ALERT, message="Hello")))
 assert after.state.alert_message == "Hello", after
+# The same action with the session in the path (POST /sessions/{id}/actions), where a balancer hashes on it.
+after = send_session_action.sync(id=created.session, client=client,
+                                 body=CounterActionIncrease(type_=CounterActionIncreaseType.INCREASE))
+assert isinstance(after, Session) and after.state.count == 2, after
 current = get_session.sync(id=created.session, client=client)
-assert isinstance(current.state, State) and current.state.count == 1, current
+assert isinstance(current.state, State) and current.state.count == 2, current
 print(f"OK: typed client: session {created.session[:4]}…, State(count={current.state.count}, "
       f"alert_message={current.state.alert_message!r}), version {current.version}")

@@ -92,12 +92,13 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     /// The state the session was created with, when this client created it.
     public let initial: Snapshot<State>?
 
-    /// `POST /action`: sends `action` (its JSON form: `{"type": ..., fields}`; see
-    /// `ActionFieldsWriter` and `TypedAction`) and returns the state after it.
+    /// `POST /sessions/{id}/actions`: sends `action` (its JSON form: `{"type": ..., fields}`; see
+    /// `ActionFieldsWriter` and `TypedAction`) and returns the state after it. The session is in
+    /// the path, where a balancer can route on it.
     @discardableResult
     public func send<Action: Encodable>(_ action: Action) async throws -> Snapshot<State> {
-        let body = try JSONEncoder().encode(ActionRequest(session: id, action: action))
-        let reply: SessionReply<State> = try await client.request("POST", "action", body: body)
+        let body = try JSONEncoder().encode(action)
+        let reply: SessionReply<State> = try await client.request("POST", "sessions/\(id)/actions", body: body)
         return Snapshot(version: reply.version, state: reply.state)
     }
 
@@ -240,7 +241,3 @@ private struct SessionReply<State: Decodable>: Decodable {
     let state: State
 }
 
-private struct ActionRequest<Action: Encodable>: Encodable {
-    let session: String
-    let action: Action
-}

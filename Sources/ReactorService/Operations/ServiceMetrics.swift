@@ -78,7 +78,8 @@ final class ServiceMetrics: Sendable {
     /// framing, 503 at the connection limit or while stopping): a POST /action refused so is
     /// an action that did not apply, from no session found.
     func countRefusal(method: HTTPMethod, path: String, status: Int) {
-        guard method == .POST, path == "/action", let outcome = Self.actionOutcome(status: status) else { return }
+        let isAction = path == "/action" || (path.hasPrefix("/sessions/") && path.hasSuffix("/actions"))
+        guard method == .POST, isAction, let outcome = Self.actionOutcome(status: status) else { return }
         countAction(kind: "unknown", outcome: outcome)
     }
 

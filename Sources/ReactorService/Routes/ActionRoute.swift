@@ -47,6 +47,31 @@ private struct ActionRequest: Decodable {
         return try RequestDecoding.decodeDeclined(ActionRequest.self, from: body, with: foundation, integerMismatch: mismatch)
     }
 
+    /// `POST /sessions/{id}/actions`: the session from the path, the body the action alone.
+    static func decode(action body: [UInt8], of id: String, _ context: ServiceContext, principal: Principal?,
+                       userInfo: [CodingUserInfoKey: Any], found: inout (any Session)?) throws(RequestError) -> ActionRequest {
+        let session = try usable(id, context, principal: principal)
+        found = session
+        var info = userInfo
+        info[foundSessionKey] = session
+        let foundation = JSONDecoder()   // for a body the fast decoder declines, with the session it needs
+        foundation.userInfo = info
+        let action = try RequestDecoding.decode(BareAction.self, from: body, with: foundation, userInfo: info)
+        return ActionRequest(session: session, run: action.run)
+    }
+
+    /// An action as a whole body, decoded by the session (in `userInfo`) it is for.
+    private struct BareAction: Decodable {
+        let run: (_ ifMatch: Preconditions.Condition?) -> ActionResult
+
+        init(from decoder: any Decoder) throws {
+            guard let session = decoder.userInfo[ActionRequest.foundSessionKey] as? any Session else {
+                throw RequestError.unknownSession
+            }
+            run = try session.decodeAction(from: decoder)
+        }
+    }
+
     private init(session: any Session, run: @escaping (_ ifMatch: Preconditions.Condition?) -> ActionResult) {
         self.session = session
         self.run = run
@@ -78,9 +103,10 @@ private struct ActionRequest: Decodable {
 }
 
 extension RouteTable {
-    /// `POST /action`: the action runs inline on this thread, serialised with the session's
-    /// other work; the answer is the state after its synchronous mutations, sent once what
-    /// it changed is committed.
+    /// `POST /action` (`{"session": ID, "action": {...}}`) and `POST /sessions/{id}/actions` (the
+    /// action alone, the session in the path, where a balancer can hash on it): one contract. The
+    /// action runs inline on this thread, serialised with the session's other work; the answer
+    /// is the state after its synchronous mutations, sent once what it changed is committed.
     mutating func addActionRoute() {
         let context = context
         // One decoder for every request: its options never change after this.
@@ -88,64 +114,80 @@ extension RouteTable {
         let decoder = JSONDecoder()
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
-            guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
-            var requestInfo = userInfo
-            var requestDecoder = decoder
-            var principal: Principal?
-            if context.access.isAuthenticating {
-                switch context.access.authenticate(request) {
-                case let .success(caller): principal = caller
-                case let .failure(refusal): return .response(Self.notApplied(refusal.response, kind: nil, context))
+            Self.act(on: request, context, userInfo: userInfo, decoder: decoder) { principal, info, decoder, found throws(RequestError) in
+                try ActionRequest.decode(request.body, context, principal: principal, userInfo: info, decoder: decoder,
+                                         found: &found)
+            }
+        }
+        add(.POST, "/sessions/{id}/actions") { request in
+            Self.act(on: request, context, userInfo: userInfo, decoder: decoder) { principal, info, _, found throws(RequestError) in
+                try ActionRequest.decode(action: request.body, of: request.pathParameters["id"] ?? "", context,
+                                         principal: principal, userInfo: info, found: &found)
+            }
+        }
+    }
+
+    private typealias ActionDecoding = (_ principal: Principal?, _ userInfo: [CodingUserInfoKey: Any], _ decoder: JSONDecoder,
+                                        _ found: inout (any Session)?) throws(RequestError) -> ActionRequest
+
+    private static func act(on request: Request, _ context: ServiceContext, userInfo: [CodingUserInfoKey: Any],
+                            decoder: JSONDecoder, _ decode: ActionDecoding) -> Reply {
+        guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
+        var requestInfo = userInfo
+        var requestDecoder = decoder
+        var principal: Principal?
+        if context.access.isAuthenticating {
+            switch context.access.authenticate(request) {
+            case let .success(caller): principal = caller
+            case let .failure(refusal): return .response(Self.notApplied(refusal.response, kind: nil, context))
+            }
+            requestInfo[ActionRequest.principalKey] = principal
+            // The caller travels with this request's decoding only (the shared decoder is never mutated).
+            requestDecoder = JSONDecoder()
+            requestDecoder.userInfo = requestInfo
+        }
+        let ifMatch: Preconditions.Condition?
+        do throws(PreconditionError) {
+            ifMatch = try Preconditions.condition("If-Match", of: request)
+        } catch {
+            return .response(Self.notApplied(error.response, kind: nil, context))
+        }
+        var found: (any Session)?
+        do throws(RequestError) {
+            var action: ActionRequest
+            var outcome = ActionResult.gone
+            var attempts = 0
+            // A second attempt when its reactor was let go on the way, the action not applied: the
+            // session was deleted or expired (found no more: 404), or unloaded, or dropped after a
+            // failed commit, to come back from the store on its next use (found again, or the store's error).
+            repeat {
+                action = try decode(principal, requestInfo, requestDecoder, &found)
+                outcome = action.run(ifMatch)
+                attempts += 1
+            } while outcome.isGone && attempts < 2 && !context.isStopping
+            let session = action.session
+            switch outcome {
+            case let .applied(snapshot):
+                return Self.answer(afterCommitOf: session.hub, context) { failure in
+                    if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
+                    context.metrics.countAction(kind: session.kind, outcome: .applied)
+                    return SessionJSON.response(of: session, snapshot)
                 }
-                requestInfo[ActionRequest.principalKey] = principal
-                // The caller travels with this request's decoding only (the shared decoder is never mutated).
-                requestDecoder = JSONDecoder()
-                requestDecoder.userInfo = requestInfo
-            }
-            let ifMatch: Preconditions.Condition?
-            do throws(PreconditionError) {
-                ifMatch = try Preconditions.condition("If-Match", of: request)
-            } catch {
-                return .response(Self.notApplied(error.response, kind: nil, context))
-            }
-            var found: (any Session)?
-            do throws(RequestError) {
-                var action: ActionRequest
-                var outcome = ActionResult.gone
-                var attempts = 0
-                // A second attempt when its reactor was let go on the way, the action not applied: the
-                // session was deleted or expired (found no more: 404), or dropped after a failed commit,
-                // to come back from the store on its next use (found again, or the store's error).
-                repeat {
-                    action = try ActionRequest.decode(request.body, context, principal: principal,
-                                                      userInfo: requestInfo, decoder: requestDecoder, found: &found)
-                    outcome = action.run(ifMatch)
-                    attempts += 1
-                } while outcome.isGone && attempts < 2 && !context.isStopping
-                let session = action.session
-                switch outcome {
-                case let .applied(snapshot):
-                    return Self.answer(afterCommitOf: session.hub, context) { failure in
-                        if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
-                        context.metrics.countAction(kind: session.kind, outcome: .applied)
-                        return SessionJSON.response(of: session, snapshot)
-                    }
-                case .stale:
-                    // Where it stands as clients may see it: once what is pending is committed.
-                    return Self.answer(afterCommitOf: session.hub, context) { _ in
-                        Self.notApplied(Preconditions.failed(session, session.hub.snapshot), kind: session.kind, context)
-                    }
-                case .gone:
-                    // Stopping, or found each time and let go again before the action ran (each failed
-                    // commit lets it go): it exists, so 503, never 404.
-                    let refusal = context.isStopping ? Problems.stopping : Problems.sessionInFlux
-                    return .response(Self.notApplied(refusal, kind: session.kind, context))
+            case .stale:
+                // Where it stands as clients may see it: once what is pending is committed.
+                return Self.answer(afterCommitOf: session.hub, context) { _ in
+                    Self.notApplied(Preconditions.failed(session, session.hub.snapshot), kind: session.kind, context)
                 }
-            } catch .session(.heldElsewhere(let address)) {
-                return Self.forward(request, to: address, context)
-            } catch {
-                return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
+            case .gone:
+                // Stopping, or found each time and let go again before the action ran (each failed
+                // commit lets it go): it exists, so 503, never 404.
+                let refusal = context.isStopping ? Problems.stopping : Problems.sessionInFlux
+                return .response(Self.notApplied(refusal, kind: session.kind, context))
             }
+        } catch .session(.heldElsewhere(let address)) {
+            return Self.forward(request, to: address, context)
+        } catch {
+            return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
         }
     }
 
