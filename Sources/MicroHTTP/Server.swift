@@ -170,7 +170,9 @@ public final class HTTPServer: @unchecked Sendable {
 
         clock.wait(fraction: 0.5) { self.lock.withLock { self.deferreds.values.allSatisfy(\.isAnswered) } }
         for deferred in lock.withLock({ Array(deferreds.values) }) {
-            deferred.answer(.stopping)
+            // Its handler had begun: whether it was done is unknown, so no invitation to retry.
+            deferred.answer(.problem(status: 503, detail: "the server is stopping before this request was answered: "
+                + "whether it was done is unknown"))
         }
 
         clock.wait(fraction: 0.9) { self.lock.withLock { self.inFlight == 0 } }

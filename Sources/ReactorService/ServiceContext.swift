@@ -127,14 +127,15 @@ final class ServiceContext: @unchecked Sendable {
     }
 
     /// Claims a place in memory for a session, unloading the least recently used idle ones when
-    /// every place is taken (with a durable store); false when all are busy.
-    func reservePlace() -> Bool {
+    /// every place is taken (with a durable store); false when all are busy. `restoring`: called
+    /// by a load, which holds the restore lock already.
+    func reservePlace(restoring: Bool = false) -> Bool {
         if sessions.reserve() { return true }
-        guard persistence != nil else { return false }
+        guard let persistence else { return false }
         // A hundredth at a time: one scan of the table frees room for many requests.
         let batch = max(1, sessions.capacity / 100)
         let unloaded = sessions.unloadLeastRecentlyUsed(batch, now: ProcessClock.now)
-        for session in unloaded { didUnload(session, counter: metrics.memoryUnloads) }
+        didUnload(unloaded, counter: metrics.memoryUnloads, persistence: persistence, restoring: restoring)
         return !unloaded.isEmpty && sessions.reserve()
     }
 
@@ -148,19 +149,19 @@ final class ServiceContext: @unchecked Sendable {
         access.sessionOpened(session)
         guard persistence != nil else { return }
         session.hub.onLost { [weak self, weak session] neverStored in
-            guard let self, let session else { return }
-            sessions.unload(session)
+            guard let self, let session, sessions.unload(session) else { return }
             if neverStored { sessions.forgetStored() }
             end(session, reason: nil)
         }
     }
 
-    /// A session unloaded (out of the table, its hub ended): it lives on in the store, and in a
-    /// cluster its lease goes back, so any node takes it on its next request.
-    func didUnload(_ session: any Session, counter: Counter) {
-        end(session, reason: nil)
-        counter.increment()
-        cluster?.store.release([session.id])
+    /// Sessions unloaded (out of the table, their hubs ended): they live on in the store, and in a
+    /// cluster their leases go back, so any node takes them on their next request.
+    func didUnload(_ unloaded: [any Session], counter: Counter, persistence: Persistence, restoring: Bool = false) {
+        guard !unloaded.isEmpty else { return }
+        for session in unloaded { end(session, reason: nil) }
+        counter.increment(by: Int64(unloaded.count))
+        persistence.releaseLeases(of: unloaded, in: self, restoring: restoring)
     }
 
     /// Ends a session removed from the table: `event: end` with `reason` for its streams, or

@@ -168,7 +168,7 @@ extension ServiceContext {
     /// `session`'s lease is gone (another node took it over): its reactor stops here and its
     /// streams close without `event: end`, so clients resume wherever it lives now.
     func letGo(_ session: any Session) {
-        sessions.unload(session)
+        guard sessions.unload(session) else { return }   // another path took it out, and ends it
         end(session, reason: nil)
         cluster?.metrics.leasesLost.increment()
         logger.notice("a session's lease passed to another node; let go here", metadata: ["session": "\(session.id)"])

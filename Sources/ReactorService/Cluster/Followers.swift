@@ -31,7 +31,7 @@ final class Followers: @unchecked Sendable {
         self.metrics = metrics
         self.clusterMetrics = clusterMetrics
         // As often as the holder writes a watched session's activity (SessionRecord's resolution).
-        touchInterval = ttl / 8
+        touchInterval = ttl > 0 ? ttl / 8 : .infinity   // no TTL: nothing to keep from expiring
     }
 
     /// The hub to subscribe to for session `id`, its kind and owner; read from the store on first use.

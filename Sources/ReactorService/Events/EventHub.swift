@@ -51,7 +51,8 @@ final class EventHub: @unchecked Sendable {
     /// Until the session is live, states only set the baseline: a new session is version 0.
     private var isLive = false
     private var isEnded = false
-    /// Ended to leave memory, the session still stored: a subscribe is turned back to look again.
+    /// Ended with the session living on (unloaded, or let go without `event: end`): a subscribe
+    /// is turned back to look again.
     private var isUnloaded = false
     private var lastActivity = ProcessClock.now
     private let metrics: ServiceMetrics
@@ -125,14 +126,15 @@ final class EventHub: @unchecked Sendable {
 
     /// Ends the hub so that its session can leave memory, when nobody listens, nothing happened
     /// since `cutoff` and everything is written: true then. Its last activity goes to the store
-    /// first when the stored one is behind (the store expires it by that time, unloaded).
+    /// first when the stored one is further behind than writes let it be (the record's
+    /// resolution, an eighth of the TTL: the store expires it by that time, unloaded).
     func endForUnload(idleSince cutoff: Double) -> Bool {
         locked {
             guard !isEnded, subscribers.isEmpty, lastActivity < cutoff else { return false }
             if let record {
                 guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
                       record.lost == nil else { return false }
-                if record.expires && lastActiveWallTime - record.storedLastActive > 1 {
+                if record.expires && lastActiveWallTime - record.storedLastActive > record.activityResolution {
                     record.activityDue = true
                     markDirty(record)
                     return false
@@ -283,6 +285,8 @@ final class EventHub: @unchecked Sendable {
     func end(reason: String?) {
         let (ended, waiters): ([Subscriber], [Journal.Completion]) = locked {
             isEnded = true
+            // Not over (a lease lost, a commit lost, a stop): a subscribe coming now looks it up again.
+            if reason == nil { isUnloaded = true }
             defer { subscribers.removeAll() }
             return (Array(subscribers.values), record?.dropPending() ?? [])
         }

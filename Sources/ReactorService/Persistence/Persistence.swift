@@ -108,7 +108,7 @@ final class Persistence: @unchecked Sendable {
             context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server"))
         }
-        guard context.reservePlace() else {
+        guard context.reservePlace(restoring: true) else {
             context.cluster?.store.release([id])
             return .failure(.memoryFull)
         }
@@ -124,6 +124,17 @@ final class Persistence: @unchecked Sendable {
             context.cluster?.store.release([id])
             return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)"))
         }
+    }
+
+    /// Cluster mode: gives back the leases of `unloaded` sessions, in one statement, unless one was
+    /// loaded again meanwhile (then its new lease stays). Under the restore lock, which a load holds
+    /// from its table check to its adoption; `restoring`: the caller holds it already.
+    func releaseLeases(of unloaded: [any Session], in context: ServiceContext, restoring: Bool) {
+        guard let store = context.cluster?.store else { return }
+        let release = {
+            store.release(unloaded.map(\.id).filter { context.sessions.session($0) == nil })
+        }
+        if restoring { release() } else { restoreLock.withLock(release) }
     }
 
     /// Deletes `session` (already out of the session table) from the store; once that is
@@ -156,10 +167,14 @@ final class Persistence: @unchecked Sendable {
             guard let ids = try? engine.sessions(lastActiveBefore: WallClock.now - ttl, limit: batch) else { return }
             let expired: [SessionKey] = restoreLock.withLock {
                 ids.compactMap { id in
-                    // A loaded session's own activity decides (its stored time may lag): not here.
-                    guard let key = SessionKey(id), context.sessions.session(id) == nil,
-                          tombstones.insert(key).inserted else { return nil }
-                    return key
+                    guard let key = SessionKey(id) else { return nil }
+                    if let loaded = context.sessions.session(id) {
+                        // Its own activity decides, not its stored time (which may lag): written now,
+                        // so that it leaves this query's answer instead of filling it sweep after sweep.
+                        loaded.hub.refreshStoredActivity()
+                        return nil
+                    }
+                    return tombstones.insert(key).inserted ? key : nil
                 }
             }
             guard !expired.isEmpty else { return }

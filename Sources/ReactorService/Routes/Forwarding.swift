@@ -23,12 +23,12 @@ extension RouteTable {
                 case let .answered(response):
                     cluster.metrics.countForward(.answered)
                     // The node let the session go meanwhile, or is stopping (its leases already given
-                    // back): nothing was done there (a 503 applies nothing), so once more, from the store.
-                    if response.status == 503 {
-                        cluster.forgetHolder(address)
-                        if request.headers[Self.retryMarker] == nil, let retry = Self.retry(request, context) {
-                            return retry(responder)
-                        }
+                    // back): when it says nothing was done there, once more, from the store. (Another
+                    // 503, a failed commit, may have been applied: relayed as it is.)
+                    if response.status == 503 { cluster.forgetHolder(address) }
+                    if response.status == 503, response.headers[Problems.notAppliedField] != nil,
+                       request.headers[Self.retryMarker] == nil, let retry = Self.retry(request, context) {
+                        return retry(responder)
                     }
                     responder.respond(response)
                 case let .unreachable(reason):

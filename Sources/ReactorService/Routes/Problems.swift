@@ -20,7 +20,7 @@ enum Problems {
         case let .store(error): return store(error)
         case .heldElsewhere:
             return .problem(status: 503, detail: "another node holds this session and it has just moved; retry",
-                            headers: HTTPHeaders([("Retry-After", "1")]))
+                            headers: notApplied)
         case .memoryFull:
             return memoryFull
         }
@@ -29,7 +29,12 @@ enum Problems {
     /// Every place in memory holds a busy session (a subscriber, a running effect, a write).
     static let memoryFull = Response.problem(
         status: 503, detail: "every session in memory is busy (--max-sessions); retry",
-        headers: HTTPHeaders([("Retry-After", "1")]))
+        headers: notApplied)
+
+    /// Marks a 503 given before anything of the request was done, which a forwarding node may
+    /// send again through the store (`Forwarding`); any other 503 it relays as it is.
+    static let notAppliedField = "Reactord-Not-Applied"
+    private static let notApplied = HTTPHeaders([("Retry-After", "1"), (notAppliedField, "1")])
 
     /// The store could not make a change durable: nothing of the request was kept.
     static func store(_ error: StoreError) -> Response {
@@ -52,7 +57,7 @@ enum Problems {
     /// each time this request found it.
     static let sessionInFlux = Response.problem(
         status: 503, detail: "the session is coming back from the store after a failed write; retry",
-        headers: HTTPHeaders([("Retry-After", "1")]))
+        headers: notApplied)
 
     static let unknownSession = Response.problem(
         status: 404, detail: "no session has this id: it was never issued, or it expired or was deleted")
@@ -61,5 +66,5 @@ enum Problems {
     /// retry finds the session.
     static let stopping = Response.problem(
         status: 503, detail: "the server is shutting down and takes no new work; retry",
-        headers: HTTPHeaders([("Retry-After", "1")]))
+        headers: notApplied)
 }

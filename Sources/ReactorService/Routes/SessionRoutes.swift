@@ -37,10 +37,6 @@ extension RouteTable {
                 return .response(Problems.session(error))
             }
         }
-        @Sendable func reloaded(_ id: String) -> (any Session)? {
-            guard !context.isStopping, case .success = context.session(id) else { return nil }
-            return context.sessions.remove(id)
-        }
         add(.DELETE, "/sessions/{id}") { request in
             let id = request.pathParameters["id"] ?? ""
             let principal: Principal?
@@ -55,26 +51,34 @@ extension RouteTable {
                 return .response(error.response)
             }
             // A stored session is loaded first: one path for deleting it, its reactor and its streams.
-            switch context.session(id) {
-            case let .success(session):
+            // Twice at most: it may leave memory (idle, or let go) between its lookup and its removal.
+            for _ in 0..<2 {
+                let session: any Session
+                switch context.session(id) {
+                case let .success(found): session = found
+                case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
+                case let .failure(error): return .response(Problems.session(error))
+                }
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
-                if let ifMatch, !Preconditions.holds(ifMatch, at: session.hub.latest.version) {
-                    return Self.answer(afterCommitOf: session.hub, context) { _ in
-                        Preconditions.failed(session, session.hub.snapshot)
+                if let ifMatch {
+                    // The version checked and the reactor let go in one step: no action comes between.
+                    switch session.release(ifAt: ifMatch) {
+                    case .stale:
+                        return Self.answer(afterCommitOf: session.hub, context) { _ in
+                            Preconditions.failed(session, session.hub.snapshot)
+                        }
+                    case .gone: continue
+                    case .applied: break
                     }
                 }
-            case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
-            case let .failure(error): return .response(Problems.session(error))
-            }
-            // Unloaded since it was found (idle): looked up once more, which loads it again.
-            guard let session = context.sessions.remove(id) ?? reloaded(id) else {
-                return .response(Problems.sessionGone(stopping: context.isStopping))
-            }
-            return Self.answer(context) { done in
-                context.remove(session, reason: "deleted") { failure in
-                    done(failure.map(Problems.store) ?? Response(status: 204))
+                guard context.sessions.unload(session) else { continue }
+                return Self.answer(context) { done in
+                    context.remove(session, reason: "deleted") { failure in
+                        done(failure.map(Problems.store) ?? Response(status: 204))
+                    }
                 }
             }
+            return .response(context.isStopping ? Problems.stopping : Problems.sessionInFlux)
         }
     }
 

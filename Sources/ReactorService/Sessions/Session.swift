@@ -22,6 +22,10 @@ protocol Session: AnyObject, Sendable {
     func end(reason: String?)
     /// Releases the reactor, cancelling its effects; the streams stay open until the hub ends.
     func release()
+    /// Releases the reactor only if the session's version satisfies `condition`, checked in the
+    /// same step (a DELETE's If-Match): `.applied` when released, `.stale`, or `.gone` when
+    /// its reactor was let go already.
+    func release(ifAt condition: Preconditions.Condition) -> ActionResult
     /// Releases the reactor and ends the hub to leave memory, when the session is idle since
     /// `cutoff` (no subscriber, no running effect, nothing left to write): true then. Atomic with
     /// actions: one that comes later finds no reactor, and its request looks the session up again.
@@ -135,6 +139,21 @@ where R.Action: Decodable, R.State: Encodable {
     func release() {
         lock.lock()
         releaseLocked()
+    }
+
+    func release(ifAt condition: Preconditions.Condition) -> ActionResult {
+        lock.lock()
+        guard reactor != nil else {
+            lock.unlock()
+            return .gone
+        }
+        let latest = hub.latest
+        guard Preconditions.holds(condition, at: latest.version) else {
+            lock.unlock()
+            return .stale
+        }
+        releaseLocked()
+        return .applied(latest)
     }
 
     /// Lets the reactor go; called with `lock` held, which it releases.

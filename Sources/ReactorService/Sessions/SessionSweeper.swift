@@ -36,9 +36,8 @@ final class SessionSweeper: @unchecked Sendable {
                 return
             }
             if let idleLimit {
-                for session in context.sessions.unloadIdle(since: ProcessClock.now - idleLimit) {
-                    context.didUnload(session, counter: context.metrics.idleUnloads)
-                }
+                context.didUnload(context.sessions.unloadIdle(since: ProcessClock.now - idleLimit),
+                                  counter: context.metrics.idleUnloads, persistence: persistence)
             }
             for session in context.sessions.loaded { session.hub.refreshStoredActivity() }
             persistence.deleteExpiredStored(from: context)

@@ -71,14 +71,16 @@ final class SessionTable: @unchecked Sendable {
         return removed
     }
 
-    /// Takes `session` out of memory, if it is still there.
-    func unload(_ session: any Session) {
+    /// Takes `session` out of memory, if it is still there: true then.
+    @discardableResult
+    func unload(_ session: any Session) -> Bool {
         let removed = shard(session.key).withLock { sessions in
             guard sessions[session.key] === session else { return false }
             sessions[session.key] = nil
             return true
         }
         if removed { loadedCount.withLock { $0 -= 1 } }
+        return removed
     }
 
     /// The loaded sessions, for a sweep.
