@@ -39,9 +39,18 @@ final class LogOutput: @unchecked Sendable {
     /// Appends `line` (a whole line: lines of several threads never interleave).
     func write(_ line: String) {
         var line = line
+        line.withUTF8 { write(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Appends whole lines given as bytes.
+    func write(bytes: [UInt8]) {
+        bytes.withUnsafeBytes { write(bytes: $0) }
+    }
+
+    private func write(bytes: UnsafeRawBufferPointer) {
         pthread_mutex_lock(mutex)
         let wasEmpty = pending.isEmpty
-        line.withUTF8 { pending.append(contentsOf: $0) }
+        pending.append(contentsOf: bytes)
         if pending.count >= Self.soon || !startWriterLocked() {
             writeOutLocked()   // unlocks `mutex`
             return
@@ -104,6 +113,9 @@ final class LogOutput: @unchecked Sendable {
 /// once (with all before them), so a failure is in the log the moment it is logged.
 struct BufferedLogHandler: LogHandler {
     var inner: any LogHandler
+    /// `inner`'s format and label, for access lines written without it (`AccessLineFormatter`).
+    let format: LogFormat
+    let label: String
 
     var logLevel: Logger.Level {
         get { inner.logLevel }
