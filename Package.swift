@@ -98,7 +98,7 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log")],
                 path: "Tests/ServerSupport"),
         .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport",
-                                                            "JWSSignatures"]),
+                                                            "JWSSignatures", "ReactorServiceCLI"]),
         .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "ServerSupport"]),
     ],
     swiftLanguageModes: [.v5]

@@ -30,11 +30,18 @@ public struct HTTPServerConfiguration: Sendable {
     /// Seconds of inactivity before an ordinary connection is closed (see also `headTimeout`).
     /// Event streams have none: the disconnect watcher and the heartbeat end their dead clients.
     public var connectionTimeout: Int = 30
-    /// libmicrohttpd's memory pool per connection; small, because every SSE subscriber has one
-    /// (the whole pool is resident for a stream) and libmicrohttpd zeroes all of it after every
-    /// keep-alive request. 8 KiB holds the request line and headers (up to about 4 KiB of them)
-    /// and the response headers; 16 KiB cost 4 KiB more RSS per subscriber and twice the memset.
-    public var connectionMemoryLimit: Int = 8 * 1024
+    /// libmicrohttpd's memory pool per connection (`MHD_OPTION_CONNECTION_MEMORY_LIMIT`); small,
+    /// because every SSE subscriber has one (the whole pool is resident for a stream) and
+    /// libmicrohttpd 0.9.75 zeroes all of it after every keep-alive request: `MHD_pool_reset`
+    /// (memorypool.c) memsets the pool's whole size but the pipelined bytes it keeps, whatever
+    /// the options say. No option turns that off; this size is the only lever (the pool is one
+    /// malloc of it; `MHD_OPTION_CONNECTION_MEMORY_INCREMENT` only steps the read buffer's growth
+    /// inside it). 4 KiB holds a request head of up to ~3.8 KB (request line and headers: a JWT
+    /// in `Authorization` or `access_token` fits) and the response head; a larger head is
+    /// answered 431 (414 for a long target). 8 KiB held ~7.9 KB heads and cost ~9.7k more
+    /// instructions per request (callgrind counts memset's `rep stosb` per byte) and 4 KiB more
+    /// per subscriber.
+    public var connectionMemoryLimit: Int = 4 * 1024
     /// Seconds between ": keep-alive\n\n" comments on every open stream.
     public var heartbeatInterval: Double = 15
     /// Bytes queued per stream; past it the stream is closed with `.overflow`.

@@ -25,7 +25,10 @@ struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(event: LogEvent) {
+    func log(event: LogEvent) { LogOutput.standardError.write(line(for: event)) }
+
+    /// The event's line, newline included.
+    func line(for event: LogEvent) -> String {
         var fields = metadata
         if let provided = metadataProvider?.get() { fields.merge(provided) { _, new in new } }
         if let own = event.metadata { fields.merge(own) { _, new in new } }
@@ -44,7 +47,7 @@ struct JSONLogHandler: LogHandler {
             Self.append(value: .dictionary(fields), to: &line)
         }
         line += "}\n"
-        LogOutput.standardError.write(line)
+        return line
     }
 
     /// RFC 3339 in UTC with milliseconds.

@@ -22,6 +22,6 @@ extension LogFormat {
         case .json: handler = JSONLogHandler(label: label)
         }
         handler.logLevel = level
-        return BufferedLogHandler(inner: handler)
+        return BufferedLogHandler(inner: handler, format: self, label: label)
     }
 }

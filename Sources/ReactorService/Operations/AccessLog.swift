@@ -9,19 +9,31 @@ struct AccessLog: Sendable {
     let logger: Logger
     /// info, or debug for probes and scrapes (the route is fixed per observer: decided once).
     let level: Logger.Level
+    /// The handler's own writer of access lines, when it has one (the server's stderr log): the
+    /// line is then made from the request's fields directly, without swift-log's metadata
+    /// dictionary, which cost more than half an action's throughput.
+    let direct: (any AccessLineWriter)?
 
     init(logger: Logger, route: String) {
         var logger = logger
         logger[metadataKey: "log"] = "access"
         self.logger = logger
         level = Self.quietRoutes.contains(route) ? .debug : .info
+        direct = (logger.handler as? any AccessLineWriting)?.accessLineWriter(level: level, source: Self.source)
     }
+
+    /// swift-log's `source` of a line logged from this module.
+    static let source = "ReactorService"
 
     /// Routes probes and scrapers call every few seconds: logged at debug, not info.
     static let quietRoutes: Set<String> = ["/healthz", "/readyz", "/metrics"]
 
     func record(_ request: Request, route: String, reply: Reply, nanoseconds: UInt64) {
         guard logger.logLevel <= level else { return }
+        if let direct {
+            direct.write(line(request, route: route, reply: reply, nanoseconds: nanoseconds))
+            return
+        }
         var fields: Logger.Metadata = [
             "method": .string(request.method.rawValue),
             "path": .string(request.path),
@@ -45,7 +57,30 @@ struct AccessLog: Sendable {
             fields["status"] = "deferred"
         }
         if let session { fields["session"] = .string(session) }
-        logger.log(level: level, "\(request.method.rawValue) \(request.path)", metadata: fields)
+        logger.log(level: level, "\(request.method.rawValue) \(request.path)", metadata: fields, source: Self.source)
+    }
+
+    /// The same fields as `record`'s metadata, as one value.
+    func line(_ request: Request, route: String, reply: Reply, nanoseconds: UInt64) -> AccessLine {
+        var line = AccessLine(method: request.method.rawValue, path: request.path, route: route, nanoseconds: nanoseconds)
+        if !request.query.isEmpty { line.query = Self.redactedQuery(request.query) }
+        line.peer = request.client
+        if let peer = request.peer, peer != request.client { line.via = peer }
+        line.session = request.pathParameters["id"].map { .text($0) }
+        switch reply {
+        case let .response(response):
+            line.status = .code(response.status)
+            line.bytes = response.body.count
+            if line.session == nil, let range = Self.sessionRange(in: response.body) {
+                line.session = .utf8(response.body[range])   // no String made: the line copies the bytes
+            }
+        case .eventStream:
+            line.status = .code(200)
+            line.streamOpen = true
+        case .deferred:
+            line.status = .deferred
+        }
+        return line
     }
 
     /// The query as logged. A parameter is a secret when its name mentions a token
@@ -68,6 +103,11 @@ struct AccessLog: Sendable {
     /// The session a JSON reply is about: the service writes `"session":"…"` among the first
     /// members of every session document (POST /sessions, POST /action), so a short scan finds it.
     static func sessionID(in body: [UInt8]) -> String? {
+        sessionRange(in: body).map { String(decoding: body[$0], as: UTF8.self) }
+    }
+
+    /// Where `sessionID(in:)`'s id is in `body`.
+    static func sessionRange(in body: [UInt8]) -> Range<Int>? {
         let key = Array(#""session":""#.utf8)
         let window = body.prefix(96)
         guard window.count > key.count else { return nil }
@@ -76,7 +116,7 @@ struct AccessLog: Sendable {
             if window[index..<index + key.count].elementsEqual(key) {
                 let start = index + key.count
                 guard let end = body[start...].prefix(64).firstIndex(of: UInt8(ascii: "\"")) else { return nil }
-                return String(decoding: body[start..<end], as: UTF8.self)
+                return start..<end
             }
             index += 1
         }
@@ -88,4 +128,101 @@ struct AccessLog: Sendable {
         let fraction = micros % 1_000
         return "\(micros / 1_000)." + (fraction < 10 ? "00" : fraction < 100 ? "0" : "") + "\(fraction)"
     }
+}
+
+/// One access line's fields: what `AccessLog` logs as metadata, for a handler that writes the
+/// line itself. `forEachField` gives them in the order of their keys' names (sorted), as the text
+/// and JSON handlers print metadata.
+public struct AccessLine: Sendable {
+    public enum Status: Sendable {
+        case code(Int)
+        /// The answer comes later (the request waits for the store, say).
+        case deferred
+    }
+
+    /// The metadata keys, in the order of their names.
+    public enum Key: Int, CaseIterable, Sendable {
+        case bytes, durationMS, method, path, peer, query, route, session, status, stream, via
+
+        public var name: String {
+            switch self {
+            case .bytes: "bytes"
+            case .durationMS: "duration_ms"
+            case .method: "method"
+            case .path: "path"
+            case .peer: "peer"
+            case .query: "query"
+            case .route: "route"
+            case .session: "session"
+            case .status: "status"
+            case .stream: "stream"
+            case .via: "via"
+            }
+        }
+    }
+
+    /// A field's value, as written: text (a `String`, or UTF-8 bytes of one), a decimal number,
+    /// or nanoseconds as milliseconds with three decimals (`0.734`).
+    public enum Value: Sendable {
+        case text(String)
+        case utf8(ArraySlice<UInt8>)
+        case number(Int)
+        case milliseconds(UInt64)
+    }
+
+    public var method: String
+    public var path: String
+    public var route: String
+    public var nanoseconds: UInt64
+    /// The query with secrets redacted (`AccessLog.redactedQuery`).
+    public var query: String?
+    public var peer: String?
+    public var via: String?
+    public var session: Value?
+    public var status: Status = .deferred
+    public var bytes: Int?
+    public var streamOpen = false
+
+    public init(method: String, path: String, route: String, nanoseconds: UInt64) {
+        self.method = method
+        self.path = path
+        self.route = route
+        self.nanoseconds = nanoseconds
+    }
+
+    /// The fields present, in `Key` order.
+    @inlinable
+    public func forEachField<Visitor: AccessLineVisitor>(_ visitor: inout Visitor) {
+        if let bytes { visitor.visit(.bytes, .number(bytes)) }
+        visitor.visit(.durationMS, .milliseconds(nanoseconds))
+        visitor.visit(.method, .text(method))
+        visitor.visit(.path, .text(path))
+        if let peer { visitor.visit(.peer, .text(peer)) }
+        if let query { visitor.visit(.query, .text(query)) }
+        visitor.visit(.route, .text(route))
+        if let session { visitor.visit(.session, session) }
+        switch status {
+        case let .code(code): visitor.visit(.status, .number(code))
+        case .deferred: visitor.visit(.status, .text("deferred"))
+        }
+        if streamOpen { visitor.visit(.stream, .text("open")) }
+        if let via { visitor.visit(.via, .text(via)) }
+    }
+}
+
+/// What `AccessLine.forEachField` calls with each field (a struct: no closure context per line).
+public protocol AccessLineVisitor {
+    mutating func visit(_ key: AccessLine.Key, _ value: AccessLine.Value)
+}
+
+/// Writes access lines of one level for one logger (its label and metadata fixed when made).
+public protocol AccessLineWriter: Sendable {
+    func write(_ line: AccessLine)
+}
+
+/// A log handler that can write access lines itself, byte for byte as it would log them.
+public protocol AccessLineWriting {
+    /// A writer for lines at `level` from `source` with this handler's metadata, or nil when the
+    /// lines must go through swift-log (a metadata provider, say).
+    func accessLineWriter(level: Logger.Level, source: String) -> (any AccessLineWriter)?
 }

@@ -1,0 +1,142 @@
+import Logging
+import MicroHTTP
+@testable import ReactorService
+@testable import ReactorServiceCLI
+import TestSupport
+import XCTest
+
+/// The access line written straight into the buffered log (`AccessLineFormatter`) is, timestamp
+/// aside, byte for byte the line swift-log's handlers make from `AccessLog`'s metadata.
+final class AccessLineFormatTests: XCTestCase {
+    private static let session = "c2_s1wYS8G_diM4EztB-Mg"
+
+    /// Requests and replies that between them give every field, and text JSON must escape.
+    private static var cases: [(request: Request, route: String, reply: Reply)] {
+        let body = Array(#"{"session":"\#(session)","version":3,"state":{}}"#.utf8)
+        return [
+            (Request(method: .POST, path: "/action", peer: "127.0.0.1"), "/action",
+             .response(Response(status: 200, body: body))),
+            (Request(method: .GET, path: "/sessions/x\"y\\z\u{1}é", query: ["access_token": "hunter2", "fields": "a\tb"],
+                     peer: "10.0.0.2", client: "203.0.113.9", pathParameters: ["id": "x\"y"]),
+             "/sessions/{id}", .response(Response(status: 404, body: []))),
+            (Request(method: .GET, path: "/sessions/s/events", peer: "::1", pathParameters: ["id": session]),
+             "/sessions/{id}/events", .eventStream(headers: HTTPHeaders(), open: { _ in })),
+            (Request(method: .POST, path: "/sessions"), "/sessions", .deferred { _ in }),
+        ]
+    }
+
+    /// The logger's own metadata: the service's `log=access`, and keys that sort before, among
+    /// and after the line's (one, `path`, taken by the line's own value, as swift-log merges).
+    private static let bases: [Logger.Metadata] = [
+        [:],
+        ["node": "n1", "aaa": "first", "path": "overridden", "zzz": .stringConvertible(42), "q\"uote": "v\"al"],
+    ]
+
+    /// Durations whose digits reach every place (and 999 µs: three digits past a byte).
+    private static let durations: [UInt64] = [0, 1_234_567, 999_999, 12_345_678_901, 7_000]
+
+    func testTextLinesAreSwiftLogsStreamHandlerLines() {
+        for base in Self.bases {
+            for ((request, route, reply), nanoseconds) in zip(Self.cases + Self.cases, Self.durations + Self.durations.reversed()) {
+                let reference = referenceLine(.text, base: base, request, route, reply, nanoseconds)
+                let direct = directLine(.text, base: base, request, route, reply, nanoseconds)
+                XCTAssertEqual(Self.cutTimestamp(direct, .text), Self.cutTimestamp(reference, .text))
+                XCTAssertTrue(Self.isLocalTimestamp(direct.prefix { $0 != " " }), direct)
+            }
+        }
+    }
+
+    func testJSONLinesAreTheJSONHandlersLines() throws {
+        for base in Self.bases {
+            for ((request, route, reply), nanoseconds) in zip(Self.cases + Self.cases, Self.durations + Self.durations.reversed()) {
+                let reference = referenceLine(.json, base: base, request, route, reply, nanoseconds)
+                let direct = directLine(.json, base: base, request, route, reply, nanoseconds)
+                XCTAssertEqual(Self.cutTimestamp(direct, .json), Self.cutTimestamp(reference, .json))
+                let object = try JSONSerialization.jsonObject(with: Data(direct.utf8)) as? [String: Any]
+                let stamp = try XCTUnwrap(object?["timestamp"] as? String)
+                XCTAssertNotNil(stamp.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression), stamp)
+            }
+        }
+    }
+
+    /// The server's own handler takes the direct way; another handler (a test's capture, one
+    /// with a metadata provider) keeps swift-log's.
+    func testOnlyTheBufferedHandlerWithoutAProviderWritesDirectly() {
+        let buffered = BufferedLogHandler(inner: JSONLogHandler(label: "reactord"), format: .json, label: "reactord")
+        XCTAssertNotNil(AccessLog(logger: Logger(label: "reactord") { _ in buffered }, route: "/action").direct)
+        var provided = buffered
+        provided.metadataProvider = Logger.MetadataProvider { ["trace": "1"] }
+        XCTAssertNil(AccessLog(logger: Logger(label: "reactord") { _ in provided }, route: "/action").direct)
+        XCTAssertNil(AccessLog(logger: Logger(label: "reactord") { _ in EventCapture(events: TestSupport.Locked([])) }, route: "/action").direct)
+    }
+
+    // MARK: - the two ways
+
+    private func directLine(_ format: LogFormat, base: Logger.Metadata, _ request: Request, _ route: String,
+                            _ reply: Reply, _ nanoseconds: UInt64) -> String {
+        var logger = Logger(label: "reactord") { _ in
+            BufferedLogHandler(inner: JSONLogHandler(label: "reactord"), format: format, label: "reactord")
+        }
+        for (key, value) in base { logger[metadataKey: key] = value }
+        let log = AccessLog(logger: logger, route: route)
+        let formatter = log.direct as! AccessLineFormatter
+        return String(decoding: formatter.bytes(of: log.line(request, route: route, reply: reply, nanoseconds: nanoseconds)),
+                      as: UTF8.self)
+    }
+
+    private func referenceLine(_ format: LogFormat, base: Logger.Metadata, _ request: Request, _ route: String,
+                               _ reply: Reply, _ nanoseconds: UInt64) -> String {
+        let events = TestSupport.Locked<[LogEvent]>([])
+        var logger = Logger(label: "reactord") { _ in EventCapture(events: events) }
+        for (key, value) in base { logger[metadataKey: key] = value }
+        let log = AccessLog(logger: logger, route: route)
+        XCTAssertNil(log.direct)
+        log.record(request, route: route, reply: reply, nanoseconds: nanoseconds)
+        let event = events.value[0]
+        var metadata = base
+        metadata["log"] = "access"
+        switch format {
+        case .text:
+            let text = TestSupport.Locked("")
+            var handler = StreamLogHandler(label: "reactord", stream: Capture(text: text), metadataProvider: nil)
+            handler.metadata = metadata
+            handler.log(event: event)
+            return text.value
+        case .json:
+            var handler = JSONLogHandler(label: "reactord")
+            handler.metadata = metadata
+            return handler.line(for: event)
+        }
+    }
+
+    private static func cutTimestamp(_ line: String, _ format: LogFormat) -> String {
+        switch format {
+        case .text: return String(line.drop { $0 != " " })
+        case .json:
+            let prefix = #"{"timestamp":""#
+            guard line.hasPrefix(prefix) else { return line }
+            return String(line.dropFirst(prefix.count).drop { $0 != "\"" })
+        }
+    }
+
+    /// `2026-11-26T17:02:03+0000`.
+    private static func isLocalTimestamp(_ text: Substring) -> Bool {
+        text.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}$"#, options: .regularExpression) != nil
+    }
+}
+
+private struct EventCapture: LogHandler {
+    let events: TestSupport.Locked<[LogEvent]>
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) { events.update { $0.append(event) } }
+}
+
+private struct Capture: TextOutputStream, Sendable {
+    let text: TestSupport.Locked<String>
+    mutating func write(_ string: String) { text.update { $0 += string } }
+}
