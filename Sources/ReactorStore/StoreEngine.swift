@@ -26,8 +26,8 @@ public protocol StoreEngine: AnyObject, Sendable {
 
     /// Applies `changes` in order, all or none, durably before it returns. Each session keeps
     /// only its newest `historyLength` events. Returns the ids of the sessions whose changes the
-    /// store refused because this node no longer holds them (a shared store's fencing; always
-    /// empty for an engine one process owns): the rest of the batch is committed.
+    /// store refused: because this node no longer holds them (a shared store's fencing), or an
+    /// expiry's delete of a session used since (`idleBefore`). The rest of the batch is committed.
     @discardableResult
     func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String>
 
@@ -83,8 +83,10 @@ public enum StoreChange: Sendable {
     /// A session's state after its latest events (`isNew`: its first write).
     case session(SessionWrite)
     /// A session is over: it and its history go. `reason` is what its subscribers are told
-    /// (`event: end`), on any node of a shared store.
-    case delete(id: String, reason: String)
+    /// (`event: end`), on any node of a shared store. `idleBefore` (an expiry): only if its last
+    /// activity is still before that time (seconds since 1970); a session used since it was
+    /// found expired stays.
+    case delete(id: String, reason: String, idleBefore: Double? = nil)
     /// The global user's JSON, or nil to clear it.
     case user([UInt8]?)
 }

@@ -244,6 +244,17 @@ final class PostgresStoreTests: XCTestCase {
 
     // MARK: - Deletes, wake-ups
 
+    func testAnExpiryLeavesASessionUsedSinceItWasFoundExpired() throws {
+        let a = try open(try database(), address: "http://a")
+        try a.commit([write("used", version: 1, isNew: true, lastActive: 5_000, events: [event(1)]),
+                      write("idle", version: 1, isNew: true, lastActive: 1_000, events: [event(1)])], historyLength: 10)
+        XCTAssertEqual(try a.commit([.delete(id: "used", reason: "expired", idleBefore: 2_000),
+                                     .delete(id: "idle", reason: "expired", idleBefore: 2_000)], historyLength: 10),
+                       ["used"])
+        XCTAssertEqual(try a.session("used", historyLength: 10)?.events, [event(1)], "it stays, with its history")
+        XCTAssertNil(try a.session("idle", historyLength: 10))
+    }
+
     func testADeleteEndsTheSessionOnAnotherNode() throws {
         let dsn = try database()
         let a = try open(dsn, address: "http://a")

@@ -41,6 +41,18 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(try store.sessions(lastActiveBefore: 2_000, limit: 10), [])
     }
 
+    func testAnExpiryLeavesASessionUsedSinceItWasFoundExpired() throws {
+        let store = try SQLiteStore(path: folder.appendingPathComponent("e.sqlite").path)
+        defer { store.close() }
+        try store.commit([write("used", version: 1, isNew: true, lastActive: 5_000, events: [event(1)]),
+                          write("idle", version: 1, isNew: true, lastActive: 1_000, events: [event(1)])], historyLength: 10)
+        let refused = try store.commit([.delete(id: "used", reason: "expired", idleBefore: 2_000),
+                                        .delete(id: "idle", reason: "expired", idleBefore: 2_000)], historyLength: 10)
+        XCTAssertEqual(refused, ["used"], "said, so that nothing counts it as gone")
+        XCTAssertEqual(try store.session("used", historyLength: 10)?.events, [event(1)], "it stays, with its history")
+        XCTAssertNil(try store.session("idle", historyLength: 10))
+    }
+
     func testALateWriteNeverBringsADeletedSessionBack() throws {
         let store = try SQLiteStore(path: folder.appendingPathComponent("b.sqlite").path)
         defer { store.close() }

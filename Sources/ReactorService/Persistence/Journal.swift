@@ -75,7 +75,7 @@ final class Journal: @unchecked Sendable {
 
     private func submit(_ change: StoreChange?, _ completion: @escaping Completion) {
         var session: String?
-        if case let .delete(id, _) = change { session = id }
+        if case let .delete(id, _, _) = change { session = id }
         condition.lock()
         if stopped {
             condition.unlock()

@@ -65,7 +65,7 @@ final class Persistence: @unchecked Sendable {
         var expired = false
         let started = ProcessClock.now
         let result = restoreLock.withLock { restoreLocked(key, into: context, expired: &expired) }
-        if expired { writeDeletes(of: [key], from: context) }
+        if expired { writeDeletes(of: [key], idleBefore: WallClock.now - context.configuration.sessionTTL, from: context) }
         if case .success = result { context.metrics.loadSeconds.record(ProcessClock.now - started) }
         return result
     }
@@ -179,7 +179,7 @@ final class Persistence: @unchecked Sendable {
             }
             guard !expired.isEmpty else { return }
             let written = DispatchGroup()
-            writeDeletes(of: expired, from: context, group: written)
+            writeDeletes(of: expired, idleBefore: WallClock.now - ttl, from: context, group: written)
             written.wait()
             if ids.count < batch { return }
         }
@@ -187,10 +187,12 @@ final class Persistence: @unchecked Sendable {
 
     /// Deletes stored sessions already tombstoned, outside `restoreLock`: a journal that has
     /// stopped answers at once, and the answer takes the lock. `group` is left once all are done.
-    private func writeDeletes(of keys: [SessionKey], from context: ServiceContext, group: DispatchGroup? = nil) {
+    /// `idleBefore`: the expiry's cutoff, which the store checks again (a session used since stays).
+    private func writeDeletes(of keys: [SessionKey], idleBefore: Double, from context: ServiceContext,
+                              group: DispatchGroup? = nil) {
         for key in keys {
             group?.enter()
-            journal.write(.delete(id: key.string, reason: "expired")) { [self] failure in
+            journal.write(.delete(id: key.string, reason: "expired", idleBefore: idleBefore)) { [self] failure in
                 restoreLock.withLock { _ = tombstones.remove(key) }
                 if failure == nil { context.sessions.forgetStored() }
                 group?.leave()

@@ -137,7 +137,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             for step in steps {
                 switch step {
                 case let .sessions(writes): try write(writes, historyLength: historyLength, on: connection, into: &outcome)
-                case let .delete(id, reason): try delete(id, reason: reason, on: connection, into: &outcome)
+                case let .delete(id, reason, idleBefore):
+                    try delete(id, reason: reason, idleBefore: idleBefore, on: connection, into: &outcome)
                 case let .user(json): try writeUser(json, on: connection)
                 }
             }
@@ -339,7 +340,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     private enum Step {
         case sessions([SessionWrite])
-        case delete(id: String, reason: String)
+        case delete(id: String, reason: String, idleBefore: Double?)
         case user([UInt8]?)
     }
 
@@ -362,7 +363,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         for step in steps {
             switch step {
             case let .sessions(writes): ids += writes.map(\.id)
-            case let .delete(id, _): ids.append(id)
+            case let .delete(id, _, _): ids.append(id)
             case .user: break
             }
         }
@@ -395,9 +396,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                     index[write.id] = pending.count
                     pending.append(write)
                 }
-            case let .delete(id, reason):
+            case let .delete(id, reason, idleBefore):
                 if index[id] != nil { flush() }
-                steps.append(.delete(id: id, reason: reason))
+                steps.append(.delete(id: id, reason: reason, idleBefore: idleBefore))
             case let .user(json):
                 steps.append(.user(json))
             }
@@ -523,15 +524,17 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     /// Deleted when this node holds it or nobody holds it live; a live lease of another node
     /// refuses it; a session not stored is already gone.
-    private func delete(_ id: String, reason: String, on connection: PostgresConnection,
+    /// `idleBefore`: an expiry, which leaves a session used since it was found expired.
+    private func delete(_ id: String, reason: String, idleBefore: Double?, on connection: PostgresConnection,
                         into outcome: inout CommitOutcome) throws {
         let result = try connection.execute("""
             WITH d AS (
                 DELETE FROM reactord_sessions
-                WHERE id = $1 AND (holder = $2 OR holder IS NULL OR lease_until < now()) RETURNING id),
+                WHERE id = $1 AND (holder = $2 OR holder IS NULL OR lease_until < now())
+                    AND ($3::float8 IS NULL OR last_active < $3::float8) RETURNING id),
             e AS (DELETE FROM reactord_events WHERE session = $1 AND EXISTS (SELECT 1 FROM d))
             SELECT (SELECT count(*) FROM d), EXISTS (SELECT 1 FROM reactord_sessions WHERE id = $1)
-            """, [id, nodeID])
+            """, [id, nodeID, idleBefore.map { String($0) }])
         if result.int64(0, 0) ?? 0 > 0 {
             try connection.execute("SELECT pg_notify('reactord', $1)", ["d \(reason) \(id)"])
             outcome.dropped.insert(id)

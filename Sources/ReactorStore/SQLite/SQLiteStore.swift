@@ -113,14 +113,24 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard let writer else { throw .unavailable("the store is closed", cause: path) }
+        var kept: Set<String> = []
         do {
             try writer.transaction {
                 for change in changes {
                     switch change {
                     case let .session(write): try apply(write, historyLength: historyLength, on: writer)
-                    case let .delete(id, _):
+                    case let .delete(id, _, idleBefore):
+                        if let idleBefore {
+                            try writer.statement("DELETE FROM sessions WHERE id = ? AND last_active < ?")
+                                .bind(.text(id), .real(idleBefore)).run()
+                            guard writer.changes > 0 else {   // used since: it stays, with its events
+                                kept.insert(id)
+                                continue
+                            }
+                        } else {
+                            try writer.statement("DELETE FROM sessions WHERE id = ?").bind(.text(id)).run()
+                        }
                         try writer.statement("DELETE FROM events WHERE session = ?").bind(.text(id)).run()
-                        try writer.statement("DELETE FROM sessions WHERE id = ?").bind(.text(id)).run()
                     case let .user(json?):
                         try writer.statement("INSERT OR REPLACE INTO global_user (only, data) VALUES (1, ?)")
                             .bind(.utf8(json)).run()
@@ -132,7 +142,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         } catch {
             throw Self.storeError(error, opening: nil)
         }
-        return []
+        return kept   // refused, as a shared store refuses what it no longer holds
     }
 
     public func close() {
