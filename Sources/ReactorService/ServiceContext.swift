@@ -66,7 +66,7 @@ final class ServiceContext: @unchecked Sendable {
             }
             sessions.setStored(try engine.sessionCount())
             sessions.tracksStored = true
-            access.countStoredSessions { owner throws(StoreError) in try engine.sessionCount(ownedBy: owner) }
+            access.countStoredSessions { owner in Result { () throws(StoreError) in try engine.sessionCount(ownedBy: owner) } }
         } catch {
             engine.close()
             throw error

@@ -24,7 +24,7 @@ final class SessionAccess: Sendable {
     private let quotaRetryAfter: Int
     private let verified = VerifiedTokens()
     /// With a durable store: a subject's sessions as the store counts them (set before listening).
-    private let storedSessions = Locked<(@Sendable (String) throws(StoreError) -> Int)?>(nil)
+    private let storedSessions = Locked<(@Sendable (String) -> Result<Int, StoreError>)?>(nil)
 
     init(configuration: ServiceConfiguration, adminToken: String, metrics: ServiceMetrics) {
         verification = configuration.jwt
@@ -134,15 +134,14 @@ final class SessionAccess: Sendable {
     /// settled (`opened` after `ServiceContext.adopt`, or `cancel`).
     func admitCreation(_ request: Request, for principal: Principal?) -> Result<CreationTicket, Refusal> {
         if let principal {
-            var stored: Int?
-            if let count = storedSessions.current {
-                do throws(StoreError) {
-                    stored = try count(principal.subject)
-                } catch {
-                    return .failure(Refusal(response: Problems.store(error)))
-                }
+            let subject = principal.subject
+            let reserved: Bool
+            do throws(StoreError) {
+                reserved = try quota.reserve(subject, stored: storedSessions.current)
+            } catch {
+                return .failure(Refusal(response: Problems.store(error)))
             }
-            guard quota.reserve(principal.subject, stored: stored) else {
+            guard reserved else {
                 metrics.countLimited("sessions_per_subject")
                 return .failure(Refusal(response: .problem(
                     status: 429, detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
@@ -178,7 +177,7 @@ final class SessionAccess: Sendable {
     }
 
     /// Counts each subject's sessions with `count` (a durable store's), from now on.
-    func countStoredSessions(with count: @escaping @Sendable (String) throws(StoreError) -> Int) {
+    func countStoredSessions(with count: @escaping @Sendable (String) -> Result<Int, StoreError>) {
         storedSessions.withLock { $0 = count }
     }
 

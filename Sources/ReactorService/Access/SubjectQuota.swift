@@ -1,3 +1,5 @@
+import ReactorStore
+
 /// Sessions per subject, and places reserved for ones being made: what
 /// `--max-sessions-per-subject` limits. With the memory store the sessions are counted here as
 /// they open and end; a durable store counts them itself (`reserve`'s `stored`), since they
@@ -9,14 +11,24 @@ final class SubjectQuota: Sendable {
     init(limit: Int) { self.limit = limit }
 
     /// Reserves a place for one more session of `subject`; false when it has `limit` already.
-    /// `stored`: its sessions as a durable store counts them, instead of those counted here.
-    func reserve(_ subject: String, stored: Int? = nil) -> Bool {
-        counts.withLock { counts in
+    /// `stored`: its sessions as a durable store counts them, instead of those counted here; read
+    /// under this table's lock, which a creation's `release(pending:)` (after its commit) takes too,
+    /// so that no creation is counted neither as pending nor as stored.
+    func reserve(_ subject: String, stored: ((String) -> Result<Int, StoreError>)? = nil) throws(StoreError) -> Bool {
+        let outcome: Result<Bool, StoreError> = counts.withLock { counts in
             let count = counts[subject] ?? (0, 0)
-            guard (stored ?? count.live) + count.pending < limit else { return false }
+            var held = count.live
+            if let stored {
+                switch stored(subject) {
+                case let .success(found): held = found
+                case let .failure(error): return .failure(error)
+                }
+            }
+            guard held + count.pending < limit else { return .success(false) }
             counts[subject] = (count.live, count.pending + 1)
-            return true
+            return .success(true)
         }
+        return try outcome.get()
     }
 
     func release(pending subject: String) { change(subject, live: 0, pending: -1) }

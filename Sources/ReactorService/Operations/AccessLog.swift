@@ -131,20 +131,20 @@ struct AccessLog: Sendable {
 }
 
 /// One access line's fields: what `AccessLog` logs as metadata, for a handler that writes the
-/// line itself. `forEachField` gives them in the order of their keys' names (sorted), as the text
+/// line itself (the command line's buffered log; `package`: plumbing between our own targets). `forEachField` gives them in the order of their keys' names (sorted), as the text
 /// and JSON handlers print metadata.
-public struct AccessLine: Sendable {
-    public enum Status: Sendable {
+package struct AccessLine: Sendable {
+    package enum Status: Sendable {
         case code(Int)
         /// The answer comes later (the request waits for the store, say).
         case deferred
     }
 
     /// The metadata keys, in the order of their names.
-    public enum Key: Int, CaseIterable, Sendable {
+    package enum Key: Int, CaseIterable, Sendable {
         case bytes, durationMS, method, path, peer, query, route, session, status, stream, via
 
-        public var name: String {
+        package var name: String {
             switch self {
             case .bytes: "bytes"
             case .durationMS: "duration_ms"
@@ -163,27 +163,27 @@ public struct AccessLine: Sendable {
 
     /// A field's value, as written: text (a `String`, or UTF-8 bytes of one), a decimal number,
     /// or nanoseconds as milliseconds with three decimals (`0.734`).
-    public enum Value: Sendable {
+    package enum Value: Sendable {
         case text(String)
         case utf8(ArraySlice<UInt8>)
         case number(Int)
         case milliseconds(UInt64)
     }
 
-    public var method: String
-    public var path: String
-    public var route: String
-    public var nanoseconds: UInt64
+    package var method: String
+    package var path: String
+    package var route: String
+    package var nanoseconds: UInt64
     /// The query with secrets redacted (`AccessLog.redactedQuery`).
-    public var query: String?
-    public var peer: String?
-    public var via: String?
-    public var session: Value?
-    public var status: Status = .deferred
-    public var bytes: Int?
-    public var streamOpen = false
+    package var query: String?
+    package var peer: String?
+    package var via: String?
+    package var session: Value?
+    package var status: Status = .deferred
+    package var bytes: Int?
+    package var streamOpen = false
 
-    public init(method: String, path: String, route: String, nanoseconds: UInt64) {
+    package init(method: String, path: String, route: String, nanoseconds: UInt64) {
         self.method = method
         self.path = path
         self.route = route
@@ -192,7 +192,7 @@ public struct AccessLine: Sendable {
 
     /// The fields present, in `Key` order.
     @inlinable
-    public func forEachField<Visitor: AccessLineVisitor>(_ visitor: inout Visitor) {
+    package func forEachField<Visitor: AccessLineVisitor>(_ visitor: inout Visitor) {
         if let bytes { visitor.visit(.bytes, .number(bytes)) }
         visitor.visit(.durationMS, .milliseconds(nanoseconds))
         visitor.visit(.method, .text(method))
@@ -211,17 +211,17 @@ public struct AccessLine: Sendable {
 }
 
 /// What `AccessLine.forEachField` calls with each field (a struct: no closure context per line).
-public protocol AccessLineVisitor {
+package protocol AccessLineVisitor {
     mutating func visit(_ key: AccessLine.Key, _ value: AccessLine.Value)
 }
 
 /// Writes access lines of one level for one logger (its label and metadata fixed when made).
-public protocol AccessLineWriter: Sendable {
+package protocol AccessLineWriter: Sendable {
     func write(_ line: AccessLine)
 }
 
 /// A log handler that can write access lines itself, byte for byte as it would log them.
-public protocol AccessLineWriting {
+package protocol AccessLineWriting {
     /// A writer for lines at `level` from `source` with this handler's metadata, or nil when the
     /// lines must go through swift-log (a metadata provider, say).
     func accessLineWriter(level: Logger.Level, source: String) -> (any AccessLineWriter)?
