@@ -58,12 +58,12 @@ class Server:
         response = self.client.getresponse()
         return response.status, response.read()
 
-    def healthy_after(self):
-        """Seconds from exec until /healthz answers 200."""
+    def healthy_after(self, path="/healthz"):
+        """Seconds from exec until `path` answers 200."""
         while True:
             try:
                 client = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
-                client.request("GET", "/healthz")
+                client.request("GET", path)
                 if client.getresponse().status == 200:
                     return time.monotonic() - self.started
             except OSError:

@@ -58,19 +58,6 @@ def fill(binary, path, count, last_active):
     return ids
 
 
-def ready_after(server):
-    """Seconds from exec until /readyz answers 200."""
-    while True:
-        try:
-            client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=1)
-            client.request("GET", "/readyz")
-            if client.getresponse().status == 200:
-                return time.monotonic() - server.started
-        except OSError:
-            pass
-        time.sleep(0.002)
-
-
 def wrk(port, sessions, seconds, folder):
     ids = os.path.join(folder, "sessions.txt")
     with open(ids, "w") as out:
@@ -111,7 +98,7 @@ def main():
                                                          os.path.getsize(path) / 1e6), flush=True)
         server = Server(binary, "sqlite:" + path)
         print("restart with %d stored sessions: /readyz 200 after %.2f s (target <= 3 s)"
-              % (args.stored, ready_after(server)), flush=True)
+              % (args.stored, server.healthy_after("/readyz")), flush=True)
         active = random.sample(sessions, args.active)
         warm = wrk(server.port, active, max(5, args.seconds // 2), folder)   # loads every active session
         rate = wrk(server.port, active, args.seconds, folder)
