@@ -172,7 +172,6 @@ final class ServiceContext: @unchecked Sendable {
         access.sessionEnded(session)
     }
 
-
     /// Removes a session for good (DELETE, or its TTL): from the store first when it is
     /// durable, then its streams get `event: end`. `completion` gets the store's failure.
     func remove(_ session: any Session, reason: String,

@@ -10,8 +10,7 @@ final class SessionSweeper: @unchecked Sendable {
     /// How often to look: a tenth of the shortest idle time that matters, between 50 ms and 5 s,
     /// so a session stays at most that much past it.
     static func interval(_ configuration: ServiceConfiguration, durable: Bool) -> Double {
-        let times = [configuration.sessionTTL, durable ? configuration.unloadAfter : 0].filter { $0 > 0 }
-        return min(max((times.min() ?? 50) / 10, 0.05), 5)
+        min(max((idleLimit(configuration, durable: durable) ?? 50) / 10, 0.05), 5)
     }
 
     /// After how long idle a loaded session leaves memory (nil: never, by time).
