@@ -343,7 +343,7 @@ private struct KeyedWriter<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder() }
 }
 
-private struct UnkeyedWriter: UnkeyedEncodingContainer {
+private struct UnkeyedWriter: UnkeyedEncodingContainer, ScalarWriting {
     let writer: StateJSONWriter
     let index: Int
     let id: Int
@@ -351,40 +351,9 @@ private struct UnkeyedWriter: UnkeyedEncodingContainer {
     var codingPath: [any CodingKey] { writer.path }
     var count: Int { writer.count(index, id) }
 
-    mutating func encodeNil() throws { try writer.beginItem(index, id); writer.appendNull() }
-    mutating func encode(_ value: Bool) throws { try writer.beginItem(index, id); writer.append(value) }
-    mutating func encode(_ value: String) throws {
-        try writer.beginItem(index, id)
-        StateJSONEncoder.appendString(value, into: &writer.out)
-    }
-    mutating func encode(_ value: Double) throws {
-        try writer.beginItem(index, id)
-        writer.out.append(contentsOf: try StateJSONEncoder.floatText(value))
-    }
-    mutating func encode(_ value: Float) throws {
-        try writer.beginItem(index, id)
-        writer.out.append(contentsOf: try StateJSONEncoder.floatText(value))
-    }
-    mutating func encode(_ value: Int) throws { try integer(Int64(value)) }
-    mutating func encode(_ value: Int8) throws { try integer(Int64(value)) }
-    mutating func encode(_ value: Int16) throws { try integer(Int64(value)) }
-    mutating func encode(_ value: Int32) throws { try integer(Int64(value)) }
-    mutating func encode(_ value: Int64) throws { try integer(value) }
-    mutating func encode(_ value: UInt) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt8) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt16) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt32) throws { try unsigned(UInt64(value)) }
-    mutating func encode(_ value: UInt64) throws { try unsigned(value) }
+    /// An item of this array begins.
+    func beginScalar() throws { try writer.beginItem(index, id) }
 
-    private func integer(_ value: Int64) throws {
-        try writer.beginItem(index, id)
-        StateJSONEncoder.appendInteger(value, into: &writer.out)
-    }
-
-    private func unsigned(_ value: UInt64) throws {
-        try writer.beginItem(index, id)
-        StateJSONEncoder.appendUnsigned(value, into: &writer.out)
-    }
     mutating func encode<T: Encodable>(_ value: T) throws {
         let position = count
         try writer.beginItem(index, id)
@@ -407,7 +376,7 @@ private struct UnkeyedWriter: UnkeyedEncodingContainer {
     }
 }
 
-private struct SingleWriter: SingleValueEncodingContainer {
+private struct SingleWriter: SingleValueEncodingContainer, ScalarWriting {
     let writer: StateJSONWriter
     let base: Int
     let start: Int
@@ -422,11 +391,37 @@ private struct SingleWriter: SingleValueEncodingContainer {
         }
     }
 
-    mutating func encodeNil() throws { try claim(); writer.appendNull() }
-    mutating func encode(_ value: Bool) throws { try claim(); writer.append(value) }
-    mutating func encode(_ value: String) throws { try claim(); StateJSONEncoder.appendString(value, into: &writer.out) }
-    mutating func encode(_ value: Double) throws { try claim(); writer.out.append(contentsOf: try StateJSONEncoder.floatText(value)) }
-    mutating func encode(_ value: Float) throws { try claim(); writer.out.append(contentsOf: try StateJSONEncoder.floatText(value)) }
+    func beginScalar() throws { try claim() }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try claim()
+        // The value encodes at this same level (no new key on the path), as in JSONEncoder.
+        try writer.writeValue(value)
+    }
+}
+
+/// The scalar `encode` overloads the array and single-value containers share: each begins its
+/// value its own way (`beginScalar`), then writes the same bytes.
+private protocol ScalarWriting {
+    var writer: StateJSONWriter { get }
+    func beginScalar() throws
+}
+
+extension ScalarWriting {
+    mutating func encodeNil() throws { try beginScalar(); writer.appendNull() }
+    mutating func encode(_ value: Bool) throws { try beginScalar(); writer.append(value) }
+    mutating func encode(_ value: String) throws {
+        try beginScalar()
+        StateJSONEncoder.appendString(value, into: &writer.out)
+    }
+    mutating func encode(_ value: Double) throws {
+        try beginScalar()
+        writer.out.append(contentsOf: try StateJSONEncoder.floatText(value))
+    }
+    mutating func encode(_ value: Float) throws {
+        try beginScalar()
+        writer.out.append(contentsOf: try StateJSONEncoder.floatText(value))
+    }
     mutating func encode(_ value: Int) throws { try integer(Int64(value)) }
     mutating func encode(_ value: Int8) throws { try integer(Int64(value)) }
     mutating func encode(_ value: Int16) throws { try integer(Int64(value)) }
@@ -438,11 +433,13 @@ private struct SingleWriter: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt32) throws { try unsigned(UInt64(value)) }
     mutating func encode(_ value: UInt64) throws { try unsigned(value) }
 
-    private func integer(_ value: Int64) throws { try claim(); StateJSONEncoder.appendInteger(value, into: &writer.out) }
-    private func unsigned(_ value: UInt64) throws { try claim(); StateJSONEncoder.appendUnsigned(value, into: &writer.out) }
-    mutating func encode<T: Encodable>(_ value: T) throws {
-        try claim()
-        // The value encodes at this same level (no new key on the path), as in JSONEncoder.
-        try writer.writeValue(value)
+    private func integer(_ value: Int64) throws {
+        try beginScalar()
+        StateJSONEncoder.appendInteger(value, into: &writer.out)
+    }
+
+    private func unsigned(_ value: UInt64) throws {
+        try beginScalar()
+        StateJSONEncoder.appendUnsigned(value, into: &writer.out)
     }
 }
