@@ -44,24 +44,38 @@ public struct Response: Sendable {
 }
 
 /// The little JSON writing the layer itself needs (problem documents); the package's log
-/// handler escapes with it too.
+/// handlers escape with it too, so every log line escapes alike.
 package enum JSON {
     package static func appendString(_ string: String, to out: inout String) {
-        out += "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+        var escaped: [UInt8] = []
+        appendEscaped(string.utf8, to: &escaped)
+        out += "\"" + String(decoding: escaped, as: UTF8.self) + "\""
+    }
+
+    /// The inside of a JSON string: `"`, `\` and control characters escaped, the rest as it is.
+    /// Byte by byte: the bytes it escapes are ASCII, which never occur inside a multi-byte character.
+    @inlinable   // per field of every access line, from another module: specialised there
+    package static func appendEscaped<Bytes: Collection<UInt8>>(_ bytes: Bytes, to out: inout [UInt8]) {
+        var clean = bytes.startIndex
+        for index in bytes.indices {
+            let byte = bytes[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            out.append(contentsOf: bytes[clean..<index])
+            clean = bytes.index(after: index)
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case UInt8(ascii: "\n"): out.append(contentsOf: #"\n"#.utf8)
+            case UInt8(ascii: "\r"): out.append(contentsOf: #"\r"#.utf8)
+            case UInt8(ascii: "\t"): out.append(contentsOf: #"\t"#.utf8)
+            default:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xf)])
             }
         }
-        out += "\""
+        out.append(contentsOf: bytes[clean...])
     }
 }
 

@@ -1,4 +1,5 @@
 import Logging
+import MicroHTTP
 import ReactorService
 #if canImport(Glibc)
 import Glibc
@@ -173,29 +174,9 @@ struct AccessLineFormatter: AccessLineWriter {
         text.withUTF8 { appendEscaped($0, to: &out) }
     }
 
-    /// The inside of a JSON string, escaped as `JSON.appendString` escapes it. Byte by byte is
-    /// the same: the bytes it escapes are ASCII, which never occur inside a multi-byte character.
+    /// The inside of a JSON string, escaped as the JSON log handler escapes (`JSON.appendEscaped`).
     static func appendEscaped<Bytes: Collection<UInt8>>(_ bytes: Bytes, to out: inout [UInt8]) {
-        var clean = bytes.startIndex
-        for index in bytes.indices {
-            let byte = bytes[index]
-            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-            out.append(contentsOf: bytes[clean..<index])
-            clean = bytes.index(after: index)
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
-            case UInt8(ascii: "\n"): out.append(contentsOf: #"\n"#.utf8)
-            case UInt8(ascii: "\r"): out.append(contentsOf: #"\r"#.utf8)
-            case UInt8(ascii: "\t"): out.append(contentsOf: #"\t"#.utf8)
-            default:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: #"\u00"#.utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xf)])
-            }
-        }
-        out.append(contentsOf: bytes[clean...])
+        JSON.appendEscaped(bytes, to: &out)
     }
 }
 
