@@ -22,9 +22,10 @@ enum RequestError: Error {
 /// Decodes request bodies, telling unparseable JSON (400) from well-formed JSON of the
 /// wrong shape (422), with a detail that names the field and what it must be.
 enum RequestDecoding {
-    /// `RequestJSONDecoder` first; when it is not sure, `JSONDecoder` (with `userInfo` too).
+    /// `RequestJSONDecoder` first; when it is not sure, `JSONDecoder` (with `userInfo` too), made
+    /// only then.
     static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
-                                     with decoder: JSONDecoder = JSONDecoder(),
+                                     with decoder: @autoclosure () -> JSONDecoder = JSONDecoder(),
                                      userInfo: [CodingUserInfoKey: Any] = [:]) throws(RequestError) -> T {
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         var syntax: RequestJSONDecoder.SyntaxProblem?
@@ -41,7 +42,7 @@ enum RequestDecoding {
             throw .malformed("request body has the key '\(key.prefix(40))' twice in one object; send each key once")
         case nil: break
         }
-        return try decodeDeclined(T.self, from: body, with: decoder, integerMismatch: mismatch)
+        return try decodeDeclined(T.self, from: body, with: decoder(), integerMismatch: mismatch)
     }
 
     /// `JSONDecoder`'s value or error for a well-formed body that `RequestJSONDecoder` declined,

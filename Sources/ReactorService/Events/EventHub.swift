@@ -51,9 +51,9 @@ final class EventHub: @unchecked Sendable {
     /// Until the session is live, states only set the baseline: a new session is version 0.
     private var isLive = false
     private var isEnded = false
-    /// Ended with the session living on (unloaded, or let go without `event: end`): a subscribe
-    /// is turned back to look again.
-    private var isUnloaded = false
+    /// Ended with the session living on in the store (unloaded, or let go without `event: end`):
+    /// a subscribe is turned back to look it up again.
+    private var livesOn = false
     private var lastActivity = ProcessClock.now
     private let metrics: ServiceMetrics
 
@@ -134,14 +134,14 @@ final class EventHub: @unchecked Sendable {
             if let record {
                 guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
                       record.lost == nil else { return false }
-                if record.expires && lastActiveWallTime - record.storedLastActive > record.activityResolution {
+                if lastActiveWallTime - record.storedLastActive > record.activityResolution {
                     record.activityDue = true
                     markDirty(record)
                     return false
                 }
             }
             isEnded = true
-            isUnloaded = true
+            livesOn = true
             return true
         }
     }
@@ -238,15 +238,15 @@ final class EventHub: @unchecked Sendable {
     /// Adds a stream: what it missed since `lastEventID` when history covers it, else the
     /// current state; `retry` opens the first event it gets (a resume that missed nothing
     /// gets it with the next one).
-    /// False, leaving the stream alone, when the session was unloaded meanwhile: the caller
-    /// looks it up again, which loads it.
+    /// False, leaving the stream alone, when the session left memory meanwhile but lives on: the
+    /// caller looks it up again, which loads it.
     func subscribe(_ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame) -> Bool {
         let key = ObjectIdentifier(stream)
-        var unloaded = false
+        var livesOn = false
         let added: Bool = locked {
             guard !isEnded else {
-                unloaded = isUnloaded
-                if !unloaded { stream.close(finalFrame: EventFrames.end(reason: "deleted")) }
+                livesOn = self.livesOn
+                if !livesOn { stream.close(finalFrame: EventFrames.end(reason: "deleted")) }
                 return false
             }
             var subscriber = Subscriber(stream: stream, filter: filter, retry: retry)
@@ -273,7 +273,7 @@ final class EventHub: @unchecked Sendable {
             lastActivity = ProcessClock.now
             return true
         }
-        guard added else { return !unloaded }
+        guard added else { return !livesOn }
         metrics.subscribers.increment()
         stream.onClose { [weak self] _ in self?.unsubscribe(key) }
         return true
@@ -286,7 +286,7 @@ final class EventHub: @unchecked Sendable {
         let (ended, waiters): ([Subscriber], [Journal.Completion]) = locked {
             isEnded = true
             // Not over (a lease lost, a commit lost, a stop): a subscribe coming now looks it up again.
-            if reason == nil { isUnloaded = true }
+            if reason == nil { livesOn = true }
             defer { subscribers.removeAll() }
             return (Array(subscribers.values), record?.dropPending() ?? [])
         }

@@ -27,8 +27,6 @@ final class SessionRecord: @unchecked Sendable {
     /// that exact).
     var storedLastActive: Double
     let activityResolution: Double
-    /// Whether the session expires (a TTL is set): only then is its last activity worth writing.
-    let expires: Bool
     /// The next write carries the last activity, however recent the stored one (before an unload).
     var activityDue = false
     /// The last committed event and state: all that readers and new subscribers are shown.
@@ -56,7 +54,7 @@ final class SessionRecord: @unchecked Sendable {
         self.kind = kind
         self.owner = owner
         self.journal = journal
-        expires = ttl > 0
+        // No TTL: nothing expires, so the activity is never worth a write of its own.
         activityResolution = ttl > 0 ? ttl / 8 : .infinity
         createdAt = stored?.createdAt ?? WallClock.now
         storedLastActive = stored?.lastActive ?? createdAt

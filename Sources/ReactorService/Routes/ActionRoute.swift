@@ -42,8 +42,7 @@ private struct ActionRequest: Decodable {
             return ActionRequest(session: session, run: run)
         }
         // The action needs JSONDecoder (to decode, or to word its error), with the session found.
-        let foundation = JSONDecoder()
-        foundation.userInfo = decoder.userInfo.merging([foundSessionKey: session]) { $1 }
+        let foundation = foundationDecoder(decoder.userInfo.merging([foundSessionKey: session]) { $1 })
         return try RequestDecoding.decodeDeclined(ActionRequest.self, from: body, with: foundation, integerMismatch: mismatch)
     }
 
@@ -54,10 +53,15 @@ private struct ActionRequest: Decodable {
         found = session
         var info = userInfo
         info[foundSessionKey] = session
-        let foundation = JSONDecoder()   // for a body the fast decoder declines, with the session it needs
-        foundation.userInfo = info
-        let action = try RequestDecoding.decode(BareAction.self, from: body, with: foundation, userInfo: info)
+        let action = try RequestDecoding.decode(BareAction.self, from: body, with: foundationDecoder(info), userInfo: info)
         return ActionRequest(session: session, run: action.run)
+    }
+
+    /// For a body the fast decoder declines, with what decoding it needs (the session found).
+    private static func foundationDecoder(_ userInfo: [CodingUserInfoKey: Any]) -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.userInfo = userInfo
+        return decoder
     }
 
     /// An action as a whole body, decoded by the session (in `userInfo`) it is for.
@@ -176,7 +180,7 @@ extension RouteTable {
             case .stale:
                 // Where it stands as clients may see it: once what is pending is committed.
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
-                    Self.notApplied(Preconditions.failed(session, session.hub.snapshot), kind: session.kind, context)
+                    Self.notApplied(Preconditions.failed(session.hub.snapshot), kind: session.kind, context)
                 }
             case .gone:
                 // Stopping, or found each time and let go again before the action ran (each failed

@@ -50,7 +50,7 @@ enum Preconditions {
     }
 
     /// 412: the session moved on; the problem document carries where it stands now.
-    static func failed(_ session: any Session, _ snapshot: EventHub.Snapshot) -> Response {
+    static func failed(_ snapshot: EventHub.Snapshot) -> Response {
         var json = Array(#"{"type":"about:blank","title":"Precondition Failed","status":412,"detail":"#.utf8)
         StateJSONEncoder.appendString("If-Match: the session is at version \(snapshot.version) now; "
             + "read it, and try again on that version", into: &json)

@@ -49,9 +49,6 @@ enum Problems {
         }
     }
 
-    /// A session that left memory between its lookup and its use: deleted or expired, or the
-    /// server is stopping (then it may well live on in a durable store: never 404).
-    static func sessionGone(stopping: Bool) -> Response { stopping ? Self.stopping : unknownSession }
 
     /// The session exists, but was let go (after a failed commit, to come back from the store)
     /// each time this request found it.

@@ -65,7 +65,7 @@ extension RouteTable {
                     switch session.release(ifAt: ifMatch) {
                     case .stale:
                         return Self.answer(afterCommitOf: session.hub, context) { _ in
-                            Preconditions.failed(session, session.hub.snapshot)
+                            Preconditions.failed(session.hub.snapshot)
                         }
                     case .gone: continue
                     case .applied: break
