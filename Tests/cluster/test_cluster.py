@@ -382,30 +382,34 @@ def test_a_rolling_restart_loses_nothing_and_answers_only_503s_to_retry(cluster)
     lock = threading.Lock()
     done = threading.Event()
 
-    def client():
+    def client(offset):
         rng = random.Random()
-        for _ in range(200_000):   # bounded; the restarts end it sooner
+        for turn in range(200_000):   # bounded; the restarts end it sooner
             if done.is_set():
                 return
-            session = rng.choice(sessions)
+            # Every session in turn, so each is tried at a steady pace: picked at random, a session
+            # could go untried for a second, which measured the draw, not the cluster.
+            session = sessions[(offset + turn) % len(sessions)]
             with lock:
                 node = rng.choice(pool)
+            sent = time.monotonic()
             try:
                 status, body, headers = node.act(session, {"type": "increase"}, timeout=20)
             except OSError:
                 continue   # a node that has exited: nothing was answered, the next try goes elsewhere
-            now = time.monotonic()
             with lock:
+                # From the sending of the first request that failed to the sending of the first that
+                # succeeded after it: the span the session was seen unavailable.
                 if status == 200:
                     oks[session] += 1
                     began = failing_since.pop(session, None)
-                    if began is not None and now - began > longest[0]:
-                        longest[0], longest[1] = now - began, session
+                    if began is not None and sent - began > longest[0]:
+                        longest[0], longest[1] = sent - began, session
                 else:
                     others.append((status, body, headers, node.name))
-                    failing_since.setdefault(session, now)
+                    failing_since.setdefault(session, sent)
 
-    threads = [threading.Thread(target=client) for _ in range(4)]
+    threads = [threading.Thread(target=client, args=(index * 25,)) for index in range(4)]
     for thread in threads:
         thread.start()
     try:
