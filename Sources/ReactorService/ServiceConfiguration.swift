@@ -60,6 +60,9 @@ public struct ServiceConfiguration: Sendable {
     /// With a durable store: the most sessions stored at once; past it `POST /sessions` answers
     /// 507. With authentication, `maxSessionsPerSubject` bounds each subject as well.
     public var maxStoredSessions = 10_000_000
+    /// Seconds an answer stays kept under its `Idempotency-Key` (a repeat within it gets the
+    /// answer again instead of running); then it is forgotten, in the background.
+    public var idempotencyTTL: Double = 24 * 60 * 60
     /// The largest request body in bytes; a larger one is answered 413.
     public var bodyLimit = 1 << 20
     /// Seconds between `: keep-alive` comments on every event stream.

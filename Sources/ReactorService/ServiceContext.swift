@@ -31,6 +31,8 @@ final class ServiceContext: @unchecked Sendable {
     private(set) var persistence: Persistence?
     /// Cluster mode's side, when the store is shared (`postgres://`); set with `persistence`.
     private(set) var cluster: Cluster?
+    /// The requests sent under idempotency keys and their kept answers; set again with `persistence`.
+    private(set) var idempotency: IdempotencyLedger
     /// The routes, for a request a route hands back to them (Forwarding's retry). Set before the
     /// server listens; emptied by `stop()`, since the routes hold this context.
     let routes = Locked(Router())
@@ -47,6 +49,15 @@ final class ServiceContext: @unchecked Sendable {
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
         cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
+        idempotency = Self.ledger(configuration, engine: nil, metrics: IdempotencyMetrics(registry: metrics.registry))
+    }
+
+    private static func ledger(_ configuration: ServiceConfiguration, engine: (any StoreEngine)?,
+                               metrics: IdempotencyMetrics) -> IdempotencyLedger {
+        // A forwarding node's own keys need only outlive a holder's lease and the forward's retry.
+        IdempotencyLedger(ttl: configuration.idempotencyTTL,
+                          forwardTTL: max(60, 4 * (configuration.forwardTimeout + configuration.leaseDuration)),
+                          engine: engine, metrics: metrics)
     }
 
     /// Opens the configured store and brings back what must be there before the first
@@ -73,6 +84,7 @@ final class ServiceContext: @unchecked Sendable {
         }
         persistence = Persistence(engine: engine, historyLength: configuration.historyLength, logger: logger)
         cluster = shared
+        idempotency = Self.ledger(configuration, engine: engine, metrics: idempotency.metrics)
     }
 
     var isStopping: Bool { stopping.current }
@@ -174,13 +186,13 @@ final class ServiceContext: @unchecked Sendable {
 
     /// Removes a session for good (DELETE, or its TTL): from the store first when it is
     /// durable, then its streams get `event: end`. `completion` gets the store's failure.
-    func remove(_ session: any Session, reason: String,
+    func remove(_ session: any Session, reason: String, answer: StoredAnswer? = nil,
                 then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
         guard let persistence else {
             end(session, reason: reason)
             completion(nil)
             return
         }
-        persistence.delete(session, reason: reason, from: self, then: completion)
+        persistence.delete(session, reason: reason, answer: answer, from: self, then: completion)
     }
 }

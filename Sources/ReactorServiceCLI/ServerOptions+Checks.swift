@@ -51,6 +51,8 @@ extension ServerOptions {
         try require(configuration.maxSessions >= 1, maxSessions, "max-sessions", "must be at least 1", configuration.maxSessions)
         try require(seconds(configuration.unloadAfter, min: 0, exclusive: false), unloadAfter, "unload-after",
                     "must be a number of seconds from 0 (never) to 1e9", configuration.unloadAfter)
+        try require(seconds(configuration.idempotencyTTL, min: 0, exclusive: true), idempotencyTTL, "idempotency-ttl",
+                    "must be a number of seconds above 0, up to 1e9", configuration.idempotencyTTL)
         try require(configuration.maxStoredSessions >= 1, maxStoredSessions, "max-stored-sessions", "must be at least 1",
                     configuration.maxStoredSessions)
         try require((64...(1 << 30)).contains(configuration.bodyLimit), bodyLimit, "body-limit",

@@ -51,6 +51,8 @@ public struct ServerOptions: ParsableArguments {
     var unloadAfter: Double?
     @Option(help: "With a durable store: most sessions stored at once; past it POST /sessions answers 507. [env: REACTORD_MAX_STORED_SESSIONS] (default: 10000000)")
     var maxStoredSessions: Int?
+    @Option(help: "Seconds an answer is kept under its Idempotency-Key: a repeat of the request within it gets that answer again instead of running. [env: REACTORD_IDEMPOTENCY_TTL] (default: 86400)")
+    var idempotencyTTL: Double?
     @Option(help: "Largest request body in bytes. [env: REACTORD_BODY_LIMIT] (default: 1048576)")
     var bodyLimit: Int?
     @Option(help: "Seconds between SSE keep-alive comments. [env: REACTORD_HEARTBEAT] (default: 15)")
@@ -111,6 +113,8 @@ public struct ServerOptions: ParsableArguments {
         configuration.sessionTTL = try sessionTTL ?? environment.value("REACTORD_SESSION_TTL") ?? configuration.sessionTTL
         configuration.maxSessions = try maxSessions ?? environment.value("REACTORD_MAX_SESSIONS") ?? configuration.maxSessions
         configuration.unloadAfter = try unloadAfter ?? environment.value("REACTORD_UNLOAD_AFTER") ?? configuration.unloadAfter
+        configuration.idempotencyTTL = try idempotencyTTL ?? environment.value("REACTORD_IDEMPOTENCY_TTL")
+            ?? configuration.idempotencyTTL
         configuration.maxStoredSessions = try maxStoredSessions ?? environment.value("REACTORD_MAX_STORED_SESSIONS")
             ?? configuration.maxStoredSessions
         configuration.bodyLimit = try bodyLimit ?? environment.value("REACTORD_BODY_LIMIT") ?? configuration.bodyLimit

@@ -24,6 +24,13 @@ public protocol StoreEngine: AnyObject, Sendable {
     /// Ids of sessions last active before `time` (seconds since 1970), at most `limit`.
     func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String]
 
+    /// The answer kept under `key` in `scope`, or nil when none is (expired ones may linger
+    /// until they are forgotten).
+    func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer?
+
+    /// How many answers the store keeps.
+    func answerCount() throws(StoreError) -> Int
+
     /// Applies `changes` in order, all or none, durably before it returns. Each session keeps
     /// only its newest `historyLength` events. Returns the ids of the sessions whose changes the
     /// store refused: because this node no longer holds them (a shared store's fencing), or an
@@ -89,6 +96,12 @@ public enum StoreChange: Sendable {
     case delete(id: String, reason: String, idleBefore: Double? = nil)
     /// The global user's JSON, or nil to clear it.
     case user([UInt8]?)
+    /// A request's answer under its idempotency key, kept with the changes before it in the batch
+    /// (and dropped with its session's change when that one is refused). A key kept already
+    /// keeps its first answer.
+    case answer(StoredAnswer)
+    /// Forgets at most `limit` answers that expired before `time` (seconds since 1970).
+    case forgetAnswers(expiredBefore: Double, limit: Int)
 }
 
 public struct SessionWrite: Sendable {
@@ -105,9 +118,11 @@ public struct SessionWrite: Sendable {
     public var lastActive: Double?
     /// The events since the last write, oldest first.
     public var events: [StoredEvent]
+    /// The answers of the requests that made these changes, kept only if the write is.
+    public var answers: [StoredAnswer]
 
     public init(id: String, kind: String, owner: String? = nil, isNew: Bool, stateJSON: [UInt8], version: UInt64,
-                createdAt: Double, lastActive: Double?, events: [StoredEvent]) {
+                createdAt: Double, lastActive: Double?, events: [StoredEvent], answers: [StoredAnswer] = []) {
         self.id = id
         self.kind = kind
         self.owner = owner
@@ -117,6 +132,7 @@ public struct SessionWrite: Sendable {
         self.createdAt = createdAt
         self.lastActive = lastActive
         self.events = events
+        self.answers = answers
     }
 }
 

@@ -392,7 +392,7 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try act(client, session).status, 200)
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
-        XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "3", "every migration ran")
+        XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "4", "every migration ran")
         XCTAssertEqual(try sqlite("SELECT count(*) FROM sessions;"), "1")
     }
 

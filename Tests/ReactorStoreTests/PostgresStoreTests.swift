@@ -69,7 +69,7 @@ final class PostgresStoreTests: XCTestCase {
         try opened[0].commit([write("s1", version: 0, isNew: true)], historyLength: 10)
         XCTAssertEqual(try opened[2].sessionCount(), 1)
         let check = try PostgresConnection(uri: dsn, secrets: [])
-        XCTAssertEqual(try check.execute("SELECT version FROM reactord_schema").string(0, 0), "2")
+        XCTAssertEqual(try check.execute("SELECT version FROM reactord_schema").string(0, 0), "3")
         XCTAssertEqual(try check.execute("SELECT count(*) FROM reactord_schema").string(0, 0), "1")
     }
 
@@ -220,6 +220,36 @@ final class PostgresStoreTests: XCTestCase {
         // b writes on with its fence.
         XCTAssertEqual(try b.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10), [])
         XCTAssertEqual(try b.renewLeases(), [])
+    }
+
+    func testAnAnswerIsKeptOnlyWithAWriteTheLeaseAllows() throws {
+        let dsn = try database()
+        let a = try open(dsn, lease: 1, address: "http://a")
+        let b = try open(dsn, lease: 1, address: "http://b")
+        func answer(_ key: String, session: String?) -> StoredAnswer {
+            StoredAnswer(scope: "", key: key, request: "digest", status: 201,
+                         headers: [.init("Location", "/sessions/\(session ?? "")")], body: Array(#"{"q":"\""}"#.utf8),
+                         expires: 5_000, session: session)
+        }
+        guard case let .session(created) = write("s1", version: 0, isNew: true) else { return XCTFail() }
+        var keyed = created
+        keyed.answers = [answer("create", session: "s1")]
+        try a.commit([.session(keyed)], historyLength: 10)
+        var kept = try XCTUnwrap(try b.answer(scope: "", key: "create"), "kept, readable from any node")
+        kept.session = "s1"
+        XCTAssertEqual(kept, keyed.answers[0])
+
+        Thread.sleep(forTimeInterval: 1.2)   // a's lease passes; b takes s1 over
+        guard case .taken = try b.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
+        guard case var stale = write("s1", version: 1), case .session(var fenced) = stale else { return XCTFail() }
+        fenced.answers = [answer("late", session: "s1")]
+        stale = .session(fenced)
+        XCTAssertEqual(try a.commit([stale, .answer(answer("unrelated", session: nil))], historyLength: 10), ["s1"])
+        XCTAssertNil(try b.answer(scope: "", key: "late"), "a fenced-out write keeps no answer")
+        XCTAssertNotNil(try b.answer(scope: "", key: "unrelated"))
+        XCTAssertEqual(try b.answerCount(), 2)
+        try b.commit([.forgetAnswers(expiredBefore: 10_000, limit: 1)], historyLength: 10)
+        XCTAssertEqual(try b.answerCount(), 1, "forgotten in batches of the limit")
     }
 
     func testAReleasedSessionIsTakenAtOnce() throws {

@@ -73,6 +73,40 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(try check.session("s1", historyLength: 10)?.events, [], "no orphan events")
     }
 
+    func testAnswersAreKeptWithTheirChangeOnlyAndForgottenOnceExpired() throws {
+        let store = try SQLiteStore(path: folder.appendingPathComponent("k.sqlite").path)
+        defer { store.close() }
+        func answer(_ key: String, session: String?, expires: Double = 5_000, body: String = "{}") -> StoredAnswer {
+            StoredAnswer(scope: "alice", key: key, request: "digest-\(key)", status: 200,
+                         headers: [.init("Content-Type", "application/json"), .init("ETag", "\"1\"")],
+                         body: Array(body.utf8), expires: expires, session: session)
+        }
+        var created = SessionWrite(id: "s1", kind: "counter", isNew: true, stateJSON: Array("{}".utf8), version: 0,
+                                   createdAt: 1_000, lastActive: 1_000, events: [])
+        created.answers = [answer("k1", session: "s1", body: #"{"a":1}"#)]
+        try store.commit([.session(created)], historyLength: 10)
+        var kept = try XCTUnwrap(try store.answer(scope: "alice", key: "k1"))
+        kept.session = "s1"
+        XCTAssertEqual(kept, created.answers[0])
+        XCTAssertNil(try store.answer(scope: "bob", key: "k1"), "a key is its caller's")
+
+        // A write to a session deleted meanwhile keeps nothing, its answer neither; nor does an
+        // expiry's refused delete; a key kept keeps its first answer.
+        var late = SessionWrite(id: "gone", kind: "counter", isNew: false, stateJSON: Array("{}".utf8), version: 1,
+                                createdAt: 1_000, lastActive: nil, events: [])
+        late.answers = [answer("k2", session: "gone")]
+        try store.commit([.session(late), .delete(id: "s1", reason: "expired", idleBefore: 500),
+                          .answer(answer("k3", session: "s1")), .answer(answer("k1", session: nil, body: "other")),
+                          .answer(answer("old", session: nil, expires: 10))], historyLength: 10)
+        XCTAssertNil(try store.answer(scope: "alice", key: "k2"))
+        XCTAssertNil(try store.answer(scope: "alice", key: "k3"))
+        XCTAssertEqual(try store.answer(scope: "alice", key: "k1")?.body, Array(#"{"a":1}"#.utf8))
+        XCTAssertEqual(try store.answerCount(), 2)
+        try store.commit([.forgetAnswers(expiredBefore: 100, limit: 10)], historyLength: 10)
+        XCTAssertNil(try store.answer(scope: "alice", key: "old"), "expired: forgotten")
+        XCTAssertNotNil(try store.answer(scope: "alice", key: "k1"))
+    }
+
     func testAnEmptyUserClearsIt() throws {
         let store = try SQLiteStore(path: folder.appendingPathComponent("c.sqlite").path, sync: .full)
         defer { store.close() }

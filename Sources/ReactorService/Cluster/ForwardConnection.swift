@@ -152,7 +152,7 @@ private struct AnswerHead {
     /// The fields a client of the forwarding node needs; the rest (Date, Connection,
     /// Content-Length) are the forwarding node's own to set.
     private static let relayed: Set<String> = ["content-type", "retry-after", "location", "www-authenticate", "allow", "etag",
-                                                       "reactord-not-applied"]
+                                                       "reactord-not-applied", "idempotent-replayed"]
 
     init?(_ bytes: ArraySlice<UInt8>) {
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)

@@ -116,6 +116,22 @@ final class EventHub: @unchecked Sendable {
 
     func touch() { locked { lastActivity = ProcessClock.now } }
 
+    /// Until `releaseWrites`, the journal takes no change of this session: a request's change
+    /// and the answer kept for it under its idempotency key go in one transaction.
+    func holdWrites() { locked { record?.isHeld = true } }
+
+    /// Ends `holdWrites`, adding `answer` to the changes to write.
+    func releaseWrites(adding answer: StoredAnswer?) {
+        locked {
+            guard let record else { return }
+            record.isHeld = false
+            if let answer { record.answers.append(answer) }
+            guard record.wantedWhileHeld || answer != nil else { return }
+            record.wantedWhileHeld = false
+            markDirty(record)
+        }
+    }
+
     /// True when nobody listens and nothing happened since `cutoff`.
     func isIdle(since cutoff: Double) -> Bool {
         locked { subscribers.isEmpty && lastActivity < cutoff }
@@ -397,6 +413,10 @@ extension EventHub: Journaled {
         locked {
             guard let record else { return nil }
             record.isQueued = false
+            if record.isHeld {
+                record.wantedWhileHeld = true
+                return nil
+            }
             // An ended session writes nothing more: a deleted one is gone, and an unloaded one
             // (a lost commit) must not store the state whose change was lost.
             guard !isEnded else { return nil }

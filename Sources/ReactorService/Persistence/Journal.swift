@@ -52,15 +52,15 @@ final class Journal: @unchecked Sendable {
         }
     }
 
-    /// Writes `change` after the sessions' pending changes of the same transaction, then
-    /// calls `completion` with nil once it is durable, or with the reason it is not.
-    func write(_ change: StoreChange, then completion: @escaping Completion) {
-        submit(change, completion)
+    /// Writes `changes` after the sessions' pending changes, all in the same transaction, then
+    /// calls `completion` with nil once they are durable, or with the reason they are not.
+    func write(_ changes: [StoreChange], then completion: @escaping Completion) {
+        submit(changes, completion)
     }
 
     /// Calls `completion` once everything queued before this call is durable (nil) or lost.
     func whenCommitted(_ completion: @escaping Completion) {
-        submit(nil, completion)
+        submit([], completion)
     }
 
     /// Writes what is queued, answers its waiters and ends the thread; later calls are
@@ -73,16 +73,16 @@ final class Journal: @unchecked Sendable {
         }
     }
 
-    private func submit(_ change: StoreChange?, _ completion: @escaping Completion) {
+    private func submit(_ submitted: [StoreChange], _ completion: @escaping Completion) {
         var session: String?
-        if case let .delete(id, _, _) = change { session = id }
+        for case let .delete(id, _, _) in submitted { session = id }
         condition.lock()
         if stopped {
             condition.unlock()
             completion(.unavailable("the server is shutting down"))
             return
         }
-        if let change { changes.append(change) }
+        changes += submitted
         completions.append((session, completion))
         condition.signal()
         condition.unlock()

@@ -139,11 +139,12 @@ final class Persistence: @unchecked Sendable {
 
     /// Deletes `session` (already out of the session table) from the store; once that is
     /// committed, ends it with `event: end` and `reason`. When the delete fails the session
-    /// stays stored, and is unloaded to come back on its next use.
-    func delete(_ session: any Session, reason: String, from context: ServiceContext,
+    /// stays stored, and is unloaded to come back on its next use. `answer`: the request's answer
+    /// kept under its idempotency key, written in the same transaction.
+    func delete(_ session: any Session, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
                 then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
         restoreLock.withLock { _ = tombstones.insert(session.key) }
-        journal.write(.delete(id: session.id, reason: reason)) { [self] failure in
+        journal.write([.delete(id: session.id, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) { [self] failure in
             restoreLock.withLock { _ = tombstones.remove(session.key) }
             if failure != nil {
                 context.end(session, reason: nil)
@@ -192,7 +193,7 @@ final class Persistence: @unchecked Sendable {
                               group: DispatchGroup? = nil) {
         for key in keys {
             group?.enter()
-            journal.write(.delete(id: key.string, reason: "expired", idleBefore: idleBefore)) { [self] failure in
+            journal.write([.delete(id: key.string, reason: "expired", idleBefore: idleBefore)]) { [self] failure in
                 restoreLock.withLock { _ = tombstones.remove(key) }
                 if failure == nil { context.sessions.forgetStored() }
                 group?.leave()

@@ -33,6 +33,12 @@ final class SessionRecord: @unchecked Sendable {
     private(set) var published: (seq: UInt64, json: [UInt8])
     /// Numbered, not yet taken by the journal, and the requests waiting for them.
     var pending: [PendingEvent] = []
+    /// Answers kept under idempotency keys, written with the changes they answer.
+    var answers: [StoredAnswer] = []
+    /// While a request's change and its answer are being made: the journal takes nothing, so
+    /// that the two go in one transaction; `wantedWhileHeld`: the journal came meanwhile.
+    var isHeld = false
+    var wantedWhileHeld = false
     var pendingWaiters: [Journal.Completion] = []
     /// Taken by the journal's current transaction.
     var inFlight: InFlight?
@@ -66,13 +72,16 @@ final class SessionRecord: @unchecked Sendable {
     func take(state: [UInt8], version: UInt64, lastActive: Double) -> SessionWrite {
         let events = pending
         pending = []
+        let answers = self.answers
+        self.answers = []
         let stale = isNew || activityDue || lastActive - storedLastActive > activityResolution
         activityDue = false
         inFlight = InFlight(events: events, seq: version, json: state, lastActive: stale ? lastActive : nil,
                             waiters: pendingWaiters)
         pendingWaiters = []
         return SessionWrite(id: id, kind: kind, owner: owner, isNew: isNew, stateJSON: state, version: version,
-                            createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events.map(\.stored))
+                            createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events.map(\.stored),
+                            answers: answers)
     }
 
     /// The write in flight is durable: it becomes what clients see; returns it.
@@ -92,6 +101,7 @@ final class SessionRecord: @unchecked Sendable {
         defer {
             inFlight = nil
             pending = []
+            answers = []
             pendingWaiters = []
             onLost = nil
         }

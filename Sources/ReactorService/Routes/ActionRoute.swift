@@ -18,7 +18,7 @@ private struct ActionRequest: Decodable {
     private static let foundSessionKey = CodingUserInfoKey(rawValue: "reactord.foundSession")!
 
     let session: any Session
-    let run: (_ ifMatch: Preconditions.Condition?) -> ActionResult
+    let run: ActionRun
 
     private enum CodingKeys: String, CodingKey { case session, action }
 
@@ -66,7 +66,7 @@ private struct ActionRequest: Decodable {
 
     /// An action as a whole body, decoded by the session (in `userInfo`) it is for.
     private struct BareAction: Decodable {
-        let run: (_ ifMatch: Preconditions.Condition?) -> ActionResult
+        let run: ActionRun
 
         init(from decoder: any Decoder) throws {
             guard let session = decoder.userInfo[ActionRequest.foundSessionKey] as? any Session else {
@@ -76,7 +76,7 @@ private struct ActionRequest: Decodable {
         }
     }
 
-    private init(session: any Session, run: @escaping (_ ifMatch: Preconditions.Condition?) -> ActionResult) {
+    private init(session: any Session, run: @escaping ActionRun) {
         self.session = session
         self.run = run
     }
@@ -118,13 +118,17 @@ extension RouteTable {
         let decoder = JSONDecoder()
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
-            Self.act(on: request, context, userInfo: userInfo, decoder: decoder) { principal, info, decoder, found throws(RequestError) in
+            // The action as sent is what an idempotency key names, whichever route carried it.
+            let action = JSONWhitespace.member("action", of: request.body) ?? request.body[...]
+            return Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
+                principal, info, decoder, found throws(RequestError) in
                 try ActionRequest.decode(request.body, context, principal: principal, userInfo: info, decoder: decoder,
                                          found: &found)
             }
         }
         add(.POST, "/sessions/{id}/actions") { request in
-            Self.act(on: request, context, userInfo: userInfo, decoder: decoder) { principal, info, _, found throws(RequestError) in
+            Self.act(on: request, action: request.body[...], context, userInfo: userInfo, decoder: decoder) {
+                principal, info, _, found throws(RequestError) in
                 try ActionRequest.decode(action: request.body, of: request.pathParameters["id"] ?? "", context,
                                          principal: principal, userInfo: info, found: &found)
             }
@@ -134,8 +138,8 @@ extension RouteTable {
     private typealias ActionDecoding = (_ principal: Principal?, _ userInfo: [CodingUserInfoKey: Any], _ decoder: JSONDecoder,
                                         _ found: inout (any Session)?) throws(RequestError) -> ActionRequest
 
-    private static func act(on request: Request, _ context: ServiceContext, userInfo: [CodingUserInfoKey: Any],
-                            decoder: JSONDecoder, _ decode: ActionDecoding) -> Reply {
+    private static func act(on request: Request, action actionJSON: ArraySlice<UInt8>, _ context: ServiceContext,
+                            userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder, _ decode: ActionDecoding) -> Reply {
         guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
         var requestInfo = userInfo
         var requestDecoder = decoder
@@ -157,6 +161,7 @@ extension RouteTable {
             return .response(Self.notApplied(error.response, kind: nil, context))
         }
         var found: (any Session)?
+        var ticket: IdempotencyLedger.Ticket?
         do throws(RequestError) {
             var action: ActionRequest
             var outcome = ActionResult.gone
@@ -166,13 +171,27 @@ extension RouteTable {
             // failed commit, to come back from the store on its next use (found again, or the store's error).
             repeat {
                 action = try decode(principal, requestInfo, requestDecoder, &found)
-                outcome = action.run(ifMatch)
+                let session = action.session
+                if ticket == nil {
+                    // Once the session is found here (held by this node, in a cluster): the store's
+                    // word on the key is final only then.
+                    switch Self.admit(request, principal, .action, session: session.id, body: actionJSON, context) {
+                    case let .answer(response): return .response(response)
+                    case let .run(admitted): ticket = admitted
+                    case nil: break
+                    }
+                }
+                let keep = ticket.map { ticket in
+                    { (snapshot: EventHub.Snapshot) in ticket.keep(SessionJSON.response(of: session, snapshot), session: session.id) }
+                }
+                outcome = action.run(ifMatch, keep)
                 attempts += 1
             } while outcome.isGone && attempts < 2 && !context.isStopping
             let session = action.session
             switch outcome {
             case let .applied(snapshot):
-                return Self.answer(afterCommitOf: session.hub, context) { failure in
+                return Self.answer(afterCommitOf: session.hub, context) { [ticket] failure in
+                    withExtendedLifetime(ticket) {}   // the key runs until its answer is given
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
                     return SessionJSON.response(of: session, snapshot)
@@ -190,6 +209,13 @@ extension RouteTable {
             }
         } catch .session(.heldElsewhere(let address)) {
             return Self.forward(request, to: address, context)
+        } catch .unknownSession {
+            // Deleted since: a repeat of an action it took still gets its answer.
+            let id = request.pathParameters["id"] ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session")
+            if let id, let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON, context) {
+                return .response(kept)
+            }
+            return .response(Self.notApplied(Problems.body(.unknownSession), kind: nil, context))
         } catch {
             return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
         }

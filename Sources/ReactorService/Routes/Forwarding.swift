@@ -1,19 +1,30 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import MicroHTTP
 
 extension RouteTable {
     /// Cluster mode: a request for a session another node holds, sent on to that node and its
     /// answer relayed as it is. When the holder cannot be reached the answer is 503 with
-    /// `Retry-After` (nothing was sent; its lease runs out and another node takes over); when it
-    /// was sent but no answer came back, 504: it may or may not have been done, never a guess.
+    /// `Retry-After` (nothing was sent; its lease runs out and another node takes over). A request
+    /// that changes something goes under an idempotency key (the client's, or this node's own):
+    /// when it was sent but no answer came back, it is sent again under that key once the holder
+    /// has let the session go (it stopped, or its lease ran out), and is answered once, whether it
+    /// had been done or not (a read is simply read again). Else, the holder keeping the session
+    /// without answering, 504: it may or may not have been done, never a guess.
     static func forward(_ request: Request, to address: String, _ context: ServiceContext) -> Reply {
         guard let cluster = context.cluster else { return .response(Problems.unknownSession) }
         // Forwarded once only: the holder named by the store has just lost the session.
         guard request.headers[Forwarder.marker] == nil else {
             return .response(Problems.session(.heldElsewhere(address: address)))
         }
+        let needsKey = request.method != .GET && request.headers[IdempotentRequest.header] == nil
+            && request.headers[IdempotentRequest.forwardHeader] == nil
+        let request = needsKey ? request.adding(IdempotentRequest.forwardHeader, SessionID.make().string) : request
         var headers = HTTPHeaders()
-        for name in ["Authorization", "Content-Type", "Accept", "If-Match", "If-None-Match"] {
-            if let value = request.headers[name] { headers.add(name, value) }
+        for name in ["Authorization", "Content-Type", "Accept", "If-Match", "If-None-Match", IdempotentRequest.header,
+                     IdempotentRequest.forwardHeader] {
+            for value in request.headers.values(name) { headers.add(name, value) }
         }
         let retryAfter = String(Int(cluster.store.leaseDuration.rounded(.up)))
         let job = { (responder: Responder) in
@@ -48,6 +59,10 @@ extension RouteTable {
                 case let .unknown(reason):
                     cluster.metrics.countForward(.unknown)
                     cluster.forgetHolder(address)
+                    if request.headers[Self.retryMarker] == nil, Self.waitUntilLetGo(request, by: address, context),
+                       let retry = Self.retry(request, context) {
+                        return retry(responder)
+                    }
                     context.logger.info("no answer came back from the session's node: \(reason)")
                     responder.respond(.problem(
                         status: 504, detail: "the request reached the node holding this session, but no answer "
@@ -61,12 +76,30 @@ extension RouteTable {
     /// Marks a request handed back to the routes after a failed forward: it is not retried twice.
     private static let retryMarker = "Reactord-Forward-Retry"
 
+    /// Waits (bounded: a lease and a second) until the store no longer names `address` as the
+    /// holder of the request's session: it gave the session back, or its lease ran out. From then
+    /// on that node can commit nothing more of it (a late commit is fenced off), so the store's
+    /// word on the request's key is final. False when it still holds it (alive, but slow).
+    private static func waitUntilLetGo(_ request: Request, by address: String, _ context: ServiceContext) -> Bool {
+        guard let cluster = context.cluster, let id = sessionID(of: request) else { return false }
+        let deadline = ProcessClock.now + cluster.store.leaseDuration + 1
+        while true {
+            cluster.forgetHolder(address)
+            guard case .failure(.heldElsewhere(address)) = context.session(id) else { return true }
+            guard ProcessClock.now < deadline else { return false }
+            usleep(100_000)
+        }
+    }
+
+    /// The session a forwarded request is about: in its path, or in POST /action's body.
+    private static func sessionID(of request: Request) -> String? {
+        let path = request.path.split(separator: "/")
+        if path.count >= 2, path[0] == "sessions" { return String(path[1]) }
+        return RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session")
+    }
+
     private static func retry(_ request: Request, _ context: ServiceContext) -> ((Responder) -> Void)? {
-        var headers = request.headers
-        headers.add(retryMarker, "1")
-        let again = Request(method: request.method, path: request.path, query: request.query, headers: headers,
-                            body: request.body, peer: request.peer, client: request.client)
-        switch context.routes.current.reply(to: again) {
+        switch context.routes.current.reply(to: request.adding(retryMarker, "1")) {
         case let .response(response)?: return { $0.respond(response) }
         case let .deferred(work)?: return work
         case .eventStream?, nil: return nil
@@ -95,5 +128,14 @@ extension RouteTable {
             }
         }
         return escaped
+    }
+}
+
+private extension Request {
+    /// The same request with one more header field (routed again, it gets its path parameters again).
+    func adding(_ name: String, _ value: String) -> Request {
+        var headers = self.headers
+        headers.add(name, value)
+        return Request(method: method, path: path, query: query, headers: headers, body: body, peer: peer, client: client)
     }
 }

@@ -50,6 +50,7 @@ extension RouteTable {
             } catch {
                 return .response(error.response)
             }
+            var ticket: IdempotencyLedger.Ticket?
             // A stored session is loaded first: one path for deleting it, its reactor and its streams.
             // Twice at most: it may leave memory (idle, or let go) between its lookup and its removal.
             for _ in 0..<2 {
@@ -57,9 +58,21 @@ extension RouteTable {
                 switch context.session(id) {
                 case let .success(found): session = found
                 case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
+                case .failure(.unknown):
+                    // Gone: a repeat of the delete that removed it still gets its answer.
+                    return .response(Self.keptAnswer(request, principal, .deleteSession, session: id, context)
+                        ?? Problems.session(.unknown))
                 case let .failure(error): return .response(Problems.session(error))
                 }
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
+                if ticket == nil {
+                    // Once the session is found here (held by this node, in a cluster), as for an action.
+                    switch Self.admit(request, principal, .deleteSession, session: id, context) {
+                    case let .answer(response): return .response(response)
+                    case let .run(admitted): ticket = admitted
+                    case nil: break
+                    }
+                }
                 if let ifMatch {
                     // The version checked and the reactor let go in one step: no action comes between.
                     switch session.release(ifAt: ifMatch) {
@@ -72,9 +85,12 @@ extension RouteTable {
                     }
                 }
                 guard context.sessions.unload(session) else { continue }
-                return Self.answer(context) { done in
-                    context.remove(session, reason: "deleted") { failure in
-                        done(failure.map(Problems.store) ?? Response(status: 204))
+                let deleted = Response(status: 204)
+                let answer = ticket?.keep(deleted, session: id)
+                return Self.answer(context) { [ticket] done in
+                    context.remove(session, reason: "deleted", answer: answer) { failure in
+                        withExtendedLifetime(ticket) {}   // the key runs until its answer is given
+                        done(failure.map(Problems.store) ?? deleted)
                     }
                 }
             }
@@ -101,6 +117,12 @@ extension RouteTable {
         case let .success(found): principal = found
         case let .failure(refusal): return .response(refusal.response)
         }
+        var ticket: IdempotencyLedger.Ticket?
+        switch Self.admit(request, principal, .createSession, body: request.body[...], context) {
+        case let .answer(response): return .response(response)
+        case let .run(admitted): ticket = admitted
+        case nil: break
+        }
         let kinds = context.registry.names
         var kind = context.configuration.defaultReactor ?? kinds.first ?? ""
         // Only an empty body means "the default kind": whitespace alone is not a JSON document.
@@ -115,18 +137,18 @@ extension RouteTable {
             return .response(.problem(status: 422, detail: "unknown reactor '\(kind)'; this server has: "
                 + kinds.joined(separator: ", ")))
         }
-        let ticket: SessionAccess.CreationTicket
+        let admission: SessionAccess.CreationTicket
         switch context.access.admitCreation(request, for: principal) {
-        case let .success(admitted): ticket = admitted
+        case let .success(admitted): admission = admitted
         case let .failure(refusal): return .response(refusal.response)
         }
         guard context.sessions.reserveStored() else {
-            ticket.cancel()
+            admission.cancel()
             return .response(.problem(status: 507, detail: "the store holds \(context.sessions.storedCapacity) sessions, "
                 + "its most (--max-stored-sessions); delete one or let one expire"))
         }
         guard context.reservePlace() else {
-            ticket.cancel()
+            admission.cancel()
             context.sessions.forgetStored()
             guard context.persistence == nil else { return .response(Problems.memoryFull) }
             var headers = HTTPHeaders()
@@ -137,26 +159,53 @@ extension RouteTable {
         let key = SessionID.make()
         let id = key.string
         let session: any Session
+        let hub = context.makeHub(id: id, kind: kind, owner: principal?.subject)
+        // Its first write and the answer kept under the request's key go in one transaction.
+        if ticket != nil { hub.holdWrites() }
         do {
-            session = try factory(key, context.makeHub(id: id, kind: kind, owner: principal?.subject), principal, nil)
+            session = try factory(key, hub, principal, nil)
         } catch {
-            ticket.cancel()
+            hub.releaseWrites(adding: nil)
+            admission.cancel()
             context.sessions.cancelReservation()
             context.sessions.forgetStored()
             return .response(.problem(status: 500, detail: "the reactor could not be made: \(error)"))
         }
+        // The session as it was made (the answer kept under a key is this very one).
+        var created = SessionJSON.response(of: session, session.hub.latest, status: 201)
+        created.headers.add("Location", "/sessions/\(id)")
+        if let ticket { hub.releaseWrites(adding: ticket.keep(created, session: id)) }
         context.adopt(session)
-        return answer(afterCommitOf: session.hub, context) { failure in
-            ticket.opened()   // committed, so a durable store counts it now (or, failed, never will)
-            if let failure { return Problems.store(failure) }
-            var response = SessionJSON.response(of: session, session.hub.snapshot, status: 201)
-            response.headers.add("Location", "/sessions/\(id)")
-            return response
+        return answer(afterCommitOf: session.hub, context) { [ticket, created] failure in
+            withExtendedLifetime(ticket) {}   // the key runs until its answer is given
+            admission.opened()   // committed, so a durable store counts it now (or, failed, never will)
+            return failure.map(Problems.store) ?? created
         }
     }
 }
 
 extension RouteTable {
+    /// The request's `Idempotency-Key` admitted: nil when it has none; else whether it runs
+    /// (`.run`), or the answer instead (a kept one, 409, 422, or the 400 for a malformed key).
+    /// Keys are the caller's: the subject's with authentication, one space without.
+    static func admit(_ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String = "",
+                      body: ArraySlice<UInt8> = [], _ context: ServiceContext) -> IdempotencyLedger.Admission? {
+        switch IdempotentRequest.read(request, scope: principal?.subject ?? "", kind: kind, session: session, body: body) {
+        case .none: return nil
+        case let .malformed(refusal): return .answer(refusal)
+        case let .key(idempotent): return context.idempotency.admit(idempotent)
+        }
+    }
+
+    /// The answer kept under the request's key, for a request whose session is gone: nil when
+    /// it has no key, or none was kept (then the session's absence is the answer).
+    static func keptAnswer(_ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String,
+                           body: ArraySlice<UInt8> = [], _ context: ServiceContext) -> Response? {
+        guard case let .answer(response)? = admit(request, principal, kind, session: session, body: body, context),
+              (200..<300).contains(response.status) else { return nil }
+        return response
+    }
+
     /// The answer once what the request changed in `hub` is durable; at once with the memory
     /// store, or when nothing is left to write.
     static func answer(afterCommitOf hub: EventHub, _ context: ServiceContext,

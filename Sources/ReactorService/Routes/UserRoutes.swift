@@ -12,22 +12,34 @@ extension RouteTable {
                 guard !user.id.isEmpty else {
                     return .response(.problem(status: 422, detail: "field 'id' must not be empty"))
                 }
-                return Self.setUser(user, context) { .json(Self.userJSON(user)) }
+                return Self.setUser(user, request, context, answer: .json(Self.userJSON(user)))
             } catch {
                 return .response(Problems.body(error))
             }
         }
         add(.DELETE, "/user") { request in
             if let refusal = context.access.authorizeAdmin(request) { return .response(refusal) }
-            return Self.setUser(nil, context) { Response(status: 204) }
+            return Self.setUser(nil, request, context, answer: Response(status: 204))
         }
     }
 
     /// Stores the user (with a durable store), then hands it to every reactor; answers once
-    /// the states it changed are committed too, so a read after the answer sees them.
-    private static func setUser(_ user: User?, _ context: ServiceContext,
-                                answer: @escaping @Sendable () -> Response) -> Reply {
-        Self.answer(context) { done in
+    /// the states it changed are committed too, so a read after the answer sees them. Under an
+    /// `Idempotency-Key` (the admins share one space of keys) the answer is kept with the change.
+    private static func setUser(_ user: User?, _ request: Request, _ context: ServiceContext,
+                                answer: Response) -> Reply {
+        var ticket: IdempotencyLedger.Ticket?
+        switch Self.admit(request, nil, user == nil ? .clearUser : .setUser, body: request.body[...], context) {
+        case let .answer(response): return .response(response)
+        case let .run(admitted): ticket = admitted
+        case nil: break
+        }
+        let kept = ticket?.keep(answer, session: nil)
+        return Self.answer(context) { [ticket] done in
+            let done: @Sendable (Response) -> Void = { response in
+                withExtendedLifetime(ticket) {}   // the key runs until its answer is given
+                done(response)
+            }
             let publish: @Sendable () -> Void = {
                 // Every session's streams are resumed together at the end: see batchingResumes.
                 EventStream.batchingResumes { context.currentUser.send(user) }
@@ -36,14 +48,14 @@ extension RouteTable {
             }
             guard let journal = context.persistence?.journal else {
                 publish()
-                done(answer())
+                done(answer)
                 return
             }
-            journal.write(.user(user.map(Self.userJSON))) { failure in
+            journal.write([.user(user.map(Self.userJSON))] + (kept.map { [.answer($0)] } ?? [])) { failure in
                 if let failure { return done(Problems.store(failure)) }
                 // In a cluster every node, this one too, takes the change from the store, by version.
                 if let cluster = context.cluster { cluster.feedUser(context) } else { publish() }
-                journal.whenCommitted { failure in done(failure.map(Problems.store) ?? answer()) }
+                journal.whenCommitted { failure in done(failure.map(Problems.store) ?? answer) }
             }
         }
     }

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 @_spi(Lock) import ReactorCore
+import ReactorStore
 
 /// One reactor instance behind a server-issued id, as the routes see it whatever its type.
 protocol Session: AnyObject, Sendable {
@@ -14,9 +15,8 @@ protocol Session: AnyObject, Sendable {
     /// The subject of the token that created it; nil when it was made without authentication.
     var owner: String? { get }
     var hub: EventHub { get }
-    /// Decodes an action of this session's reactor; the returned closure runs it, when the
-    /// session's version satisfies `ifMatch` (checked atomically with running it).
-    func decodeAction(from decoder: any Decoder) throws -> (_ ifMatch: Preconditions.Condition?) -> ActionResult
+    /// Decodes an action of this session's reactor; the returned closure runs it.
+    func decodeAction(from decoder: any Decoder) throws -> ActionRun
     /// Releases the reactor, cancelling its effects, then ends the streams: with `event: end`
     /// and `reason` when the session is over, else with a plain close (clients resume).
     func end(reason: String?)
@@ -33,6 +33,13 @@ protocol Session: AnyObject, Sendable {
     /// The state's top-level field names, nil ones included (empty once the session ended).
     func stateFieldNames() -> Set<String>
 }
+
+/// Runs a decoded action when the session's version satisfies `ifMatch` (checked atomically
+/// with running it). `keep`, for an action sent under an idempotency key, makes the answer to
+/// keep from the state the action led to; it is written in the same transaction as the action's
+/// change.
+typealias ActionRun = (_ ifMatch: Preconditions.Condition?,
+                       _ keep: ((EventHub.Snapshot) -> StoredAnswer?)?) -> ActionResult
 
 /// What running an action came to.
 enum ActionResult {
@@ -96,19 +103,28 @@ where R.Action: Decodable, R.State: Encodable {
         hub.goLive()
     }
 
-    func decodeAction(from decoder: any Decoder) throws -> (_ ifMatch: Preconditions.Condition?) -> ActionResult {
+    func decodeAction(from decoder: any Decoder) throws -> ActionRun {
         let action = try R.Action(from: decoder)
-        return { self.perform(action, ifMatch: $0) }
+        return { self.perform(action, ifMatch: $0, keep: $1) }
     }
 
-    private func perform(_ action: R.Action, ifMatch: Preconditions.Condition?) -> ActionResult {
+    private func perform(_ action: R.Action, ifMatch: Preconditions.Condition?,
+                         keep: ((EventHub.Snapshot) -> StoredAnswer?)?) -> ActionResult {
         lock.lock()
         defer { lock.unlock() }
         guard reactor != nil else { return .gone }
         if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
+        guard let keep else {
+            actions.send(action)
+            hub.touch()
+            return .applied(hub.latest)
+        }
+        hub.holdWrites()
         actions.send(action)
         hub.touch()
-        return .applied(hub.latest)
+        let latest = hub.latest
+        hub.releaseWrites(adding: keep(latest))
+        return .applied(latest)
     }
 
     func stateFieldNames() -> Set<String> {

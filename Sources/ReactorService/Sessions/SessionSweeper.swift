@@ -4,6 +4,7 @@ import Dispatch
 /// idle past the TTL (no action and no subscriber). With a durable store it unloads sessions idle
 /// past `--unload-after` (or the TTL, when shorter), writes the activity of sessions that are
 /// only watched, and deletes in the store the sessions that expired there, without loading them.
+/// Either way it forgets expired idempotency keys.
 final class SessionSweeper: @unchecked Sendable {
     private let timer: DispatchSourceTimer
 
@@ -25,8 +26,14 @@ final class SessionSweeper: @unchecked Sendable {
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "reactord.session-sweeper"))
         timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(10))
         var lastCount = ProcessClock.now
+        var lastTrim = ProcessClock.now
         timer.setEventHandler { [weak context] in
             guard let context else { return }
+            // Expired idempotency keys go every few seconds, whatever the sweeps' pace.
+            if ProcessClock.now - lastTrim >= 5 {
+                lastTrim = ProcessClock.now
+                context.idempotency.trim(through: context.persistence?.journal)
+            }
             guard let persistence = context.persistence else {
                 guard let idleLimit else { return }
                 for session in context.sessions.removeIdle(since: ProcessClock.now - idleLimit) {

@@ -44,6 +44,20 @@ enum PostgresSchema {
         """,
         // 2: a subject's sessions counted without a scan (--max-sessions-per-subject).
         "CREATE INDEX reactord_sessions_by_owner ON reactord_sessions (owner) WHERE owner IS NOT NULL;",
+        // 3: answers kept under idempotency keys (scope: the caller's subject, '' without one).
+        """
+        CREATE TABLE reactord_answers (
+            scope text NOT NULL,
+            key text NOT NULL,
+            request text NOT NULL,
+            status integer NOT NULL,
+            headers text NOT NULL,
+            body text NOT NULL,
+            expires float8 NOT NULL,
+            PRIMARY KEY (scope, key)
+        );
+        CREATE INDEX reactord_answers_by_expiry ON reactord_answers (expires);
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

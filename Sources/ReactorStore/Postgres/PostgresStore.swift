@@ -117,6 +117,24 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
+    public func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
+        try reading { connection in
+            let rows = try connection.execute(
+                "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
+                [scope, key])
+            guard rows.count > 0 else { return nil }
+            return StoredAnswer(scope: scope, key: key, request: rows.string(0, 0) ?? "", status: Int(rows.int64(0, 1) ?? 0),
+                                headers: StoredAnswer.fields(fromText: rows.string(0, 2) ?? ""), body: rows.bytes(0, 3) ?? [],
+                                expires: rows.double(0, 4) ?? 0, session: nil)
+        }
+    }
+
+    public func answerCount() throws(StoreError) -> Int {
+        try reading { connection in
+            Int(try connection.execute("SELECT count(*) FROM reactord_answers").int64(0, 0) ?? 0)
+        }
+    }
+
     @discardableResult
     public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
         writeLock.lock()
@@ -124,8 +142,11 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         let steps = Self.plan(changes)
         if steps.isEmpty { return [] }
         let connection = try writerConnection()
-        // One statement commits by itself; several share a transaction.
-        let transaction = steps.count > 1
+        // One statement commits by itself; several share a transaction (answers are a statement of their own).
+        let transaction = steps.count > 1 || changes.contains { change in
+            if case let .session(write) = change { return !write.answers.isEmpty }
+            return false
+        }
         var outcome = CommitOutcome()
         do {
             if transaction {
@@ -140,6 +161,13 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 case let .delete(id, reason, idleBefore):
                     try delete(id, reason: reason, idleBefore: idleBefore, on: connection, into: &outcome)
                 case let .user(json): try writeUser(json, on: connection)
+                case let .answers(answers):
+                    try keep(answers.filter { $0.session.map { !outcome.refused.contains($0) } ?? true }, on: connection)
+                case let .forgetAnswers(time, limit):
+                    try connection.execute("""
+                        DELETE FROM reactord_answers WHERE (scope, key) IN
+                            (SELECT scope, key FROM reactord_answers WHERE expires < $1 LIMIT $2)
+                        """, [String(time), String(limit)])
                 }
             }
             if transaction { try connection.execute("COMMIT") }
@@ -342,6 +370,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         case sessions([SessionWrite])
         case delete(id: String, reason: String, idleBefore: Double?)
         case user([UInt8]?)
+        case answers([StoredAnswer])
+        case forgetAnswers(expiredBefore: Double, limit: Int)
     }
 
     private struct CommitOutcome {
@@ -364,7 +394,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             switch step {
             case let .sessions(writes): ids += writes.map(\.id)
             case let .delete(id, _, _): ids.append(id)
-            case .user: break
+            case .user, .answers, .forgetAnswers: break
             }
         }
         return ids
@@ -391,6 +421,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                     merged.version = write.version
                     merged.lastActive = write.lastActive ?? merged.lastActive
                     merged.events += write.events
+                    merged.answers += write.answers
                     pending[at] = merged
                 } else {
                     index[write.id] = pending.count
@@ -401,6 +432,16 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 steps.append(.delete(id: id, reason: reason, idleBefore: idleBefore))
             case let .user(json):
                 steps.append(.user(json))
+            case let .answer(answer):
+                // After the write of its session (a delete, or a change of the user, comes before it).
+                flush()
+                if case let .answers(previous)? = steps.last {
+                    steps[steps.count - 1] = .answers(previous + [answer])
+                } else {
+                    steps.append(.answers([answer]))
+                }
+            case let .forgetAnswers(time, limit):
+                steps.append(.forgetAnswers(expiredBefore: time, limit: limit))
             }
         }
         flush()
@@ -520,6 +561,22 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 outcome.taken[write.id] = Lease(fence: 1, validUntil: started + leaseDuration - margin, since: started)
             }
         }
+        try keep(writes.filter { written.contains($0.id) }.flatMap(\.answers), on: connection)
+    }
+
+    /// A key kept already keeps its first answer.
+    private func keep(_ answers: [StoredAnswer], on connection: PostgresConnection) throws {
+        if answers.isEmpty { return }
+        try connection.execute("""
+            INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::float8[])
+            ON CONFLICT (scope, key) DO NOTHING
+            """, [
+                Self.array(strings: answers.map(\.scope)), Self.array(strings: answers.map(\.key)), Self.array(strings: answers.map(\.request)),
+                Self.array(strings: answers.map { String($0.status) }), Self.array(strings: answers.map(\.headerText)),
+                Self.array(strings: answers.map { String(decoding: $0.body, as: UTF8.self) }),
+                Self.array(strings: answers.map { String($0.expires) }),
+            ])
     }
 
     /// Deleted when this node holds it or nobody holds it live; a live lease of another node

@@ -32,6 +32,20 @@ enum SQLiteSchema {
         "ALTER TABLE sessions ADD COLUMN owner TEXT;",
         // 3: a subject's sessions counted without a scan (--max-sessions-per-subject).
         "CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner IS NOT NULL;",
+        // 4: answers kept under idempotency keys (scope: the caller's subject, '' without one).
+        """
+        CREATE TABLE answers (
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            request TEXT NOT NULL,
+            status INTEGER NOT NULL,
+            headers TEXT NOT NULL,
+            body TEXT NOT NULL,
+            expires REAL NOT NULL,
+            PRIMARY KEY (scope, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX answers_by_expiry ON answers (expires);
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -108,17 +108,38 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
+    public func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
+        try reading { connection in
+            let row = try connection.statement(
+                "SELECT request, status, headers, body, expires FROM answers WHERE scope = ? AND key = ?")
+            try row.bind(.text(scope), .text(key))
+            guard try row.next() else { return nil }
+            return StoredAnswer(scope: scope, key: key, request: row.string(0), status: Int(row.int64(1)),
+                                headers: StoredAnswer.fields(fromText: row.string(2)), body: row.bytes(3),
+                                expires: row.double(4), session: nil)
+        }
+    }
+
+    public func answerCount() throws(StoreError) -> Int {
+        try reading { connection in
+            let count = try connection.statement("SELECT count(*) FROM answers")
+            return try count.next() ? Int(count.int64(0)) : 0
+        }
+    }
+
     @discardableResult
     public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard let writer else { throw .unavailable("the store is closed", cause: path) }
         var kept: Set<String> = []
+        var gone: Set<String> = []   // written to after its delete: nothing of it is kept
         do {
             try writer.transaction {
                 for change in changes {
                     switch change {
-                    case let .session(write): try apply(write, historyLength: historyLength, on: writer)
+                    case let .session(write):
+                        if try !apply(write, historyLength: historyLength, on: writer) { gone.insert(write.id) }
                     case let .delete(id, _, idleBefore):
                         if let idleBefore {
                             try writer.statement("DELETE FROM sessions WHERE id = ? AND last_active < ?")
@@ -136,6 +157,14 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                             .bind(.utf8(json)).run()
                     case .user(nil):
                         try writer.statement("DELETE FROM global_user").run()
+                    case let .answer(answer):
+                        if let session = answer.session, kept.contains(session) || gone.contains(session) { continue }
+                        try keep(answer, on: writer)
+                    case let .forgetAnswers(time, limit):
+                        try writer.statement("""
+                            DELETE FROM answers WHERE (scope, key) IN
+                                (SELECT scope, key FROM answers WHERE expires < ? LIMIT ?)
+                            """).bind(.real(time), .integer(Int64(limit))).run()
                     }
                 }
             }
@@ -160,7 +189,9 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     private static let trimStep: Int64 = 64
 
-    private func apply(_ write: SessionWrite, historyLength: Int, on writer: SQLiteConnection) throws {
+    /// Writes the session's change; false when there is no such session any more (deleted
+    /// meanwhile: it stays deleted, and its late events and answers are not kept).
+    private func apply(_ write: SessionWrite, historyLength: Int, on writer: SQLiteConnection) throws -> Bool {
         if write.isNew {
             try writer.statement("""
                 INSERT INTO sessions (id, kind, state, version, created_at, last_active, owner) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -177,10 +208,10 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 try writer.statement("UPDATE sessions SET state = ?, version = ? WHERE id = ?")
                     .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .text(write.id)).run()
             }
-            // A session deleted meanwhile stays deleted: its late events are not kept.
-            if writer.changes == 0 { return }
+            if writer.changes == 0 { return false }
         }
-        guard historyLength > 0, !write.events.isEmpty else { return }
+        for answer in write.answers { try keep(answer, on: writer) }
+        guard historyLength > 0, !write.events.isEmpty else { return true }
         let insert = "INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, ?, ?)"
         for event in write.events {
             try writer.statement(insert)
@@ -195,6 +226,16 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             try writer.statement("DELETE FROM events WHERE session = ? AND seq <= ?")
                 .bind(.text(write.id), .integer(oldestKept)).run()
         }
+        return true
+    }
+
+    /// A key kept already keeps its first answer.
+    private func keep(_ answer: StoredAnswer, on writer: SQLiteConnection) throws {
+        try writer.statement("""
+            INSERT OR IGNORE INTO answers (scope, key, request, status, headers, body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """)
+            .bind(.text(answer.scope), .text(answer.key), .text(answer.request), .integer(Int64(answer.status)),
+                  .text(answer.headerText), .utf8(answer.body), .real(answer.expires)).run()
     }
 
     private func reading<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {

@@ -1,0 +1,148 @@
+import MicroHTTP
+import ReactorStore
+
+/// The requests sent under idempotency keys: those running on this node now (a repeat
+/// meanwhile gets 409), and the answers kept. With a durable store an answer is written in the
+/// transaction of the change it answers, so a repeat after any crash finds both or neither;
+/// with the memory store the ledger keeps them itself (lost on restart, as the sessions are).
+final class IdempotencyLedger: Sendable {
+    enum Admission {
+        /// Not answered before: run it, holding the ticket until the answer is given.
+        case run(Ticket)
+        /// The kept answer again, or why not (409 running, 422 another request, the store's error).
+        case answer(Response)
+    }
+
+    /// A key running here. It is given back when the last reference goes, so a path that
+    /// forgets it cannot leave the key running for ever.
+    final class Ticket: Sendable {
+        let request: IdempotentRequest
+        private let ledger: IdempotencyLedger
+
+        fileprivate init(_ request: IdempotentRequest, _ ledger: IdempotencyLedger) {
+            self.request = request
+            self.ledger = ledger
+        }
+
+        deinit { ledger.running.withLock { $0[request.id] = nil } }
+
+        /// What to keep of `response` under the key (nil for an answer that is not 2xx: it
+        /// changed nothing, and a repeat runs again). With the memory store the ledger keeps it
+        /// now and nil is returned; with a durable store it is to be written with the change
+        /// (`session`: the session that change is about).
+        func keep(_ response: Response, session: String?) -> StoredAnswer? {
+            guard (200..<300).contains(response.status) else { return nil }
+            let answer = StoredAnswer(
+                scope: request.scope, key: request.key, request: request.digest, status: response.status,
+                headers: response.headers.compactMap { name, value in
+                    IdempotencyLedger.keptFields.contains(name.lowercased()) ? StoredAnswer.Field(name, value) : nil
+                },
+                body: response.body,
+                expires: WallClock.now + (request.isForwarders ? ledger.forwardTTL : ledger.ttl), session: session)
+            guard ledger.engine == nil else { return answer }
+            ledger.kept.withLock { $0[request.id] = answer }
+            return nil
+        }
+    }
+
+    /// The fields of an answer that are the answer's own (not CORS's, not the connection's).
+    fileprivate static let keptFields: Set<String> = ["content-type", "etag", "location"]
+
+    /// Seconds a client's key is kept; a forwarding node's own keys only need to outlive a
+    /// holder's lease and a forward's retry.
+    let ttl: Double
+    let forwardTTL: Double
+    fileprivate let engine: (any StoreEngine)?
+    fileprivate let running = Locked<[String: String]>([:])
+    fileprivate let kept = Locked<[String: StoredAnswer]>([:])
+    let metrics: IdempotencyMetrics
+
+    init(ttl: Double, forwardTTL: Double, engine: (any StoreEngine)?, metrics: IdempotencyMetrics) {
+        self.ttl = ttl
+        self.forwardTTL = forwardTTL
+        self.engine = engine
+        self.metrics = metrics
+    }
+
+    /// Whether `request` runs, or what it is answered instead. In a cluster, call it only once
+    /// this node holds the session: the store's word on the key is final only then.
+    func admit(_ request: IdempotentRequest) -> Admission {
+        let runningDigest: String? = running.withLock { table in
+            if let digest = table[request.id] { return digest }
+            table[request.id] = request.digest
+            return nil
+        }
+        if let runningDigest {
+            guard runningDigest == request.digest else { return .answer(mismatch(request)) }
+            metrics.conflicts.increment()
+            return .answer(.problem(status: 409, detail: "a request with this \(IdempotentRequest.header) is still "
+                + "running; retry once it is answered", headers: HTTPHeaders([("Retry-After", "1")])))
+        }
+        let ticket = Ticket(request, self)
+        let found: StoredAnswer?
+        if let engine {
+            do throws(StoreError) {
+                found = try engine.answer(scope: request.scope, key: request.key)
+            } catch {
+                return .answer(Problems.store(error))
+            }
+        } else {
+            found = kept.withLock { $0[request.id] }
+        }
+        guard let found else { return .run(ticket) }
+        guard found.request == request.digest else { return .answer(mismatch(request)) }
+        metrics.replays.increment()
+        var headers = HTTPHeaders(found.headers.map { ($0.name, $0.value) })
+        if !request.isForwarders { headers.add(IdempotentRequest.replayedHeader, "true") }
+        return .answer(Response(status: found.status, headers: headers, body: found.body))
+    }
+
+    /// Forgets expired answers (the sweeper's, now and then): the memory store's at once, a
+    /// durable store's in one batch through `journal`. Updates the count of kept keys.
+    func trim(through journal: Journal?) {
+        let now = WallClock.now
+        guard let engine, let journal else {
+            let count = kept.withLock { table in
+                table = table.filter { $0.value.expires >= now }
+                return table.count
+            }
+            metrics.stored.set(Double(count))
+            return
+        }
+        journal.write([.forgetAnswers(expiredBefore: now, limit: 5000)]) { _ in }
+        if let count = try? engine.answerCount() { metrics.stored.set(Double(count)) }
+    }
+
+    private func mismatch(_ request: IdempotentRequest) -> Response {
+        metrics.mismatches.increment()
+        return .problem(status: 422, detail: "this \(IdempotentRequest.header) was used for another request (another "
+            + "route, session or body); a key names one request: send a new key for a new request")
+    }
+}
+
+extension IdempotentRequest {
+    /// The key in its caller's space.
+    fileprivate var id: String { scope + "\u{0}" + key }
+}
+
+/// `reactord_idempotent_replays_total`, `reactord_idempotency_conflicts_total{status}` (409: the
+/// first still running; 422: the key named another request), `reactord_idempotency_keys_stored`.
+struct IdempotencyMetrics: Sendable {
+    let replays: Counter
+    let conflicts: Counter
+    let mismatches: Counter
+    let stored: Gauge
+
+    init(registry: MetricsRegistry) {
+        replays = registry.makeCounter(name: "reactord_idempotent_replays_total",
+                                       help: "Requests answered with the answer kept under their Idempotency-Key.")
+        let conflicts = "Requests refused for their Idempotency-Key: 409 while the first runs, 422 for another request."
+        self.conflicts = registry.makeCounter(name: "reactord_idempotency_conflicts_total", help: conflicts,
+                                              labels: [("status", "409")])
+        mismatches = registry.makeCounter(name: "reactord_idempotency_conflicts_total", help: conflicts,
+                                          labels: [("status", "422")])
+        stored = registry.makeGauge(name: "reactord_idempotency_keys_stored",
+                                    help: "Answers kept under Idempotency-Keys (read now and then).")
+        stored.set(0)
+    }
+}

@@ -1,0 +1,150 @@
+import JWSSignatures
+import MicroHTTP
+
+/// A request sent under an `Idempotency-Key`: whose key it is, the key, and a digest of the
+/// request it names (its route, its session and its JSON body), which a repeat must match.
+struct IdempotentRequest: Sendable {
+    static let header = "Idempotency-Key"
+    /// A forwarding node's own key for a request its client sent without one: the forward
+    /// can then be retried without running twice (see `RouteTable.forward`).
+    static let forwardHeader = "Reactord-Forward-Key"
+    static let replayedHeader = "Idempotent-Replayed"
+
+    /// What a key may name. Both action routes are one kind: the same action of the same session.
+    enum Kind: String {
+        case action, createSession = "create-session", deleteSession = "delete-session"
+        case setUser = "set-user", clearUser = "clear-user"
+    }
+
+    /// The caller's subject, or "" without authentication (one shared space).
+    let scope: String
+    let key: String
+    let digest: String
+    /// A forwarding node's key, not the client's: kept briefly, and its replays are not marked.
+    let isForwarders: Bool
+
+    /// What a request says of its key.
+    enum Reading {
+        case none
+        case key(IdempotentRequest)
+        /// The 400 naming what is wrong with the key.
+        case malformed(Response)
+    }
+
+    static func read(_ request: Request, scope: String, kind: Kind, session: String = "",
+                     body: ArraySlice<UInt8> = []) -> Reading {
+        var values = request.headers.values(header)
+        var isForwarders = false
+        if values.isEmpty {
+            values = request.headers.values(forwardHeader)
+            isForwarders = true
+        }
+        guard let key = values.first else { return .none }
+        guard values.count == 1 else {
+            return .malformed(.problem(status: 400, detail: "header \(header) is sent \(values.count) times; send it once"))
+        }
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            return .malformed(.problem(status: 400, detail: "header \(header) must be 1 to 255 visible ASCII characters "
+                + "(no spaces), e.g. a UUID; got \(key.utf8.count) bytes"))
+        }
+        var text = Array("\(kind.rawValue)\n\(session)\n".utf8)
+        JSONWhitespace.appendStripped(body, to: &text)
+        let digest = SHA256.digest(text).prefix(16).map { byte in
+            let hex = String(byte, radix: 16)
+            return hex.count == 1 ? "0" + hex : hex
+        }.joined()
+        return .key(IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders))
+    }
+}
+
+/// JSON text without the whitespace between its tokens: two bodies that differ only in layout
+/// name the same request.
+enum JSONWhitespace {
+    static func appendStripped(_ json: ArraySlice<UInt8>, to out: inout [UInt8]) {
+        var inString = false
+        var escaped = false
+        for byte in json {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else if byte == UInt8(ascii: "\"") {
+                inString = true
+            } else if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D {
+                continue
+            }
+            out.append(byte)
+        }
+    }
+
+    /// The bytes of the top-level object's member `name` (its value as sent), or nil when the
+    /// body is not an object with that member as written.
+    static func member(_ name: String, of json: [UInt8]) -> ArraySlice<UInt8>? {
+        var index = 0
+        func skipSpace() {
+            while index < json.count, [0x20, 0x09, 0x0A, 0x0D].contains(json[index]) { index += 1 }
+        }
+        /// Moves past one value; false when the text ends first.
+        func skipValue() -> Bool {
+            var depth = 0
+            var inString = false
+            var escaped = false
+            while index < json.count {
+                let byte = json[index]
+                index += 1
+                if inString {
+                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") {
+                        inString = false
+                        if depth == 0 { return true }
+                    }
+                    continue
+                }
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    if depth == 0 { return true }
+                    if depth < 0 { return false }
+                case UInt8(ascii: ","):
+                    if depth == 0 {
+                        index -= 1
+                        return true
+                    }
+                default:
+                    // A scalar ends at the next delimiter.
+                    if depth == 0, index < json.count,
+                       [UInt8(ascii: ","), UInt8(ascii: "}"), 0x20, 0x09, 0x0A, 0x0D].contains(json[index]) {
+                        return true
+                    }
+                }
+            }
+            return depth == 0 && !inString
+        }
+        skipSpace()
+        guard index < json.count, json[index] == UInt8(ascii: "{") else { return nil }
+        index += 1
+        let wanted = Array("\"\(name)\"".utf8)
+        while true {
+            skipSpace()
+            guard index < json.count, json[index] == UInt8(ascii: "\"") else { return nil }
+            let keyStart = index
+            guard skipValue() else { return nil }
+            let isWanted = json[keyStart..<index].elementsEqual(wanted)
+            skipSpace()
+            guard index < json.count, json[index] == UInt8(ascii: ":") else { return nil }
+            index += 1
+            skipSpace()
+            let valueStart = index
+            guard skipValue() else { return nil }
+            if isWanted { return json[valueStart..<index] }
+            skipSpace()
+            guard index < json.count, json[index] == UInt8(ascii: ",") else { return nil }
+            index += 1
+        }
+    }
+}

@@ -1,0 +1,52 @@
+/// A request's answer kept under its idempotency key, committed with the change the request
+/// made, so that a repeat of the request is given this answer again instead of running twice.
+public struct StoredAnswer: Sendable, Equatable {
+    /// Whose key it is: the caller's subject, or "" without authentication.
+    public var scope: String
+    public var key: String
+    /// What the request was (a digest of its method, route, session and body): a repeat with
+    /// another request under the same key is refused.
+    public var request: String
+    public var status: Int
+    /// The header fields given back with it, in order.
+    public var headers: [Field]
+    public var body: [UInt8]
+    /// Seconds since 1970; after that it may be forgotten.
+    public var expires: Double
+    /// The session whose change it answers: it is kept only if that change is (a write the
+    /// store refuses, a delete of a session used since, take their answers with them).
+    public var session: String?
+
+    public struct Field: Sendable, Equatable {
+        public var name: String
+        public var value: String
+
+        public init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public init(scope: String, key: String, request: String, status: Int, headers: [Field], body: [UInt8],
+                expires: Double, session: String?) {
+        self.scope = scope
+        self.key = key
+        self.request = request
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.expires = expires
+        self.session = session
+    }
+
+    /// The header fields as one text column: `name: value` lines (reactord's own header values
+    /// never hold a line break).
+    var headerText: String { headers.map { "\($0.name): \($0.value)\n" }.joined() }
+
+    static func fields(fromText text: String) -> [Field] {
+        text.split(separator: "\n").compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return Field(String(line[..<colon]), String(line[line.index(after: colon)...].dropFirst()))
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import XCTest
+
+/// `Idempotency-Key` over real servers: a repeat gets the first answer byte for byte and runs
+/// nothing, across kill -9 on a real SQLite file; another request under the same key is 422; a
+/// malformed key is 400; answers that changed nothing are not kept; keys expire.
+final class IdempotencyTests: XCTestCase {
+    private var folder: URL!
+    private var database: String { folder.appendingPathComponent("reactord.sqlite").path }
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("reactord-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    private func start(_ extra: [String] = [], store: String? = nil) throws -> ReactordProcess {
+        try ReactordProcess(arguments: ["--store", store ?? "sqlite:\(database)", "--admin-token", "t"] + extra)
+    }
+
+    private func create(_ client: HTTPClient, key: String? = nil) throws -> TestResponse {
+        try client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: key.map { ["Idempotency-Key": $0] } ?? [:])
+    }
+
+    private func act(_ client: HTTPClient, _ session: String, key: String?, _ action: String = #"{"type":"increase"}"#,
+                     headers: [String: String] = [:]) throws -> TestResponse {
+        var headers = headers
+        if let key { headers["Idempotency-Key"] = key }
+        return try client.request("POST", "/action", body: #"{"session":"\#(session)","action":\#(action)}"#, headers: headers)
+    }
+
+    private func count(_ client: HTTPClient, _ session: String) throws -> Int? {
+        (try client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any])?["count"] as? Int
+    }
+
+    private func assertReplay(_ replay: TestResponse, of first: TestResponse, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(replay.status, first.status, replay.text, file: file, line: line)
+        XCTAssertEqual(replay.body, first.body, "the same bytes", file: file, line: line)
+        XCTAssertEqual(replay.header("Idempotent-Replayed"), "true", file: file, line: line)
+        XCTAssertNil(first.header("Idempotent-Replayed"), file: file, line: line)
+        for name in ["Content-Type", "ETag", "Location"] {
+            XCTAssertEqual(replay.header(name), first.header(name), name, file: file, line: line)
+        }
+    }
+
+    func testARepeatGetsTheFirstAnswerAfterKillNineAndRunsNothing() throws {
+        var server = try start()
+        var client = HTTPClient(port: server.port)
+        let created = try create(client, key: "create-1")
+        XCTAssertEqual(created.status, 201, created.text)
+        let session = try XCTUnwrap(created.object["session"] as? String)
+        let first = try act(client, session, key: "increase-1")
+        XCTAssertEqual(first.status, 200, first.text)
+        assertReplay(try act(client, session, key: "increase-1"), of: first)
+
+        kill(server.process.processIdentifier, SIGKILL)
+        XCTAssertNotNil(server.waitForExit(timeout: 5))
+        server = try start()
+        client = HTTPClient(port: server.port)
+        assertReplay(try act(client, session, key: "increase-1"), of: first)
+        assertReplay(try create(client, key: "create-1"), of: created)
+        // The other action route, the same action of the same session (laid out otherwise): the same request.
+        assertReplay(try client.request("POST", "/sessions/\(session)/actions", body: #"{ "type" : "increase" }"#,
+                                        headers: ["Idempotency-Key": "increase-1"]), of: first)
+        XCTAssertEqual(try count(client, session), 1, "applied once")
+        XCTAssertEqual(try act(client, session, key: "increase-2").status, 200)
+        XCTAssertEqual(try count(client, session), 2)
+    }
+
+    func testTheSameKeyForAnotherRequestIs422AndRunsNothing() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        XCTAssertEqual(try act(client, session, key: "k").status, 200)
+        for other in [try act(client, session, key: "k", #"{"type":"decrease"}"#),
+                      try client.request("DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "k"]),
+                      try create(client, key: "k")] {
+            XCTAssertEqual(other.status, 422, other.text)
+            XCTAssertTrue((other.object["detail"] as? String)?.contains("Idempotency-Key") == true, other.text)
+        }
+        XCTAssertEqual(try count(client, session), 1)
+    }
+
+    func testAMalformedKeyIs400NamingTheHeader() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        for key in ["", "a b", String(repeating: "x", count: 256), "caf\u{e9}", "tab\there"] {
+            let answer = try act(client, session, key: key)
+            XCTAssertEqual(answer.status, 400, "key \(key.debugDescription): \(answer.text)")
+            XCTAssertTrue((answer.object["detail"] as? String)?.contains("Idempotency-Key") == true, answer.text)
+        }
+        XCTAssertEqual(try act(client, session, key: String(repeating: "x", count: 255)).status, 200, "255 is allowed")
+        let raw = try TestClient(port: server.port)
+        let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
+        let twice = TestResponse(try XCTUnwrap(raw.request("POST", "/action", headers: ["Idempotency-Key: a", "Idempotency-Key: b"],
+                                                           body: body)))
+        XCTAssertEqual(twice.status, 400, twice.text)
+        XCTAssertEqual(try count(client, session), 1, "nothing refused was applied")
+    }
+
+    func testAnAnswerThatChangedNothingIsNotKept() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        let stale = try act(client, session, key: "retry-me", headers: ["If-Match": #""7""#])
+        XCTAssertEqual(stale.status, 412, stale.text)
+        let again = try act(client, session, key: "retry-me")
+        XCTAssertEqual(again.status, 200, "a 412 was not kept: the repeat runs")
+        XCTAssertNil(again.header("Idempotent-Replayed"))
+        XCTAssertEqual(try count(client, session), 1)
+    }
+
+    func testDeleteAndTheUserAreReplayedToo() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        let deleted = try client.request("DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "d"])
+        XCTAssertEqual(deleted.status, 204)
+        let repeated = try client.request("DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "d"])
+        XCTAssertEqual(repeated.status, 204, "the session is gone, the delete's answer is kept: \(repeated.text)")
+        XCTAssertEqual(repeated.header("Idempotent-Replayed"), "true")
+        XCTAssertEqual(try client.request("DELETE", "/sessions/\(session)").status, 404, "without the key: gone")
+
+        let admin = ["Authorization": "Bearer t", "Idempotency-Key": "u"]
+        let put = try client.request("PUT", "/user", body: #"{"id":"ada","name":"Ada"}"#, headers: admin)
+        XCTAssertEqual(put.status, 200)
+        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"bob","name":"Bob"}"#, headers: admin).status, 422)
+        assertReplay(try client.request("PUT", "/user", body: #"{"id":"ada","name":"Ada"}"#, headers: admin), of: put)
+    }
+
+    func testTheMemoryStoreKeepsKeysWhileItRuns() throws {
+        let server = try start(store: "memory")
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        let first = try act(client, session, key: "m")
+        assertReplay(try act(client, session, key: "m"), of: first)
+        XCTAssertEqual(try count(client, session), 1)
+    }
+
+    func testKeysAreForgottenAfterTheirTTL() throws {
+        let server = try start(["--idempotency-ttl", "1"])
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        XCTAssertEqual(try act(client, session, key: "short").status, 200)
+        XCTAssertEqual(try act(client, session, key: "short").header("Idempotent-Replayed"), "true")
+        // Trimmed every 5 s in the background: bounded wait until the repeat runs again.
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            (try? self.act(client, session, key: "short"))?.header("Idempotent-Replayed") == nil
+        })
+        XCTAssertEqual(try count(client, session), 2)
+        let metrics = try client.request("GET", "/metrics").text
+        XCTAssertTrue(metrics.contains("reactord_idempotent_replays_total"), metrics)
+    }
+}
