@@ -31,8 +31,9 @@ struct IdempotentRequest: Sendable {
         case malformed(Response)
     }
 
+    /// `body`: read only when the request has a key.
     static func read(_ request: Request, scope: String, kind: Kind, session: String = "",
-                     body: ArraySlice<UInt8> = []) -> Reading {
+                     body: @autoclosure () -> ArraySlice<UInt8> = []) -> Reading {
         var values = request.headers.values(header)
         var isForwarders = false
         if values.isEmpty {
@@ -48,7 +49,7 @@ struct IdempotentRequest: Sendable {
                 + "(no spaces), e.g. a UUID; got \(key.utf8.count) bytes"))
         }
         var text = Array("\(kind.rawValue)\n\(session)\n".utf8)
-        JSONWhitespace.appendStripped(body, to: &text)
+        JSONWhitespace.appendStripped(body(), to: &text)
         let digest = SHA256.digest(text).prefix(16).map { byte in
             let hex = String(byte, radix: 16)
             return hex.count == 1 ? "0" + hex : hex

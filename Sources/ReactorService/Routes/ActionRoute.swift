@@ -119,7 +119,7 @@ extension RouteTable {
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
             // The action as sent is what an idempotency key names, whichever route carried it.
-            let action = JSONWhitespace.member("action", of: request.body) ?? request.body[...]
+            let action = { JSONWhitespace.member("action", of: request.body) ?? request.body[...] }
             return Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
                 principal, info, decoder, found throws(RequestError) in
                 try ActionRequest.decode(request.body, context, principal: principal, userInfo: info, decoder: decoder,
@@ -127,7 +127,7 @@ extension RouteTable {
             }
         }
         add(.POST, "/sessions/{id}/actions") { request in
-            Self.act(on: request, action: request.body[...], context, userInfo: userInfo, decoder: decoder) {
+            Self.act(on: request, action: { request.body[...] }, context, userInfo: userInfo, decoder: decoder) {
                 principal, info, _, found throws(RequestError) in
                 try ActionRequest.decode(action: request.body, of: request.pathParameters["id"] ?? "", context,
                                          principal: principal, userInfo: info, found: &found)
@@ -138,7 +138,8 @@ extension RouteTable {
     private typealias ActionDecoding = (_ principal: Principal?, _ userInfo: [CodingUserInfoKey: Any], _ decoder: JSONDecoder,
                                         _ found: inout (any Session)?) throws(RequestError) -> ActionRequest
 
-    private static func act(on request: Request, action actionJSON: ArraySlice<UInt8>, _ context: ServiceContext,
+    /// `actionJSON`: the action as sent, read only when the request has an idempotency key.
+    private static func act(on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
                             userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder, _ decode: ActionDecoding) -> Reply {
         guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
         var requestInfo = userInfo
@@ -175,7 +176,7 @@ extension RouteTable {
                 if ticket == nil {
                     // Once the session is found here (held by this node, in a cluster): the store's
                     // word on the key is final only then.
-                    switch Self.admit(request, principal, .action, session: session.id, body: actionJSON, context) {
+                    switch Self.admit(request, principal, .action, session: session.id, body: actionJSON(), context) {
                     case let .answer(response): return .response(response)
                     case let .run(admitted): ticket = admitted
                     case nil: break
@@ -212,7 +213,7 @@ extension RouteTable {
         } catch .unknownSession {
             // Deleted since: a repeat of an action it took still gets its answer.
             let id = request.pathParameters["id"] ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session")
-            if let id, let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON, context) {
+            if let id, let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context) {
                 return .response(kept)
             }
             return .response(Self.notApplied(Problems.body(.unknownSession), kind: nil, context))

@@ -189,8 +189,8 @@ extension RouteTable {
     /// (`.run`), or the answer instead (a kept one, 409, 422, or the 400 for a malformed key).
     /// Keys are the caller's: the subject's with authentication, one space without.
     static func admit(_ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String = "",
-                      body: ArraySlice<UInt8> = [], _ context: ServiceContext) -> IdempotencyLedger.Admission? {
-        switch IdempotentRequest.read(request, scope: principal?.subject ?? "", kind: kind, session: session, body: body) {
+                      body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext) -> IdempotencyLedger.Admission? {
+        switch IdempotentRequest.read(request, scope: principal?.subject ?? "", kind: kind, session: session, body: body()) {
         case .none: return nil
         case let .malformed(refusal): return .answer(refusal)
         case let .key(idempotent): return context.idempotency.admit(idempotent)
@@ -200,8 +200,8 @@ extension RouteTable {
     /// The answer kept under the request's key, for a request whose session is gone: nil when
     /// it has no key, or none was kept (then the session's absence is the answer).
     static func keptAnswer(_ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String,
-                           body: ArraySlice<UInt8> = [], _ context: ServiceContext) -> Response? {
-        guard case let .answer(response)? = admit(request, principal, kind, session: session, body: body, context),
+                           body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext) -> Response? {
+        guard case let .answer(response)? = admit(request, principal, kind, session: session, body: body(), context),
               (200..<300).contains(response.status) else { return nil }
         return response
     }

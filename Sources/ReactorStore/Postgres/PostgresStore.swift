@@ -142,11 +142,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         let steps = Self.plan(changes)
         if steps.isEmpty { return [] }
         let connection = try writerConnection()
-        // One statement commits by itself; several share a transaction (answers are a statement of their own).
-        let transaction = steps.count > 1 || changes.contains { change in
-            if case let .session(write) = change { return !write.answers.isEmpty }
-            return false
-        }
+        // One statement commits by itself; several share a transaction.
+        let transaction = steps.count > 1
         var outcome = CommitOutcome()
         do {
             if transaction {
@@ -478,13 +475,20 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             ON CONFLICT (session, seq) DO UPDATE SET pulse = excluded.pulse, data = excluded.data),
         trimmed AS (
             DELETE FROM reactord_events d USING unnest($21::text[], $22::bigint[]) AS t(session, upto)
-            WHERE d.session = t.session AND d.seq <= t.upto AND t.session IN (SELECT id FROM written))
+            WHERE d.session = t.session AND d.seq <= t.upto AND t.session IN (SELECT id FROM written)),
+        kept AS (
+            INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
+            SELECT a.scope, a.key, a.request, a.status, a.headers, a.body, a.expires
+            FROM unnest($25::text[], $26::text[], $27::text[], $28::integer[], $29::text[], $30::text[], $31::float8[],
+                        $32::text[]) AS a(scope, key, request, status, headers, body, expires, session)
+            WHERE a.session IN (SELECT id FROM written)
+            ON CONFLICT (scope, key) DO NOTHING)
         SELECT w.id, CASE WHEN x.seq IS NOT NULL THEN pg_notify('reactord', 'e ' || x.seq || ' ' || $4 || ' ' || w.id) END
         FROM written w LEFT JOIN unnest($23::text[], $24::bigint[]) AS x(id, seq) ON x.id = w.id
         """
 
     /// Every session write of the batch in one statement: the fence check in the UPDATE's
-    /// WHERE, events inserted only for the sessions it wrote, one notification per session.
+    /// WHERE, events and answers inserted only for the sessions it wrote, one notification per session.
     private func write(_ writes: [SessionWrite], historyLength: Int, on connection: PostgresConnection,
                        into outcome: inout CommitOutcome) throws {
         leaseLock.lock()
@@ -498,6 +502,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         var events = (sessions: [String?](), seqs: [String?](), pulses: [String?](), data: [String?]())
         var trims = (sessions: [String?](), upto: [String?]())
         var notify = (ids: [String?](), seqs: [String?]())
+        var answers: [StoredAnswer] = []
         var sent: [String] = []
         for (write, fence) in zip(writes, fences) {
             let version = Int64(clamping: write.version)
@@ -521,6 +526,11 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 continue
             }
             sent.append(write.id)
+            answers += write.answers.map { answer in
+                var answer = answer
+                answer.session = write.id
+                return answer
+            }
             guard let last = write.events.last else { continue }
             notify.ids.append(write.id)
             notify.seqs.append(String(last.seq))
@@ -547,7 +557,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             news.ids, news.kinds, news.owners, news.states, news.versions, news.createdAt, news.lastActive,
             events.sessions, events.seqs, events.pulses, events.data,
             trims.sessions, trims.upto, notify.ids, notify.seqs,
-        ]
+        ] + Self.columns(of: answers) + [answers.map(\.session)]
         let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
         let rows = try connection.execute(Self.writeSessions, parameters)
         var written = Set<String>()
@@ -561,7 +571,6 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 outcome.taken[write.id] = Lease(fence: 1, validUntil: started + leaseDuration - margin, since: started)
             }
         }
-        try keep(writes.filter { written.contains($0.id) }.flatMap(\.answers), on: connection)
     }
 
     /// A key kept already keeps its first answer.
@@ -571,12 +580,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::float8[])
             ON CONFLICT (scope, key) DO NOTHING
-            """, [
-                Self.array(strings: answers.map(\.scope)), Self.array(strings: answers.map(\.key)), Self.array(strings: answers.map(\.request)),
-                Self.array(strings: answers.map { String($0.status) }), Self.array(strings: answers.map(\.headerText)),
-                Self.array(strings: answers.map { String(decoding: $0.body, as: UTF8.self) }),
-                Self.array(strings: answers.map { String($0.expires) }),
-            ])
+            """, Self.columns(of: answers).map(Self.array))
+    }
+
+    /// An answer's columns as the statements above unnest them, in their order.
+    private static func columns(of answers: [StoredAnswer]) -> [[String?]] {
+        [answers.map(\.scope), answers.map(\.key), answers.map(\.request), answers.map { String($0.status) },
+         answers.map(\.headerText), answers.map { String(decoding: $0.body, as: UTF8.self) },
+         answers.map { String($0.expires) }]
     }
 
     /// Deleted when this node holds it or nobody holds it live; a live lease of another node
