@@ -11,29 +11,44 @@ import FoundationNetworking
 /// try await session.send(TypedAction("increase"))
 /// for try await event in session.events() { ... }
 /// ```
+///
+/// Requests that change something (actions, creating and deleting sessions) carry a fresh
+/// `Idempotency-Key` each, and are retried with that same key when their answer goes missing
+/// or the server asks to come back (see ``RetryPolicy``): a retried action is applied once.
 public struct ReactorClient: Sendable {
     /// The server's address; routes are resolved under it (`http://host:8080/api` works too).
     public let baseURL: URL
+    /// When and how often a failed request is tried again.
+    public let retry: RetryPolicy
     let configuration: URLSessionConfiguration
     let http: URLSession
 
     /// `configuration` is used for every request; event streams get their own `URLSession`
     /// from it (its `timeoutIntervalForRequest` is the longest silence a stream may have;
-    /// the server's heartbeat, 15 s by default, keeps a live one talking).
-    public init(baseURL: URL, configuration: URLSessionConfiguration = .default) {
+    /// the server's heartbeat, 15 s by default, keeps a live one talking, and it is also how
+    /// long a request waits for its answer before it counts as lost and is retried).
+    /// `retry`: when and how often a request is tried again (``RetryPolicy/never`` to throw
+    /// every failure at once).
+    public init(baseURL: URL, configuration: URLSessionConfiguration = .default, retry: RetryPolicy = .default) {
         self.baseURL = baseURL
+        self.retry = retry
         self.configuration = configuration
         http = URLSession(configuration: configuration)
     }
 
     /// `POST /sessions`: a new session of `reactor` (`nil`: the server's default kind).
+    ///
+    /// `idempotencyKey`: the request's `Idempotency-Key` (nil: a fresh random one); give your
+    /// own to retry the creation yourself later, after this call has thrown. The same key gets
+    /// the same session, not a second one.
     public func createSession<State: Decodable & Sendable>(
-        reactor: String? = nil, state _: State.Type = State.self
+        reactor: String? = nil, state _: State.Type = State.self, idempotencyKey: String? = nil
     ) async throws -> ReactorSession<State> {
         let body = try JSONSerialization.data(withJSONObject: reactor.map { ["reactor": $0] } ?? [:])
-        let reply: SessionReply<State> = try await request("POST", "sessions", body: body, expect: 201)
+        let (reply, replayed): (SessionReply<State>, Bool) = try await request(
+            "POST", "sessions", body: body, idempotencyKey: idempotencyKey ?? IdempotencyKey.make(), expect: 201)
         return ReactorSession(client: self, id: reply.session, reactor: reply.reactor,
-                              initial: Snapshot(version: reply.version, state: reply.state))
+                              initial: Snapshot(version: reply.version, state: reply.state, replayed: replayed))
     }
 
     /// A session someone else created, by its id. Nothing is checked until it is used.
@@ -49,18 +64,22 @@ public struct ReactorClient: Sendable {
         return components.url ?? url
     }
 
-    func request<Reply: Decodable>(_ method: String, _ path: String, body: Data? = nil,
-                                   expect status: Int = 200) async throws -> Reply {
-        let data = try await send(method, path, body: body, expect: status)
+    /// The decoded answer, and whether it was a replay (`Idempotent-Replayed: true`).
+    func request<Reply: Decodable>(_ method: String, _ path: String, body: Data? = nil, idempotencyKey: String? = nil,
+                                   expect status: Int = 200) async throws -> (Reply, replayed: Bool) {
+        let answer = try await send(method, path, body: body, idempotencyKey: idempotencyKey, expect: status)
         do {
-            return try JSONDecoder().decode(Reply.self, from: data)
+            return (try JSONDecoder().decode(Reply.self, from: answer.body), answer.replayed)
         } catch {
-            throw ReactorClientError.undecodable(String(decoding: data, as: UTF8.self), error)
+            throw ReactorClientError.undecodable(String(decoding: answer.body, as: UTF8.self), error)
         }
     }
 
+    /// One request, retried under `retry` with the same `idempotencyKey` until it gets an
+    /// answer that retrying cannot change; throws the last failure when the retries run out.
     @discardableResult
-    func send(_ method: String, _ path: String, body: Data? = nil, expect status: Int) async throws -> Data {
+    func send(_ method: String, _ path: String, body: Data? = nil, idempotencyKey: String? = nil,
+              expect status: Int) async throws -> Answer {
         var request = URLRequest(url: url(path))
         request.httpMethod = method
         request.setValue("application/json", forHTTPHeaderField: "Accept")
@@ -68,16 +87,48 @@ public struct ReactorClient: Sendable {
             request.httpBody = body
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
+        if let idempotencyKey { request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key") }
+        var attempt = 0
+        while true {
+            var failure: ReactorClientError
+            var retryAfter: Double?
+            do {
+                let (data, response) = try await perform(request)
+                if response.statusCode == status {
+                    let replayed = response.value(forHTTPHeaderField: "Idempotent-Replayed")?.lowercased() == "true"
+                    return Answer(body: data, replayed: replayed)
+                }
+                failure = .problem(Problem(status: response.statusCode, body: data))
+                retryAfter = RetryPolicy.retryAfter(response.value(forHTTPHeaderField: "Retry-After"))
+                guard RetryPolicy.retries(status: response.statusCode, keyed: idempotencyKey != nil,
+                                          hasRetryAfter: retryAfter != nil) else { throw failure }
+            } catch let ReactorClientError.transport(error) where RetryPolicy.retries(transport: error) {
+                failure = .transport(error)
+            }
+            guard attempt < retry.maxRetries else { throw failure }
+            try await Task.sleep(for: retry.delay(attempt: attempt, retryAfter: retryAfter))
+            attempt += 1
+        }
+    }
+
+    /// One attempt: the answer, whatever its status, or `.transport` when there was none.
+    private func perform(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         let http = self.http
-        let (data, response): (Data, URLResponse) = try await withCheckedThrowingContinuation { continuation in
+        return try await withCheckedThrowingContinuation { continuation in
             http.dataTask(with: request) { data, response, error in
                 if let error { return continuation.resume(throwing: ReactorClientError.transport(error)) }
-                continuation.resume(returning: (data ?? Data(), response!))
+                guard let response = response as? HTTPURLResponse else {
+                    return continuation.resume(throwing: ReactorClientError.transport(URLError(.badServerResponse)))
+                }
+                continuation.resume(returning: (data ?? Data(), response))
             }.resume()
         }
-        let code = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard code == status else { throw ReactorClientError.problem(Problem(status: code, body: data)) }
-        return data
+    }
+
+    struct Answer {
+        let body: Data
+        /// The server answered from what it stored for the request's `Idempotency-Key`.
+        let replayed: Bool
     }
 }
 
@@ -95,22 +146,40 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     /// `POST /sessions/{id}/actions`: sends `action` (its JSON form: `{"type": ..., fields}`; see
     /// `ActionFieldsWriter` and `TypedAction`) and returns the state after it. The session is in
     /// the path, where a balancer can route on it.
+    ///
+    /// The action is applied once, however often it is retried: it carries an
+    /// `Idempotency-Key`, the same on every retry (see ``RetryPolicy``). When a retry meets an
+    /// action that already ran (its first answer was lost), the server replays that first
+    /// answer: the result's ``Snapshot/replayed`` is then true, and its state is the one right
+    /// after the action, which later actions may have changed since.
+    ///
+    /// - Parameters:
+    ///   - action: the action, as its JSON form encodes.
+    ///   - idempotencyKey: the `Idempotency-Key` (nil: a fresh random one). Give your own, and
+    ///     keep it, to retry the same action yourself after this call has thrown (after the
+    ///     retries ran out, or in a later run of the app); the server keeps keys for a day by
+    ///     default (`--idempotency-ttl`).
+    /// - Returns: the session's state and version after the action.
     @discardableResult
-    public func send<Action: Encodable>(_ action: Action) async throws -> Snapshot<State> {
+    public func send<Action: Encodable>(_ action: Action, idempotencyKey: String? = nil) async throws -> Snapshot<State> {
         let body = try JSONEncoder().encode(action)
-        let reply: SessionReply<State> = try await client.request("POST", "sessions/\(id)/actions", body: body)
-        return Snapshot(version: reply.version, state: reply.state)
+        let (reply, replayed): (SessionReply<State>, Bool) = try await client.request(
+            "POST", "sessions/\(id)/actions", body: body, idempotencyKey: idempotencyKey ?? IdempotencyKey.make())
+        return Snapshot(version: reply.version, state: reply.state, replayed: replayed)
     }
 
     /// `GET /sessions/{id}`: the current state.
     public func current() async throws -> Snapshot<State> {
-        let reply: SessionReply<State> = try await client.request("GET", "sessions/\(id)")
-        return Snapshot(version: reply.version, state: reply.state)
+        let (reply, _): (SessionReply<State>, Bool) = try await client.request("GET", "sessions/\(id)")
+        return Snapshot(version: reply.version, state: reply.state, replayed: false)
     }
 
-    /// `DELETE /sessions/{id}`: ends it; every stream of it gets `event: end`.
-    public func delete() async throws {
-        try await client.send("DELETE", "sessions/\(id)", expect: 204)
+    /// `DELETE /sessions/{id}`: ends it; every stream of it gets `event: end`. Retried with one
+    /// `Idempotency-Key` (`idempotencyKey`, or a fresh one), so a retry after a lost answer
+    /// does not fail with 404.
+    public func delete(idempotencyKey: String? = nil) async throws {
+        try await client.send("DELETE", "sessions/\(id)", idempotencyKey: idempotencyKey ?? IdempotencyKey.make(),
+                              expect: 204)
     }
 
     /// The session's states and pulses as they happen, from `GET /sessions/{id}/events`.
@@ -190,6 +259,10 @@ public struct Snapshot<State: Sendable>: Sendable {
     public let version: UInt64
     /// The state at `version`.
     public let state: State
+    /// True when the server answered a retry from the answer it had stored for the request's
+    /// `Idempotency-Key` (`Idempotent-Replayed: true`): the request had already run, once, and
+    /// its first answer was lost on the way. Always false for ``ReactorSession/current()``.
+    public let replayed: Bool
 }
 
 /// An RFC 9457 problem document, or whatever body came with an unexpected status.
@@ -217,9 +290,11 @@ public struct Problem: Error, Sendable, CustomStringConvertible {
 
 /// Why a `ReactorClient` or `ReactorSession` call failed.
 public enum ReactorClientError: Error, Sendable, CustomStringConvertible {
-    /// The server answered with an error status.
+    /// The server answered with an error status (for 503, 504, and 409 to a keyed request:
+    /// the last answer, after the retries of ``RetryPolicy``).
     case problem(Problem)
-    /// No answer: connection refused, timeout, ...
+    /// No answer: connection refused, reset or closed early, timeout, ... (after the retries
+    /// of ``RetryPolicy``, when the error was one that retrying might fix).
     case transport(any Error)
     /// An answer that does not decode as expected.
     case undecodable(String, any Error)
