@@ -19,16 +19,17 @@ def build():
     return os.path.join(ROOT, ".build-bench", "release", "reactord")
 
 
-def actions_per_second(port, sessions, seconds, folder, explain=lambda: ""):
+def actions_per_second(port, sessions, seconds, folder, explain=lambda: "", mode="reactord"):
     """wrk -t1 -c64 on POST /action round robin over `sessions`, after a 2 s warm-up; exits,
-    with wrk's output and `explain()`, when any answer was not 2xx."""
+    with wrk's output and `explain()`, when any answer was not 2xx. `mode`: action.lua's
+    (reactord-keyed: every request with an Idempotency-Key of its own)."""
     ids = os.path.join(folder, "sessions.txt")
     with open(ids, "w") as out:
         out.write("\n".join(sessions) + "\n")
     url = "http://127.0.0.1:%d" % port
-    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", SCRIPT, url, "--", "reactord", ids],
+    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", SCRIPT, url, "--", mode, ids],
                    check=True, stdout=subprocess.DEVNULL)
-    result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", SCRIPT, url, "--", "reactord", ids],
+    result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", SCRIPT, url, "--", mode, ids],
                             check=True, capture_output=True, text=True).stdout
     if "Non-2xx" in result:
         sys.exit("non-2xx answers under load:\n" + result + explain())

@@ -1,18 +1,32 @@
 -- wrk script for the throughput scenario (issue 5, scenario 1).
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord SESSIONS_FILE
 --       POST /action {"session":ID,"action":{"type":"increase"}}, IDs from the file round robin
+--   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord-keyed SESSIONS_FILE
+--       the same, each request with an Idempotency-Key of its own (formatted per request)
+--   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord-fresh SESSIONS_FILE
+--       the same without keys, formatted per request too (the keyed load's reference)
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- nchan 64
 --       POST /pub/bench0 .. /pub/bench63 with a 16-byte body (nchan publish, no subscribers)
 -- Requests are formatted once in init(); request() only picks the next one.
 local reqs = {}
+local bodies = {}
+local keyed = false
+local fresh = false
+local prefix = ""
+local n = 0
 local i = 0
 
 function init(args)
   local mode = args[1] or "reactord"
-  if mode == "reactord" then
+  if mode == "reactord" or mode == "reactord-keyed" or mode == "reactord-fresh" then
+    keyed = mode == "reactord-keyed"
+    fresh = mode == "reactord-fresh"
+    -- Keys unique across runs: a warm-up and the measured run are two wrk processes.
+    prefix = os.time() .. "-" .. math.random(1000000000) .. "-"
     for line in io.lines(args[2]) do
       if #line > 0 then
         local body = '{"session":"' .. line .. '","action":{"type":"increase"}}'
+        bodies[#bodies + 1] = body
         reqs[#reqs + 1] = wrk.format("POST", "/action", { ["Content-Type"] = "application/json" }, body)
       end
     end
@@ -22,7 +36,7 @@ function init(args)
       reqs[#reqs + 1] = wrk.format("POST", "/pub/bench" .. k, { ["Content-Type"] = "text/plain" }, "1763700000000000")
     end
   else
-    error("action.lua: mode must be reactord or nchan")
+    error("action.lua: mode must be reactord, reactord-keyed, reactord-fresh or nchan")
   end
   if #reqs == 0 then error("action.lua: no requests") end
   i = math.random(#reqs) - 1   -- wrk threads start at different places
@@ -30,5 +44,14 @@ end
 
 function request()
   i = i % #reqs + 1
+  if keyed then
+    n = n + 1
+    return wrk.format("POST", "/action", { ["Content-Type"] = "application/json",
+                                           ["Idempotency-Key"] = prefix .. n }, bodies[i])
+  elseif fresh then
+    n = n + 1
+    return wrk.format("POST", "/action", { ["Content-Type"] = "application/json",
+                                           ["Not-Idempotency"] = prefix .. n }, bodies[i])
+  end
   return reqs[i]
 end

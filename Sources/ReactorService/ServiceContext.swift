@@ -111,8 +111,13 @@ final class ServiceContext: @unchecked Sendable {
         }
     }
 
-    /// The session with this id: in memory, or brought back from the durable store.
-    func session(_ id: String) -> Result<any Session, SessionLookupError> {
+    /// The session with this id: in memory, or brought back from the durable store. `forwarded`
+    /// (a request another node sent here, taking this node for the holder): taken from the store
+    /// only when it names this node's address (this node before a restart); a session given back
+    /// (unloaded, handed over, a stop) is then `heldElsewhere`, which a forwarded request answers
+    /// with a 503 that its node retries through the store: the node its requests reach takes
+    /// it, not this one (Placement).
+    func session(_ id: String, forwarded: Bool = false) -> Result<any Session, SessionLookupError> {
         if let loaded = sessions.session(id) {
             // In a cluster, a session is served from memory only while its lease lasts.
             guard let cluster, !cluster.store.holds(id), !loaded.hub.isNewSession else { return .success(loaded) }
@@ -123,8 +128,8 @@ final class ServiceContext: @unchecked Sendable {
         guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         if let address = cluster?.knownHolder(of: key) { return .failure(.heldElsewhere(address: address)) }
-        let found = persistence.restore(key, into: self)
-        if case let .failure(.heldElsewhere(address)) = found { cluster?.remember(address, asHolderOf: key) }
+        let found = persistence.restore(key, into: self, onlyAtThisAddress: forwarded)
+        if case let .failure(.heldElsewhere(address)) = found, !address.isEmpty { cluster?.remember(address, asHolderOf: key) }
         return found
     }
 

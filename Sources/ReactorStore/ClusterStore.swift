@@ -22,8 +22,10 @@ public protocol ClusterStore: StoreEngine {
     /// this node started (this node before a restart: only one process listens on an address;
     /// one that renews still is another node given the same address, and keeps it), and
     /// returns the session with its newest `historyLength` events; or tells which live node
-    /// holds it; or that no such session is stored.
-    func claim(_ id: String, historyLength: Int) throws(StoreError) -> SessionClaim
+    /// holds it; or that no such session is stored. `onlyAtThisAddress`: only when its holder
+    /// advertised this node's address (a request another node forwarded here); a session that is
+    /// free is then `heldElsewhere` with an empty address, left for the forwarding node to take.
+    func claim(_ id: String, historyLength: Int, onlyAtThisAddress: Bool) throws(StoreError) -> SessionClaim
 
     /// Whether this node holds `id` now, by its own monotonic clock: a lease counts until its
     /// expiry as last confirmed, less a safety margin, so a node frozen past it (SIGSTOP, a

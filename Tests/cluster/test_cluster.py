@@ -3,6 +3,7 @@ any session, one state and one history per session, the global user once per cha
 node, and what kill -9, SIGSTOP and a stopped database look like to clients."""
 import json
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -485,3 +486,35 @@ def test_preconditions_hold_through_a_forwarding_node(cluster):
     status, body, headers = other.request("POST", "/action", {"session": session, "action": {"type": "increase"}},
                                           headers={"If-Match": '"1"'})
     assert status == 200 and json.loads(body)["version"] == 2 and headers.get("ETag") == '"2"', (status, body)
+
+
+def handovers(node):
+    status, body, _ = node.request("GET", "/metrics")
+    assert status == 200
+    match = re.search(r"^reactord_cluster_handovers_total (\S+)$", body, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_a_session_moves_to_the_node_its_requests_keep_coming_from_and_only_then(cluster):
+    """Requests that reach every node in turn leave a session where it is (its holder gets every
+    third directly); requests that all come through one other node bring it there."""
+    holder = cluster.nodes[0]
+    session = holder.create()
+    for turn in range(60):
+        status, body, _ = cluster.nodes[turn % 3].act(session, {"type": "increase"})
+        assert status == 200, body
+    assert cluster.node_holding(session) is holder
+    assert sum(handovers(node) for node in cluster.nodes) == 0
+    target = cluster.nodes[2]
+    sent = 0
+    deadline = time.monotonic() + 10
+    while cluster.node_holding(session) is not target:
+        assert time.monotonic() < deadline, "the session never moved to the node its requests come from"
+        status, body, _ = target.act(session, {"type": "increase"})
+        assert status == 200, body
+        sent += 1
+        time.sleep(0.02)
+    assert sent >= 8
+    assert handovers(holder) == 1
+    status, body, _ = cluster.nodes[1].request("GET", f"/sessions/{session}")
+    assert status == 200 and json.loads(body)["state"]["count"] == 60 + sent, body

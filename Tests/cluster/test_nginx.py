@@ -269,3 +269,39 @@ def test_a_stream_through_nginx_resumes_across_a_rolling_restart(balanced):
     finally:
         acting.set()
         subscriber.close()
+
+
+def forwarded(cluster):
+    """Requests the nodes forwarded to a holder, all outcomes, summed over the live nodes."""
+    total = 0.0
+    for node in cluster.nodes[:3]:
+        status, body, _ = node.request("GET", "/metrics")
+        assert status == 200
+        total += sum(float(value) for value in re.findall(r"^reactord_cluster_forwarded_total\{[^}]*\} (\S+)$", body, re.M))
+    return total
+
+
+def test_through_nginx_a_session_comes_to_live_where_its_requests_land(balanced):
+    """The shipped nginx.conf hashes on the id in /sessions/{id}...; each session moves to that
+    node after its first requests (Placement), so that from then on nine actions in ten (here:
+    all of them) are served by their holder without a forward."""
+    cluster, balancer = balanced
+    sessions = []
+    for _ in range(30):
+        status, body, _ = balancer.request("POST", "/sessions", {"reactor": "counter"})
+        assert status == 201, body
+        sessions.append(json.loads(body)["session"])
+    for _ in range(12):   # settling: at most eight forwarded requests per session
+        for session in sessions:
+            status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
+            assert status == 200, body
+    before = forwarded(cluster)
+    for _ in range(20):
+        for session in sessions:
+            status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
+            assert status == 200, body
+    share = 1 - (forwarded(cluster) - before) / (20 * len(sessions))
+    assert share >= 0.9, f"only {share:.0%} of actions were served by their holder"
+    for session in sessions:   # every action applied once, wherever it went
+        status, body, _ = balancer.request("GET", f"/sessions/{session}")
+        assert status == 200 and json.loads(body)["state"]["count"] == 32, body

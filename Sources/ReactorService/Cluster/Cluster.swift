@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Dispatch
 @_spi(Lock) import ReactorCore
 import MicroHTTP
 import ReactorStore
@@ -16,6 +17,7 @@ final class Cluster: @unchecked Sendable {
     let forwarder: Forwarder
     let followers: Followers
     let metrics: ClusterMetrics
+    let placement = Placement()
     /// The global user's version this node's `currentUser` has been given.
     private let userFeed = Lock.make()
     private var fedUserVersion: UInt64 = 0
@@ -29,7 +31,7 @@ final class Cluster: @unchecked Sendable {
     init(store: any ClusterStore, configuration: ServiceConfiguration, metrics: ServiceMetrics) {
         self.store = store
         self.metrics = ClusterMetrics(registry: metrics.registry)
-        forwarder = Forwarder(threads: 32, timeout: configuration.forwardTimeout)
+        forwarder = Forwarder(threads: 32, timeout: configuration.forwardTimeout, origin: store.nodeID)
         followers = Followers(store: store, historyLength: configuration.historyLength,
                               ttl: configuration.sessionTTL, metrics: metrics, clusterMetrics: self.metrics)
     }
@@ -165,6 +167,17 @@ final class Cluster: @unchecked Sendable {
 }
 
 extension ServiceContext {
+    /// Placement: counts a request for `session` that reached this node (forwarded, or not); when
+    /// it is time, hands the session over to the node forwarding its requests, in the background
+    /// once `answered` (a lease given back costs a database round trip).
+    func placeAfterRequest(_ request: Request, for session: any Session) {
+        guard let cluster, cluster.placement.note(session.key, forwardedBy: request.headers[Forwarder.marker]) else { return }
+        DispatchQueue.global().async { [self] in
+            guard let persistence, sessions.unload(session, ifIdleSince: ProcessClock.now) else { return }
+            didUnload([session], counter: cluster.metrics.handovers, persistence: persistence)
+        }
+    }
+
     /// `session`'s lease is gone (another node took it over): its reactor stops here and its
     /// streams close without `event: end`, so clients resume wherever it lives now.
     func letGo(_ session: any Session) {

@@ -6,12 +6,14 @@
 /// - `reactord_cluster_takeovers_total`: sessions this node took from the store (free, or
 ///   their holder's lease had passed).
 /// - `reactord_cluster_leases_lost_total`, `reactord_cluster_lease_renew_failures_total`.
+/// - `reactord_cluster_handovers_total`: sessions this node gave to the node their requests reach.
 /// - `reactord_cluster_notify_lag_seconds`: from a holder's commit to this node reading the events.
 final class ClusterMetrics: Sendable {
     let sessionsHeld: Gauge
     let takeovers: Counter
     let leasesLost: Counter
     let renewFailures: Counter
+    let handovers: Counter
     let notifyLag: DurationHistogram
     private let forwarded: [Counter]
 
@@ -26,6 +28,8 @@ final class ClusterMetrics: Sendable {
             help: "Sessions this node held and lost to another node (its lease ran out while it was frozen or cut off).")
         renewFailures = registry.makeCounter(name: "reactord_cluster_lease_renew_failures_total",
             help: "Lease renewals that failed because the database did not answer.")
+        handovers = registry.makeCounter(name: "reactord_cluster_handovers_total",
+            help: "Sessions this node gave back for the node their requests reach to take (see Placement).")
         notifyLag = registry.makeDurationHistogram(
             name: "reactord_cluster_notify_lag_seconds",
             help: "Time from a holder's commit to this node reading the events for its subscribers.",

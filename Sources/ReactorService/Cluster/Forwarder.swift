@@ -28,7 +28,8 @@ final class Forwarder: @unchecked Sendable {
     }
 
     /// Marks a forwarded request, so that its receiver never forwards it again (a node that
-    /// has just lost the session answers 503 and the client retries).
+    /// has just lost the session answers 503 and the client retries). Its value is the
+    /// forwarding node's id (for `Placement`).
     static let marker = "Reactord-Forwarded"
 
     private let condition = ConditionLock()
@@ -37,10 +38,13 @@ final class Forwarder: @unchecked Sendable {
     private var head = 0
     private var stopping = false
     private let timeout: Double
+    private let origin: String
 
-    /// `timeout`: seconds to wait for the holder's answer before calling the outcome unknown.
-    init(threads: Int, timeout: Double) {
+    /// `timeout`: seconds to wait for the holder's answer before calling the outcome unknown;
+    /// `origin`: this node's id.
+    init(threads: Int, timeout: Double, origin: String) {
         self.timeout = timeout
+        self.origin = origin
         for index in 0..<threads {
             startThread(name: "reactord.forward.\(index)") { [self] in work() }
         }
@@ -89,7 +93,7 @@ final class Forwarder: @unchecked Sendable {
     }
 
     private func send(_ job: Job, over connections: inout [String: ForwardConnection]) -> Outcome {
-        let bytes = Self.requestBytes(job)
+        let bytes = requestBytes(job)
         // A kept-alive connection the holder closed while it was idle is dropped unused. One that
         // fails once the request is on it, before any answer byte, is tried once more on a new
         // connection; when that one cannot even connect, the first attempt's fate is unknown
@@ -138,11 +142,16 @@ final class Forwarder: @unchecked Sendable {
         }
     }
 
-    private static func requestBytes(_ job: Job) -> [UInt8] {
+    private func requestBytes(_ job: Job) -> [UInt8] {
         var head = "\(job.method.rawValue) \(job.path) HTTP/1.1\r\nHost: \(ForwardConnection.hostPort(job.address))\r\n"
-        head += "\(marker): 1\r\nContent-Length: \(job.body.count)\r\n"
+        head += "\(Self.marker): \(origin)\r\nContent-Length: \(job.body.count)\r\n"
         for (name, value) in job.headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         return Array(head.utf8) + job.body
     }
+}
+
+extension Request {
+    /// Sent by another node, which took this one for the session's holder.
+    var isForwarded: Bool { headers[Forwarder.marker] != nil }
 }

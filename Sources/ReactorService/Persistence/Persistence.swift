@@ -60,17 +60,21 @@ final class Persistence: @unchecked Sendable {
     }
 
     /// The session `key` from the store, loaded into `context.sessions`; the loaded one if
-    /// another request brought it back first.
-    func restore(_ key: SessionKey, into context: ServiceContext) -> Result<any Session, SessionLookupError> {
+    /// another request brought it back first. `onlyAtThisAddress`: in a cluster, only when the
+    /// store names this node's address as its holder's (see `ClusterStore.claim`).
+    func restore(_ key: SessionKey, into context: ServiceContext,
+                 onlyAtThisAddress: Bool = false) -> Result<any Session, SessionLookupError> {
         var expired = false
         let started = ProcessClock.now
-        let result = restoreLock.withLock { restoreLocked(key, into: context, expired: &expired) }
+        let result = restoreLock.withLock {
+            restoreLocked(key, into: context, onlyAtThisAddress: onlyAtThisAddress, expired: &expired)
+        }
         if expired { writeDeletes(of: [key], idleBefore: WallClock.now - context.configuration.sessionTTL, from: context) }
         if case .success = result { context.metrics.loadSeconds.record(ProcessClock.now - started) }
         return result
     }
 
-    private func restoreLocked(_ key: SessionKey, into context: ServiceContext,
+    private func restoreLocked(_ key: SessionKey, into context: ServiceContext, onlyAtThisAddress: Bool,
                                expired: inout Bool) -> Result<any Session, SessionLookupError> {
         let id = key.string
         if let loaded = context.sessions.session(id) { return .success(loaded) }
@@ -78,7 +82,7 @@ final class Persistence: @unchecked Sendable {
         let stored: StoredSession?
         do throws(StoreError) {
             if let shared = context.cluster?.store {
-                switch try shared.claim(id, historyLength: historyLength) {
+                switch try shared.claim(id, historyLength: historyLength, onlyAtThisAddress: onlyAtThisAddress) {
                 case let .taken(session):
                     stored = session
                     context.cluster?.metrics.takeovers.increment()

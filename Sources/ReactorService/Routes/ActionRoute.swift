@@ -28,13 +28,13 @@ private struct ActionRequest: Decodable {
     /// errors name the problem; a session that cannot be used is the same error on both.
     /// `found`: the session, once its id was read and it may be used (for the metrics of an
     /// action that then fails to decode).
-    static func decode(_ body: [UInt8], _ context: ServiceContext, principal: Principal?,
+    static func decode(_ body: [UInt8], _ context: ServiceContext, principal: Principal?, forwarded: Bool,
                        userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder,
                        found: inout (any Session)?) throws(RequestError) -> ActionRequest {
         guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session") else {
             return try RequestDecoding.decode(ActionRequest.self, from: body, with: decoder, userInfo: userInfo)
         }
-        let session = try usable(id, context, principal: principal)
+        let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         if let run = envelope.decode("action", userInfo: userInfo, integerMismatch: &mismatch,
@@ -48,8 +48,9 @@ private struct ActionRequest: Decodable {
 
     /// `POST /sessions/{id}/actions`: the session from the path, the body the action alone.
     static func decode(action body: [UInt8], of id: String, _ context: ServiceContext, principal: Principal?,
-                       userInfo: [CodingUserInfoKey: Any], found: inout (any Session)?) throws(RequestError) -> ActionRequest {
-        let session = try usable(id, context, principal: principal)
+                       forwarded: Bool, userInfo: [CodingUserInfoKey: Any],
+                       found: inout (any Session)?) throws(RequestError) -> ActionRequest {
+        let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
         var info = userInfo
         info[foundSessionKey] = session
@@ -81,10 +82,11 @@ private struct ActionRequest: Decodable {
         self.run = run
     }
 
-    /// The session `id` names, if the caller may use it.
-    private static func usable(_ id: String, _ context: ServiceContext, principal: Principal?) throws(RequestError) -> any Session {
+    /// The session `id` names, if the caller may use it. `forwarded`: see `ServiceContext.session`.
+    private static func usable(_ id: String, _ context: ServiceContext, principal: Principal?,
+                               forwarded: Bool = false) throws(RequestError) -> any Session {
         let session: any Session
-        switch context.session(id) {
+        switch context.session(id, forwarded: forwarded) {
         case let .success(found): session = found
         case .failure(.unknown): throw .unknownSession
         case let .failure(error): throw .session(error)
@@ -122,15 +124,15 @@ extension RouteTable {
             let action = { JSONWhitespace.member("action", of: request.body) ?? request.body[...] }
             return Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
                 principal, info, decoder, found throws(RequestError) in
-                try ActionRequest.decode(request.body, context, principal: principal, userInfo: info, decoder: decoder,
-                                         found: &found)
+                try ActionRequest.decode(request.body, context, principal: principal, forwarded: request.isForwarded,
+                                         userInfo: info, decoder: decoder, found: &found)
             }
         }
         add(.POST, "/sessions/{id}/actions") { request in
             Self.act(on: request, action: { request.body[...] }, context, userInfo: userInfo, decoder: decoder) {
                 principal, info, _, found throws(RequestError) in
                 try ActionRequest.decode(action: request.body, of: request.pathParameters["id"] ?? "", context,
-                                         principal: principal, userInfo: info, found: &found)
+                                         principal: principal, forwarded: request.isForwarded, userInfo: info, found: &found)
             }
         }
     }
@@ -195,6 +197,7 @@ extension RouteTable {
                     withExtendedLifetime(ticket) {}   // the key runs until its answer is given
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
+                    context.placeAfterRequest(request, for: session)
                     return SessionJSON.response(of: session, snapshot)
                 }
             case .stale:

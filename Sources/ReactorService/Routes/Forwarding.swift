@@ -15,7 +15,7 @@ extension RouteTable {
     static func forward(_ request: Request, to address: String, _ context: ServiceContext) -> Reply {
         guard let cluster = context.cluster else { return .response(Problems.unknownSession) }
         // Forwarded once only: the holder named by the store has just lost the session.
-        guard request.headers[Forwarder.marker] == nil else {
+        guard !request.isForwarded else {
             return .response(Problems.session(.heldElsewhere(address: address)))
         }
         let needsKey = request.method != .GET && request.headers[IdempotentRequest.header] == nil

@@ -17,7 +17,7 @@ extension RouteTable {
             } catch {
                 return .response(error.response)
             }
-            switch context.session(request.pathParameters["id"] ?? "") {
+            switch context.session(request.pathParameters["id"] ?? "", forwarded: request.isForwarded) {
             case let .success(session):
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
                 session.hub.touch()
@@ -55,7 +55,7 @@ extension RouteTable {
             // Twice at most: it may leave memory (idle, or let go) between its lookup and its removal.
             for _ in 0..<2 {
                 let session: any Session
-                switch context.session(id) {
+                switch context.session(id, forwarded: request.isForwarded) {
                 case let .success(found): session = found
                 case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
                 case .failure(.unknown):

@@ -108,16 +108,20 @@ final class SessionTable: @unchecked Sendable {
         candidates.sort { $0.since < $1.since }
         var unloaded: [any Session] = []
         for candidate in candidates where unloaded.count < count {
-            let session = candidate.session
-            let removed = shard(session.key).withLock { sessions in
-                guard sessions[session.key] === session, session.unload(idleSince: now) else { return false }
-                sessions[session.key] = nil
-                return true
-            }
-            if removed { unloaded.append(session) }
+            if unload(candidate.session, ifIdleSince: now) { unloaded.append(candidate.session) }
         }
-        if !unloaded.isEmpty { loadedCount.withLock { $0 -= unloaded.count } }
         return unloaded
+    }
+
+    /// Unloads `session` if it is still in memory and idle since `cutoff` (see `Session.unload`).
+    func unload(_ session: any Session, ifIdleSince cutoff: Double) -> Bool {
+        let removed = shard(session.key).withLock { sessions in
+            guard sessions[session.key] === session, session.unload(idleSince: cutoff) else { return false }
+            sessions[session.key] = nil
+            return true
+        }
+        if removed { loadedCount.withLock { $0 -= 1 } }
+        return removed
     }
 
     func removeAll() -> [any Session] {

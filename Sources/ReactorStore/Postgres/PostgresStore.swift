@@ -205,7 +205,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         leaseLock.unlock()
     }
 
-    public func claim(_ id: String, historyLength: Int) throws(StoreError) -> SessionClaim {
+    public func claim(_ id: String, historyLength: Int, onlyAtThisAddress: Bool = false) throws(StoreError) -> SessionClaim {
         let address = currentAddress()
         for _ in 0..<3 {
             let started = monotonicNow()
@@ -219,12 +219,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                         WHERE id = $1 AND (holder IS NULL OR holder = $2 OR lease_until < now()
                                            OR (holder_address = $3 AND $3 <> '' AND
                                                lease_until - $4::float8 * interval '1 second' < to_timestamp($6)))
+                            AND (NOT $7::bool OR holder_address = $3)
                         RETURNING kind, owner, state, version, created_at, last_active, fence)
                     SELECT c.kind, c.owner, c.state, c.version, c.created_at, c.last_active, e.seq, e.pulse, e.data,
                            c.fence
                     FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
                     ORDER BY e.seq
-                    """, [id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt)])
+                    """, [id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt),
+                          onlyAtThisAddress ? "true" : "false"])
                 if let session = try Self.storedSession(id, rows) {
                     return (session, rows.int64(0, 9) ?? 0, nil, false)
                 }
@@ -241,6 +243,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             }
             guard let holderAddress = claimed.2 else { return .missing }
             if claimed.3 { return .heldElsewhere(address: holderAddress) }
+            if onlyAtThisAddress { return .heldElsewhere(address: "") }   // free: not this node's to take
             // The lease passed between the two statements: try again.
         }
         throw .unavailable("could not claim session \(id): its lease kept changing hands")

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""What an Idempotency-Key costs (issue 28), against the same requests without one, in one run.
+
+    Benchmarks/idempotency_bench.py [--rounds 5] [--seconds 10]
+
+1. POST /action, wrk with 64 keep-alive connections over 64 `counter` sessions on one SQLite
+   server (release build): rounds alternate between requests without a key and requests each
+   with a key of its own (both formatted per request by wrk, with a header of the same size);
+   the ratio of the medians is the figure (target >= 0.85).
+2. Storage per key: the answers kept by the keyed rounds, as the file holds them (the pages of
+   the `answers` table and its index, from SQLite's dbstat) and as row payload.
+
+Uses the release build (.build-bench, as bench.sh) unless REACTORD_BIN names one; wrk from
+Debian's packages.
+"""
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import tempfile
+
+from action_load import actions_per_second, build
+from store_bench import Server
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
+    binary = build()
+    folder = tempfile.mkdtemp(prefix="reactord-keys-bench-")
+    path = os.path.join(folder, "keys.sqlite")
+    try:
+        server = Server(binary, "sqlite:" + path)
+        sessions = [json.loads(server.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
+                    for _ in range(64)]
+        plain, keyed = [], []
+        try:
+            for round_ in range(args.rounds):
+                # Both formatted per request by wrk (a key must be new each time), one with a key.
+                plain.append(actions_per_second(server.port, sessions, args.seconds, folder, mode="reactord-fresh"))
+                keyed.append(actions_per_second(server.port, sessions, args.seconds, folder, mode="reactord-keyed"))
+                print("round %d: actions/s without keys %.0f, with keys %.0f (%.2fx)"
+                      % (round_ + 1, plain[-1], keyed[-1], keyed[-1] / plain[-1]), flush=True)
+        finally:
+            server.stop()
+        print("throughput actions/s without=%.0f with=%.0f ratio=%.2f (medians of %d rounds; target >= 0.85)"
+              % (statistics.median(plain), statistics.median(keyed), statistics.median(keyed) / statistics.median(plain),
+                 args.rounds), flush=True)
+        db = sqlite3.connect(path)
+        count, payload = db.execute("SELECT count(*), sum(length(scope) + length(key) + length(request) + 8 "
+                                    "+ length(headers) + length(body) + 8) FROM answers").fetchone()
+        try:
+            pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN ('answers', 'answers_by_expiry')").fetchone()[0]
+        except sqlite3.OperationalError:
+            pages = None   # this SQLite has no dbstat
+        db.close()
+        print("storage: %d keys kept, %.0f bytes of row payload per key%s"
+              % (count, payload / count, "" if pages is None else ", %.0f bytes of pages per key (table and index)"
+                 % (pages / count)))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
