@@ -61,9 +61,10 @@ def main():
         except sqlite3.OperationalError:
             pages = None   # this SQLite has no dbstat
         db.close()
-        print("storage: %d keys kept, %.0f bytes of row payload per key%s"
-              % (count, payload / count, "" if pages is None else ", %.0f bytes of pages per key (table and index)"
-                 % (pages / count)))
+        if count:
+            print("storage: %d keys kept, %.0f bytes of row payload per key%s"
+                  % (count, payload / count, "" if pages is None else ", %.0f bytes of pages per key (table and index)"
+                     % (pages / count)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
