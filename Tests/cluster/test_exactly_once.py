@@ -111,12 +111,20 @@ def test_the_holder_killed_under_forwarded_keyed_actions_applies_each_exactly_on
             first.setdefault(key, kept(status, body, headers))
     assert len(first) == len(keys)
 
+    # What the keys that met a 504 saw, try by try: the first thing to read when a count is off.
+    unknown = sorted({entry[0] for entry in clients.tries if entry[4] == 504})
+    story = {key: [(node, round(ended - killed[0], 2), status, headers.get("idempotent-replayed"),
+                    json.loads(body)["version"] if status == 200 else body[-80:])
+                   for k, node, _, ended, status, body, headers in clients.tries if k == key and status != 503]
+             for key in unknown}
     for session in sessions:
         status, body, _ = others[0].request("GET", f"/sessions/{session}")
         assert status == 200, body
         state = json.loads(body)
-        assert (state["state"]["count"], state["version"]) == (KEYS_PER_SESSION, KEYS_PER_SESSION), \
-            f"{session}: applied {state['state']['count']} times for {KEYS_PER_SESSION} keys (seed {seed}, answers {statuses})"
+        assert (state["state"]["count"], state["version"]) == (KEYS_PER_SESSION, KEYS_PER_SESSION), (
+            f"{session}: applied {state['state']['count']} times for {KEYS_PER_SESSION} keys (seed {seed}, "
+            f"answers {statuses}); the keys that met a 504, each try but the 503s as (node, s after "
+            f"the kill, status, replayed, version or body): {story}")
         counts = sorted(json.loads(first[key][1])["state"]["count"] for s, key in keys if s == session)
         assert counts == list(range(1, KEYS_PER_SESSION + 1)), f"{session}: first answers {counts}"
     for key in {entry[0] for entry in clients.tries if entry[4] == 504}:

@@ -41,12 +41,13 @@ def request_bytes(method, path, body, headers):
 
 def connect(port, wait):
     """A connection to 127.0.0.1:port, retried for up to `wait` s while nothing listens
-    (the server being restarted); OSError after that."""
+    (the server being restarted: refused, or reset when it died with the connection in its
+    backlog); OSError after that."""
     deadline = time.monotonic() + wait
     while True:
         try:
             return socket.create_connection(("127.0.0.1", port), timeout=5)
-        except ConnectionRefusedError:
+        except (ConnectionRefusedError, ConnectionResetError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
