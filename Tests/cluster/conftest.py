@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -19,15 +20,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.environ.get("REACTORD_BINARY", os.path.join(ROOT, ".build/debug/reactord"))
+sys.path.insert(0, os.path.join(ROOT, "Tests", "pysupport"))
+from reactord_process import free_port, wait_until_healthy  # noqa: E402,F401 (free_port: for the tests)
 TOKEN = "cluster-test-admin"
 # The default lease (2 s), given explicitly: takeovers within it are part of what is tested.
 LEASE = 2.0
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Postgres:
@@ -77,17 +74,7 @@ class Node:
             [BINARY, "--store", dsn, "--port", str(self.port), "--admin-token", TOKEN, "--lease", str(lease),
              "--access-log", "off", *extra],
             stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"{name} exited {self.process.returncode}: {self.output()}")
-            try:
-                if self.request("GET", "/healthz", timeout=1)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"{name} did not answer /healthz: {self.output()}")
+        wait_until_healthy(self, name, pause=0.05)
 
     def output(self):
         self.log.seek(0)

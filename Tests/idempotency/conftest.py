@@ -5,10 +5,9 @@ Run by scripts/check-idempotency (scripts/test): REACTORD_BINARY names the binar
 import json
 import os
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
@@ -16,12 +15,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.environ.get("REACTORD_BINARY", os.path.join(ROOT, ".build/debug/reactord"))
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "Tests", "pysupport"))
+from reactord_process import free_port, wait_until_healthy  # noqa: E402
 
 
 class Server:
@@ -41,17 +36,7 @@ class Server:
             [BINARY, "--store", self.store, "--port", str(self.port), "--access-log", "off",
              "--connections-per-ip", "0", *self.extra],
             stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"reactord exited {self.process.returncode}: {self.output()}")
-            try:
-                if self.request("GET", "/healthz", timeout=1)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.02)
-        raise AssertionError(f"reactord did not answer /healthz: {self.output()}")
+        wait_until_healthy(self)
 
     def kill9_and_restart(self):
         """SIGKILL (it must still be running: it did not die on its own), then the same file and port."""

@@ -1,0 +1,26 @@
+"""What the Python test suites share about a reactord they start themselves."""
+import socket
+import time
+
+
+def free_port():
+    """A loopback port nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until_healthy(server, name="reactord", pause=0.02, seconds=30):
+    """Polls `server`'s /healthz (its `request`) until it answers 200; fails, with `server.output()`,
+    when its `process` exits first or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise AssertionError(f"{name} exited {server.process.returncode}: {server.output()}")
+        try:
+            if server.request("GET", "/healthz", timeout=1)[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(pause)
+    raise AssertionError(f"{name} did not answer /healthz: {server.output()}")
