@@ -24,12 +24,39 @@ public func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
 
 public enum ProcessStats {
     /// User + system CPU seconds of this process (server and test share it).
-    public static func cpuSeconds() -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return 0 }
+    static func cpuSeconds() -> Double {
+        (try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8)).flatMap { cpuSeconds(stat: $0) } ?? 0
+    }
+
+    /// The share of a core this process used over the next `seconds`, and its three busiest
+    /// threads over them (name and share, for a failure's message).
+    public static func cpuShare(seconds: Double) -> (share: Double, busiest: [String]) {
+        let before = threadCPUSeconds(), cpuBefore = cpuSeconds(), started = monotonicNow()
+        usleep(UInt32(seconds * 1_000_000))
+        let after = threadCPUSeconds(), cpu = cpuSeconds() - cpuBefore, wall = monotonicNow() - started
+        let used = after.map { thread, cpu in (thread, cpu - (before[thread] ?? 0)) }.sorted { $0.1 > $1.1 }
+        let busiest = used.prefix(3).map { "\($0.0) \(String(format: "%.2f", $0.1 / wall * 100)) %" }
+        return (cpu / wall, busiest)
+    }
+
+    /// CPU seconds by thread ("tid name") of this process's live threads.
+    private static func threadCPUSeconds() -> [String: Double] {
+        var seconds: [String: Double] = [:]
+        for tid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
+                  let cpu = cpuSeconds(stat: stat), let open = stat.firstIndex(of: "("),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            seconds["\(tid) \(stat[stat.index(after: open)..<close])"] = cpu
+        }
+        return seconds
+    }
+
+    /// User + system CPU seconds from a /proc stat line.
+    private static func cpuSeconds(stat text: String) -> Double? {
+        guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // After "(comm)": state is field 3; utime and stime are fields 14 and 15.
-        let utime = Double(fields[11]) ?? 0, stime = Double(fields[12]) ?? 0
+        guard fields.count > 12, let utime = Double(fields[11]), let stime = Double(fields[12]) else { return nil }
         return (utime + stime) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
