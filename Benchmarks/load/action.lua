@@ -2,7 +2,10 @@
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord SESSIONS_FILE
 --       POST /action {"session":ID,"action":{"type":"increase"}}, IDs from the file round robin
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord-keyed SESSIONS_FILE
---       the same, each request with an Idempotency-Key of its own (formatted per request)
+--       the same, each request with an Idempotency-Key of its own (formatted per request), keys
+--       that sort in the order they are sent, as ReactorClient's do (the time first)
+--   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord-keyed-random SESSIONS_FILE
+--       the same with random keys (as a client sending UUIDv4s)
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord-fresh SESSIONS_FILE
 --       the same without keys, formatted per request too (the keyed load's reference)
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- nchan 64
@@ -11,6 +14,7 @@
 local reqs = {}
 local bodies = {}
 local keyed = false
+local random_keys = false
 local fresh = false
 local prefix = ""
 local n = 0
@@ -18,11 +22,14 @@ local i = 0
 
 function init(args)
   local mode = args[1] or "reactord"
-  if mode == "reactord" or mode == "reactord-keyed" or mode == "reactord-fresh" then
-    keyed = mode == "reactord-keyed"
+  if mode == "reactord" or mode == "reactord-keyed" or mode == "reactord-keyed-random" or mode == "reactord-fresh" then
+    keyed = mode == "reactord-keyed" or mode == "reactord-keyed-random"
+    random_keys = mode == "reactord-keyed-random"
     fresh = mode == "reactord-fresh"
-    -- Keys unique across runs: a warm-up and the measured run are two wrk processes.
-    prefix = os.time() .. "-" .. math.random(1000000000) .. "-"
+    -- Keys unique across runs (a warm-up and the measured run are two wrk processes), and in
+    -- the order they are made: the time first, then a counter of fixed width.
+    math.randomseed(os.time() + os.clock() * 1000000)
+    prefix = string.format("%010d-%09d-", os.time(), math.random(999999999))
     for line in io.lines(args[2]) do
       if #line > 0 then
         local body = '{"session":"' .. line .. '","action":{"type":"increase"}}'
@@ -36,7 +43,7 @@ function init(args)
       reqs[#reqs + 1] = wrk.format("POST", "/pub/bench" .. k, { ["Content-Type"] = "text/plain" }, "1763700000000000")
     end
   else
-    error("action.lua: mode must be reactord, reactord-keyed, reactord-fresh or nchan")
+    error("action.lua: mode must be reactord, reactord-keyed, reactord-keyed-random, reactord-fresh or nchan")
   end
   if #reqs == 0 then error("action.lua: no requests") end
   i = math.random(#reqs) - 1   -- wrk threads start at different places
@@ -44,14 +51,18 @@ end
 
 function request()
   i = i % #reqs + 1
-  if keyed then
+  if keyed or fresh then
     n = n + 1
-    return wrk.format("POST", "/action", { ["Content-Type"] = "application/json",
-                                           ["Idempotency-Key"] = prefix .. n }, bodies[i])
-  elseif fresh then
-    n = n + 1
-    return wrk.format("POST", "/action", { ["Content-Type"] = "application/json",
-                                           ["Not-Idempotency"] = prefix .. n }, bodies[i])
+    local key
+    if random_keys then
+      key = string.format("%08x%08x%08x%06x", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff),
+                          math.random(0, 0x7fffffff), math.random(0, 0xffffff))
+    else
+      key = prefix .. string.format("%09d", n)
+    end
+    -- The same length either way (30 characters), so the reference differs only in the name.
+    local name = keyed and "Idempotency-Key" or "Not-Idempotency"
+    return wrk.format("POST", "/action", { ["Content-Type"] = "application/json", [name] = key }, bodies[i])
   end
   return reqs[i]
 end

@@ -49,8 +49,8 @@ final class RetryTests: XCTestCase {
         guard requests.count == 2, let key = requests[0].headers["idempotency-key"] else {
             return XCTFail("the action carried no Idempotency-Key: \(requests.map(\.headers))")
         }
-        // 128 random bits as base64url: 22 visible ASCII characters.
-        XCTAssertEqual(key.count, 22, key)
+        // The time as 12 hexadecimal digits, then 96 random bits as base64url: 28 characters.
+        XCTAssertEqual(key.count, 28, key)
         XCTAssertTrue(key.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }, key)
         XCTAssertEqual(requests[1].headers["idempotency-key"], key, "the retry must carry the same key")
         XCTAssertEqual(requests[1].body, requests[0].body, "the retry must be the same request")
@@ -189,7 +189,7 @@ final class RetryTests: XCTestCase {
         let after = try await sending.value
         XCTAssertEqual(after.state.count, 1)
         XCTAssertEqual(server.requests.count, 1)
-        XCTAssertEqual(keys(server).first??.count, 22)
+        XCTAssertEqual(keys(server).first??.count, 28)
     }
 
     func testCreatingAndDeletingASessionAreRetriedWithOneKeyEach() async throws {
@@ -216,6 +216,22 @@ final class RetryTests: XCTestCase {
         XCTAssertFalse(current.replayed)
         XCTAssertEqual(server.requests.map(\.method), ["GET", "GET"])
         XCTAssertEqual(keys(server), [nil, nil], "a GET changes nothing: no key")
+    }
+
+    /// Keys are 28 visible ASCII characters, never repeated, and sort in the order they were
+    /// made (a millisecond apart or more), so a server's index of them grows at its end.
+    func testFreshKeysAreUniqueAndSortByTime() {
+        let start: UInt64 = 1_790_000_000_000
+        let keys = (0..<1000).map { IdempotencyKey.make(milliseconds: start + UInt64($0)) }
+        XCTAssertEqual(Set(keys).count, keys.count)
+        let sorted = keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        XCTAssertTrue(keys == sorted, "keys out of time order: \(keys.prefix(3)) …")
+        for key in keys {
+            XCTAssertEqual(key.utf8.count, 28, key)
+            XCTAssertTrue(key.utf8.allSatisfy { (0x21...0x7E).contains($0) }, key)
+        }
+        let sameTime = (0..<1000).map { _ in IdempotencyKey.make(milliseconds: start) }
+        XCTAssertEqual(Set(sameTime).count, sameTime.count, "the random part tells keys of one millisecond apart")
     }
 
     func testTheBackoffDoublesWithJitterAndIsCapped() {
