@@ -96,8 +96,9 @@ public struct UserChange: Sendable, Equatable {
 /// wake-up only delays what the next read or periodic check finds).
 public enum StoreWakeup: Sendable, Equatable {
     /// `session` committed events up to `seq`; `sentAt` is the committing node's clock
-    /// (seconds since 1970), for the notification lag.
-    case events(session: String, seq: UInt64, sentAt: Double)
+    /// (seconds since 1970), for the notification lag. `carried`: the events of that commit,
+    /// oldest first, when they fit in the notification (empty: read them from the table).
+    case events(session: String, seq: UInt64, sentAt: Double, carried: [StoredEvent])
     /// `session` was deleted or expired; its subscribers get `event: end` with `reason`.
     case ended(session: String, reason: String)
     /// The global user changed; its changes up to `version` are stored.

@@ -307,6 +307,26 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertFalse(wakeups.value.contains(.ended(session: "s3", reason: "deleted")))
     }
 
+    /// Events too large for a notification (PostgreSQL's payload is under 8,000 bytes) are not
+    /// carried: the wake-up names the last one, and the table has them.
+    func testEventsTooLargeForANotificationAreLeftToTheTable() throws {
+        let dsn = try database()
+        let a = try open(dsn)
+        let b = try open(dsn)
+        let wakeups = self.wakeups(of: b)
+        let large = StoredEvent(seq: 1, pulse: nil, json: Array("{\"text\":\"\(String(repeating: "é", count: 4_000))\"}".utf8))
+        try a.commit([write("s1", version: 0, isNew: true), write("s1", version: 1, events: [large])], historyLength: 10)
+        try a.commit([write("s1", version: 2, events: [event(2)])], historyLength: 10)
+        XCTAssertTrue(waitUntil(timeout: 5) {
+            wakeups.value.contains { if case .events("s1", 2, _, _) = $0 { true } else { false } }
+        })
+        let carried = wakeups.value.compactMap { wakeup -> [StoredEvent]? in
+            if case let .events("s1", _, _, carried) = wakeup { carried } else { nil }
+        }
+        XCTAssertEqual(carried, [[], [event(2)]])
+        XCTAssertEqual(try b.events(of: "s1", after: 0, limit: 10)?.events.first, large)
+    }
+
     func testCommittedEventsWakeAnotherNodeWhichReadsThem() throws {
         let dsn = try database()
         let a = try open(dsn)
@@ -316,10 +336,11 @@ final class PostgresStoreTests: XCTestCase {
         try a.commit([write("s1", version: 0, isNew: true),
                       write("s1", version: 3, events: [event(1), event(2), event(3)])], historyLength: 10)
         XCTAssertTrue(waitUntil(timeout: 5) {
-            wakeups.value.contains { if case .events("s1", 3, _) = $0 { true } else { false } }
+            wakeups.value.contains { if case .events("s1", 3, _, _) = $0 { true } else { false } }
         })
-        if case let .events(_, _, sentAt)? = wakeups.value.first(where: { if case .events = $0 { true } else { false } }) {
+        if case let .events(_, _, sentAt, carried)? = wakeups.value.first(where: { if case .events = $0 { true } else { false } }) {
             XCTAssertEqual(sentAt, before, accuracy: 2)
+            XCTAssertEqual(carried, [event(1), event(2), event(3)], "the commit's events ride in its notification")
         }
         let read = try XCTUnwrap(try b.events(of: "s1", after: 1, limit: 10))
         XCTAssertEqual(read.version, 3)
@@ -438,7 +459,7 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try a.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10), [])
         XCTAssertEqual(try a.renewLeases(), [])
         XCTAssertTrue(waitUntil(timeout: 5) {
-            wakeups.value.contains { if case .events("s1", 1, _) = $0 { true } else { false } }
+            wakeups.value.contains { if case .events("s1", 1, _, _) = $0 { true } else { false } }
         }, "wake-ups flow again")
     }
 

@@ -52,7 +52,8 @@ final class Cluster: @unchecked Sendable {
         store.listen { [weak self, weak context] wake in
             guard let self, let context else { return }
             switch wake {
-            case let .events(session, _, sentAt): followers.wake(session, sentAt: sentAt)
+            case let .events(session, seq, sentAt, carried):
+                followers.wake(session, seq: seq, carried: carried, sentAt: sentAt)
             case let .ended(session, reason): followers.end(session, reason: reason)
             case .user: feedUser(context)
             case .reconnected:

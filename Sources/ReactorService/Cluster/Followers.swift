@@ -2,9 +2,9 @@
 import ReactorStore
 
 /// The event streams this node serves for sessions another node holds: one hub per followed
-/// session, fed with what the holder committed, read from the store after the hub's last
-/// event whenever a wake-up says there is more. The table is the truth: a lost wake-up is
-/// caught by the periodic `check`, so it delays an event, never loses it.
+/// session, fed with what the holder committed: the events a wake-up carries when they follow
+/// on from the hub's last one, else read from the store after it. The table is the truth: a
+/// lost wake-up is caught by the periodic `check`, so it delays an event, never loses it.
 final class Followers: @unchecked Sendable {
     private final class Follower: @unchecked Sendable {
         let lock = Lock.make()
@@ -65,10 +65,19 @@ final class Followers: @unchecked Sendable {
         }
     }
 
-    /// The holder committed events of `id` (at `sentAt`, its clock).
-    func wake(_ id: String, sentAt: Double) {
+    /// The holder committed events of `id` up to `seq` (at `sentAt`, its clock). When the
+    /// notification `carried` them and they follow on from the hub's last event, they are
+    /// published as they came; else (too large to carry, or one was missed) read from the table.
+    func wake(_ id: String, seq: UInt64, carried: [StoredEvent], sentAt: Double) {
         guard let follower = followers.withLock({ $0[id] }) else { return }
-        if catchUp(id, follower) { clusterMetrics.notifyLag.record(max(0, WallClock.now - sentAt)) }
+        let followed = follower.lock.withLock {
+            guard let hub = follower.hub, let first = carried.first, first.seq == hub.snapshot.version + 1,
+                  carried.last?.seq == seq else { return false }
+            let state = carried.last(where: { $0.pulse == nil })?.json ?? hub.snapshot.stateJSON
+            hub.follow(carried, version: seq, stateJSON: state)
+            return true
+        }
+        if followed || catchUp(id, follower) { clusterMetrics.notifyLag.record(max(0, WallClock.now - sentAt)) }
     }
 
     /// `id` is over: its streams get `event: end` with `reason`.

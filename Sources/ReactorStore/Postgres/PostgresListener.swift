@@ -93,15 +93,48 @@ final class PostgresListener: @unchecked Sendable {
         }
     }
 
-    /// `e <seq> <sentAt> <id>`, `d <reason> <id>` (the reason may hold spaces; ids never do)
-    /// or `u <version>`.
+    /// A notification's payload must stay under 8,000 bytes; the events ride along when they fit
+    /// in this much (their header line takes under 100).
+    static let carriedLimit = 7_000
+
+    /// A commit's events as they follow its `e` line: one `\n<seq> <pulse or -> <json>` each; ""
+    /// when they would not fit, or a JSON holds a line break (reactord's encoders write none).
+    static func carried(_ events: [StoredEvent]) -> String {
+        var size = 0
+        for event in events {
+            size += 24 + (event.pulse?.utf8.count ?? 1) + event.json.count
+            guard size <= carriedLimit, !event.json.contains(UInt8(ascii: "\n")) else { return "" }
+        }
+        var text = ""
+        text.reserveCapacity(size)
+        for event in events {
+            text += "\n\(event.seq) \(event.pulse ?? "-") "
+            text += String(decoding: event.json, as: UTF8.self)
+        }
+        return text
+    }
+
+    /// `e <seq> <sentAt> <id>` and the events `carried` writes, `d <reason> <id>` (the reason may
+    /// hold spaces; ids never do) or `u <version>`.
     static func parse(_ payload: String) -> StoreWakeup? {
-        let parts = payload.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+        var lines = payload.split(separator: "\n", omittingEmptySubsequences: false)
+        let parts = lines.removeFirst().split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
         switch parts.first {
         case "e":
             guard parts.count == 4, let seq = UInt64(parts[1]), let sentAt = Double(parts[2]) else { return nil }
-            return .events(session: String(parts[3]), seq: seq, sentAt: sentAt)
+            var carried: [StoredEvent] = []
+            for line in lines {
+                let fields = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+                guard fields.count == 3, let eventSeq = UInt64(fields[0]) else {
+                    carried = []   // not ours to guess: the table has them
+                    break
+                }
+                carried.append(StoredEvent(seq: eventSeq, pulse: fields[1] == "-" ? nil : String(fields[1]),
+                                           json: Array(fields[2].utf8)))
+            }
+            return .events(session: String(parts[3]), seq: seq, sentAt: sentAt, carried: carried)
         case "d":
+            guard lines.isEmpty else { return nil }
             let rest = payload.dropFirst(2)
             guard let space = rest.lastIndex(of: " ") else { return nil }
             return .ended(session: String(rest[rest.index(after: space)...]), reason: String(rest[..<space]))

@@ -486,8 +486,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                         $32::text[]) AS a(scope, key, request, status, headers, body, expires, session)
             WHERE a.session IN (SELECT id FROM written)
             ON CONFLICT (scope, key) DO NOTHING)
-        SELECT w.id, CASE WHEN x.seq IS NOT NULL THEN pg_notify('reactord', 'e ' || x.seq || ' ' || $4 || ' ' || w.id) END
-        FROM written w LEFT JOIN unnest($23::text[], $24::bigint[]) AS x(id, seq) ON x.id = w.id
+        SELECT w.id, CASE WHEN x.seq IS NOT NULL
+                          THEN pg_notify('reactord', 'e ' || x.seq || ' ' || $4 || ' ' || w.id || x.carried) END
+        FROM written w LEFT JOIN unnest($23::text[], $24::bigint[], $33::text[]) AS x(id, seq, carried) ON x.id = w.id
         """
 
     /// Every session write of the batch in one statement: the fence check in the UPDATE's
@@ -504,7 +505,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                     createdAt: [String?](), lastActive: [String?]())
         var events = (sessions: [String?](), seqs: [String?](), pulses: [String?](), data: [String?]())
         var trims = (sessions: [String?](), upto: [String?]())
-        var notify = (ids: [String?](), seqs: [String?]())
+        var notify = (ids: [String?](), seqs: [String?](), carried: [String?]())
         var answers: [StoredAnswer] = []
         var sent: [String] = []
         for (write, fence) in zip(writes, fences) {
@@ -537,6 +538,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             guard let last = write.events.last else { continue }
             notify.ids.append(write.id)
             notify.seqs.append(String(last.seq))
+            notify.carried.append(write.version == last.seq ? PostgresListener.carried(write.events) : "")
             guard historyLength > 0 else { continue }
             // Only what the history keeps: the trim below never meets a row inserted here.
             let oldestKept = version - Int64(historyLength)
@@ -560,7 +562,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             news.ids, news.kinds, news.owners, news.states, news.versions, news.createdAt, news.lastActive,
             events.sessions, events.seqs, events.pulses, events.data,
             trims.sessions, trims.upto, notify.ids, notify.seqs,
-        ] + Self.columns(of: answers) + [answers.map(\.session)]
+        ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried]
         let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
         let rows = try connection.execute(Self.writeSessions, parameters)
         var written = Set<String>()
