@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cluster mode's speed, against the SQLite store in the same run (issue 12).
 
-    Benchmarks/cluster_bench.py [--rounds 3] [--seconds 8]
+    Benchmarks/cluster_bench.py [--rounds 3] [--seconds 8] [--latency-only --against OLD_BINARY]
 
 A PostgreSQL server is started here (scripts/postgres-test-server, loopback, a temporary
 folder), then for --rounds rounds:
@@ -12,7 +12,8 @@ folder), then for --rounds rounds:
    the same sessions (every request forwarded to A, target >= 0.3x).
 2. Cross-node delivery: a subscriber on node B of each of 8 sessions held by A, while actions
    go to A at 1,000/s for --seconds: from sending an action to its event arriving on B,
-   p50/p99/max (target p99 <= 100 ms).
+   p50/p99/max (target p99 <= 100 ms). With --against, only this part, --rounds times for
+   each binary, alternated: the figure against another build's in the same run.
 3. Takeover after kill -9, default lease (5 s): node A holds a session and is killed; node B
    is asked every 50 ms until it answers 200: seconds from the kill (target <= 10 s).
 
@@ -178,10 +179,37 @@ def takeover(binary, dsn):
     return seconds, statuses
 
 
+def latency_round(binary, dsn, seconds, label="node A -> subscriber on node B"):
+    """Part 2 once, on a fresh database: (p50, p99) in ms."""
+    a, b = Node(binary, dsn), Node(binary, dsn)
+    rate, delays, lost = cross_node_latency(a, b, seconds)
+    a.stop()
+    b.stop()
+    if not delays:
+        sys.exit("no event reached node B")
+    p50, p99 = delays[len(delays) // 2], delays[int(len(delays) * 0.99)]
+    print("%s at %.0f actions/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d of %d events not seen "
+          "(target p99 <= 100 ms)" % (label, rate, p50, p99, delays[-1], lost, len(delays) + lost), flush=True)
+    return p50, p99
+
+
+def compare_latency(binary, other, pg_dir, rounds, seconds):
+    results = {binary: [], other: []}
+    for round_ in range(rounds):
+        for name in (binary, other):
+            dsn = createdb(pg_dir, "bench_latency_%d_%d" % (round_, name == other))
+            results[name].append(latency_round(binary=name, dsn=dsn, seconds=seconds,
+                                               label="round %d, %s" % (round_ + 1, name)))
+    for name, found in results.items():
+        print("%s: median p50 %.1f ms, median p99 %.1f ms (%d rounds)"
+              % (name, statistics.median(p for p, _ in found), statistics.median(p for _, p in found), rounds))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=8)
+    parser.add_argument("--against", help="another reactord binary: cross-node delivery only, alternated")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
@@ -191,6 +219,8 @@ def main():
     # Each measurement gets a database of its own (createdb below), not the server's first one.
     subprocess.run([PG, "start", pg_dir, str(free_port())], check=True, capture_output=True)
     try:
+        if args.against:
+            return compare_latency(binary, args.against, pg_dir, args.rounds, args.seconds)
         reference, holder, forwarded = [], [], []
         for round_ in range(args.rounds):
             single = Node(binary, "sqlite:" + os.path.join(folder, "bench-%d.sqlite" % round_))
@@ -214,15 +244,7 @@ def main():
 
         dsn = createdb(pg_dir, "bench_latency")
         a, b = Node(binary, dsn), Node(binary, dsn)
-        rate, delays, lost = cross_node_latency(a, b, args.seconds)
-        a.stop()
-        b.stop()
-        if not delays:
-            sys.exit("no event reached node B")
-        print("node A -> subscriber on node B at %.0f actions/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d of %d "
-              "events not seen (target p99 <= 100 ms)"
-              % (rate, delays[len(delays) // 2], delays[int(len(delays) * 0.99)], delays[-1], lost,
-                 len(delays) + lost), flush=True)
+        latency_round(binary, dsn, args.seconds)
 
         dsn = createdb(pg_dir, "bench_takeover")
         seconds, statuses = takeover(binary, dsn)
