@@ -198,14 +198,15 @@ class EventReader:
             self.status = int(head.split(b" ")[1])
             if self.status != 200:
                 return   # a problem document (or a proxy's page), not a stream
-            text = ""
+            # Bytes until a whole event is in: a read can end inside a character's UTF-8 bytes.
+            text = b""
             while True:
                 text += self._dechunk(buffer)
                 buffer = b""
-                while "\n\n" in text:
-                    block, text = text.split("\n\n", 1)
+                while b"\n\n" in text:
+                    block, text = text.split(b"\n\n", 1)
                     event = {"event": "message", "data": ""}
-                    for line in block.split("\n"):
+                    for line in block.decode().split("\n"):
                         if line.startswith(":") or ":" not in line:
                             continue
                         field, value = line.split(":", 1)
@@ -242,7 +243,7 @@ class EventReader:
                 break
             out += self._pending[line_end + 2:line_end + 2 + size]
             self._pending = self._pending[line_end + 2 + size + 2:]
-        return out.decode()
+        return out
 
     def wait_for(self, predicate, timeout=15):
         deadline = time.monotonic() + timeout

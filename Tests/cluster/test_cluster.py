@@ -73,6 +73,31 @@ def test_a_subscriber_on_another_node_sees_every_change_in_order_and_each_pulse_
     reader.close()
 
 
+def test_a_follower_publishes_the_events_a_notification_carries_and_reads_larger_ones(cluster):
+    """Small commits reach a subscriber on another node in their notification; one too large
+    for it (a message of 1,000 emoji, the counter's longest, in the state and in the pulse: 8 KB
+    or more) is read from the table, in order."""
+    holder, follower = cluster.nodes[0], cluster.nodes[2]
+    session = holder.create()
+    reader = EventReader(follower.port, session)
+    assert reader.wait_for(lambda events: len(events) >= 1), "the stream opened with the current state"
+    large = "\U0001F600" * 1000
+    actions = [{"type": "increase"}] * 10 + [{"type": "alert", "message": large}] + [{"type": "increase"}] * 2
+    for action in actions:
+        assert holder.act(session, action)[0] == 200
+    # The first state, a state per action and the alert's pulse: 15 events.
+    assert reader.wait_for(lambda events: len(events) >= 15), reader.events
+    events = [event for _, event in reader.events]
+    assert [int(event["id"]) for event in events] == list(range(0, 15))
+    assert json.loads(events[12]["data"]) == {"name": "alertMessage", "value": large}
+    assert json.loads(events[14]["data"])["count"] == 12
+    reader.close()
+    carried = metric(follower, 'reactord_cluster_follower_updates_total{source="notification"}', 12)
+    read = metric(follower, 'reactord_cluster_follower_updates_total{source="table"}', 1)
+    # The periodic check may read a commit from the table before its notification comes.
+    assert carried >= 8 and read >= 1, (carried, read)
+
+
 def test_a_resume_on_another_node_continues_after_last_event_id(cluster):
     session = cluster.nodes[0].create()
     for _ in range(5):

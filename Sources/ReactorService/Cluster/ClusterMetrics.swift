@@ -8,6 +8,9 @@
 /// - `reactord_cluster_leases_lost_total`, `reactord_cluster_lease_renew_failures_total`.
 /// - `reactord_cluster_handovers_total`: sessions this node gave to the node their requests reach.
 /// - `reactord_cluster_notify_lag_seconds`: from a holder's commit to this node reading the events.
+/// - `reactord_cluster_follower_updates_total{source}`: new events of sessions held elsewhere
+///   published to this node's subscribers: one commit's, carried by its notification
+///   (`notification`), or all those a read from the table found (`table`).
 final class ClusterMetrics: Sendable {
     let sessionsHeld: Gauge
     let takeovers: Counter
@@ -15,6 +18,8 @@ final class ClusterMetrics: Sendable {
     let renewFailures: Counter
     let handovers: Counter
     let notifyLag: DurationHistogram
+    let followedFromNotification: Counter
+    let followedFromTable: Counter
     private let forwarded: [Counter]
 
     enum ForwardOutcome: Int { case answered, unreachable, unknown }
@@ -34,6 +39,11 @@ final class ClusterMetrics: Sendable {
             name: "reactord_cluster_notify_lag_seconds",
             help: "Time from a holder's commit to this node reading the events for its subscribers.",
             buckets: ServiceMetrics.durationBuckets)
+        let followed = "Updates of sessions held elsewhere published to subscribers here, by where their events came from."
+        followedFromNotification = registry.makeCounter(name: "reactord_cluster_follower_updates_total", help: followed,
+                                                        labels: [("source", "notification")])
+        followedFromTable = registry.makeCounter(name: "reactord_cluster_follower_updates_total", help: followed,
+                                                 labels: [("source", "table")])
         forwarded = ["answered", "unreachable", "unknown"].map { outcome in
             registry.makeCounter(name: "reactord_cluster_forwarded_total",
                                  help: "Requests sent on to the node holding their session, by outcome.",

@@ -77,7 +77,12 @@ final class Followers: @unchecked Sendable {
             hub.follow(carried, version: seq, stateJSON: state)
             return true
         }
-        if followed || catchUp(id, follower) { clusterMetrics.notifyLag.record(max(0, WallClock.now - sentAt)) }
+        if followed {
+            clusterMetrics.followedFromNotification.increment()
+        } else if !catchUp(id, follower) {
+            return
+        }
+        clusterMetrics.notifyLag.record(max(0, WallClock.now - sentAt))
     }
 
     /// `id` is over: its streams get `event: end` with `reason`.
@@ -160,6 +165,7 @@ final class Followers: @unchecked Sendable {
                     continue
                 }
                 hub.follow(read.events, version: read.version, stateJSON: read.stateJSON)
+                clusterMetrics.followedFromTable.increment()
                 return true
             }
         }
