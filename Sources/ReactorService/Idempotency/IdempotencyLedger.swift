@@ -55,6 +55,9 @@ final class IdempotencyLedger: Sendable {
     fileprivate let engine: (any StoreEngine)?
     fileprivate let running = Locked<[String: String]>([:])
     fileprivate let kept = Locked<[String: StoredAnswer]>([:])
+    /// When a durable store's keys were last counted (`ProcessClock`), and how often at most.
+    private let lastCounted = Locked<Double>(-.infinity)
+    private static let countInterval = 60.0
     let metrics: IdempotencyMetrics
 
     init(ttl: Double, forwardTTL: Double, engine: (any StoreEngine)?, metrics: IdempotencyMetrics) {
@@ -98,7 +101,9 @@ final class IdempotencyLedger: Sendable {
     }
 
     /// Forgets expired answers (the sweeper's, now and then): the memory store's at once, a
-    /// durable store's in one batch through `journal`. Updates the count of kept keys.
+    /// durable store's in one batch through `journal`. Updates the count of kept keys: a durable
+    /// store's once a minute at most, as counting them reads the whole index (in a cluster,
+    /// every node reads the shared table).
     func trim(through journal: Journal?) {
         let now = WallClock.now
         guard let engine, let journal else {
@@ -110,7 +115,12 @@ final class IdempotencyLedger: Sendable {
             return
         }
         journal.write([.forgetAnswers(expiredBefore: now, limit: 5000)]) { _ in }
-        if let count = try? engine.answerCount() { metrics.stored.set(Double(count)) }
+        let countDue = lastCounted.withLock { last in
+            guard ProcessClock.now - last >= Self.countInterval else { return false }
+            last = ProcessClock.now
+            return true
+        }
+        if countDue, let count = try? engine.answerCount() { metrics.stored.set(Double(count)) }
     }
 
     private func mismatch(_ request: IdempotentRequest) -> Response {
@@ -142,7 +152,7 @@ struct IdempotencyMetrics: Sendable {
         mismatches = registry.makeCounter(name: "reactord_idempotency_conflicts_total", help: conflicts,
                                           labels: [("status", "422")])
         stored = registry.makeGauge(name: "reactord_idempotency_keys_stored",
-                                    help: "Answers kept under Idempotency-Keys (read now and then).")
+                                    help: "Answers kept under Idempotency-Keys (with a durable store, counted once a minute).")
         stored.set(0)
     }
 }
