@@ -22,6 +22,14 @@ final class IdempotencyLedgerTests: XCTestCase {
         IdempotencyLedger(ttl: 60, forwardTTL: 60, engine: nil, metrics: IdempotencyMetrics(registry: MetricsRegistry()))
     }
 
+    /// The digest is stored with each answer: it must not change between versions (a repeat
+    /// after an upgrade would be 422). SHA-256 of kind, session and the body without its layout,
+    /// as 32 lowercase hexadecimal digits (Python's hashlib gives the same).
+    func testTheRequestDigestIsSHA256OfKindSessionAndBodyWithoutLayout() throws {
+        XCTAssertEqual(request("k", body: "{ \"type\" : \"increase\",\n \"by\": [1, 2] }").digest,
+                       "289bbabf28a9449a37fd993ae33befa2")
+    }
+
     func testARepeatWhileTheFirstRunsIs409AndTheKeyIsGivenBackWithItsTicket() throws {
         let ledger = ledger()
         var ticket: IdempotencyLedger.Ticket?

@@ -50,11 +50,20 @@ struct IdempotentRequest: Sendable {
         }
         var text = Array("\(kind.rawValue)\n\(session)\n".utf8)
         JSONWhitespace.appendStripped(body(), to: &text)
-        let digest = SHA256.digest(text).prefix(16).map { byte in
-            let hex = String(byte, radix: 16)
-            return hex.count == 1 ? "0" + hex : hex
-        }.joined()
+        let digest = hexadecimal(SHA256.digest(text).prefix(16))
         return .key(IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders))
+    }
+}
+
+/// Two lowercase hexadecimal digits a byte, made in one buffer.
+private func hexadecimal(_ bytes: ArraySlice<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+        for (index, byte) in bytes.enumerated() {
+            buffer[2 * index] = digits[Int(byte >> 4)]
+            buffer[2 * index + 1] = digits[Int(byte & 0x0F)]
+        }
+        return bytes.count * 2
     }
 }
 
