@@ -39,15 +39,15 @@ def test_actions_round_robin_keep_one_state_and_consecutive_versions(cluster):
         assert metric(node, "reactord_cluster_sessions_held", 0) == 0
 
 
-def metric(node, name, expected):
+def metric(node, name, expected=None):
     """The value of `name` in the node's /metrics, polled until it is `expected` (the held-sessions
-    gauge is set by the lease keeper, every second) or 5 s have passed."""
+    gauge is set by the lease keeper, every second) or 5 s have passed; read once without one."""
     deadline = time.monotonic() + 5
     while True:
         text = node.request("GET", "/metrics")[1]
         values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " ")]
         assert values, f"{name} not in /metrics of {node.name}"
-        if values[0] == expected or time.monotonic() > deadline:
+        if expected is None or values[0] == expected or time.monotonic() > deadline:
             return values[0]
         time.sleep(0.2)
 
@@ -402,89 +402,148 @@ def test_an_unloaded_session_gives_its_lease_back_and_any_node_takes_it(postgres
         cluster.close()
 
 
-def test_a_rolling_restart_loses_nothing_and_answers_only_503s_to_retry(cluster):
-    """SIGTERM each node in turn, start it again, wait for /readyz: what was answered 200 is
-    there, every other answer is a 503 with Retry-After, and no session is unavailable long."""
-    sessions = [cluster.nodes[index % 3].create() for index in range(100)]
-    pool = list(cluster.nodes)
-    oks = {session: 0 for session in sessions}
-    others = []
-    failing_since = {}
-    failures = {}   # by session: what its requests got since its last 200 (for the message)
-    longest = [0.0, None, []]
-    lock = threading.Lock()
-    done = threading.Event()
-    began_at = time.monotonic()
-    steps = []   # the restarts, timed as the failures are
+class ChangingClusterLoad:
+    """Clients sending `increase` to the sessions in turn, each to a node picked at random from
+    `pool` (which the test changes as nodes come and go), counting the 200s by session and
+    keeping every other answer. A session whose request failed is tried again at once (every
+    20 ms, on any node) until it succeeds, so the span it is seen unavailable is the cluster's,
+    not the time the loop takes to come back to it."""
 
-    def client(offset):
+    def __init__(self, sessions, pool, clients):
+        self.sessions = sessions
+        self.pool = list(pool)
+        self.oks = {session: 0 for session in sessions}
+        self.others = []
+        self.failing_since = {}
+        self.failures = {}   # by session: what its requests got since its last 200 (for the message)
+        self.longest = [0.0, None, []]
+        self.steps = []      # what the test did, timed as the failures are
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.began_at = time.monotonic()
+        stride = len(sessions) // clients
+        self.threads = [threading.Thread(target=self._client, args=(index * stride,)) for index in range(clients)]
+        for thread in self.threads:
+            thread.start()
+
+    def step(self, what):
+        self.steps.append((round(time.monotonic() - self.began_at, 2), what))
+
+    def add(self, node):
+        with self.lock:
+            self.pool.append(node)
+
+    def remove(self, node):
+        with self.lock:
+            self.pool.remove(node)
+
+    def stop(self):
+        self.done.set()
+        for thread in self.threads:
+            thread.join()
+
+    def check(self, cluster, reader):
+        """Only 503s with Retry-After besides the 200s, every 200 applied once, and no session
+        unavailable for more than 1 s."""
+        for status, body, headers, name in self.others:
+            assert status == 503 and "Retry-After" in headers, (status, body, name)
+        assert sum(self.oks.values()) > 500
+        assert counts(cluster, self.sessions, reader) == self.oks, "every answered action is there, once"
+        assert self.longest[0] <= 1.0, (f"session {self.longest[1]} was unavailable for {self.longest[0]:.2f} s: "
+                                        f"{self.longest[2]}; steps: {self.steps}")
+
+    def _client(self, offset):
         rng = random.Random()
-        for turn in range(200_000):   # bounded; the restarts end it sooner
-            # Every session in turn, so each is tried at a steady pace; one that failed is tried
-            # again at once (every 20 ms, on any node) until it succeeds, so the span it is seen
-            # unavailable is the cluster's, not the time the loop takes to come back to it.
-            session = sessions[(offset + turn) % len(sessions)]
+        for turn in range(200_000):   # bounded; the test ends it sooner
+            session = self.sessions[(offset + turn) % len(self.sessions)]
             for _ in range(500):
-                if done.is_set():
+                if self.done.is_set():
                     return
-                with lock:
-                    node = rng.choice(pool)
+                with self.lock:
+                    node = rng.choice(self.pool)
                 sent = time.monotonic()
                 try:
                     status, body, headers = node.act(session, {"type": "increase"}, timeout=20)
                 except OSError:
                     # A node that has exited: nothing was answered, the next try goes elsewhere.
-                    if session not in failing_since:
+                    if session not in self.failing_since:
                         break
                     time.sleep(0.02)
                     continue
-                with lock:
+                with self.lock:
                     # From the sending of the first request that failed to the sending of the first
                     # that succeeded after it: the span the session was seen unavailable.
                     if status == 200:
-                        oks[session] += 1
-                        began = failing_since.pop(session, None)
-                        seen = failures.pop(session, [])
-                        if began is not None and sent - began > longest[0]:
-                            longest[:] = [sent - began, session, seen]
+                        self.oks[session] += 1
+                        began = self.failing_since.pop(session, None)
+                        seen = self.failures.pop(session, [])
+                        if began is not None and sent - began > self.longest[0]:
+                            self.longest[:] = [sent - began, session, seen]
                         break
-                    others.append((status, body, headers, node.name))
-                    failing_since.setdefault(session, sent)
-                    failures.setdefault(session, []).append(
-                        (round(sent - began_at, 2), node.name, status, json.loads(body).get("detail")))
+                    self.others.append((status, body, headers, node.name))
+                    self.failing_since.setdefault(session, sent)
+                    self.failures.setdefault(session, []).append(
+                        (round(sent - self.began_at, 2), node.name, status, json.loads(body).get("detail")))
                 time.sleep(0.02)
 
-    threads = [threading.Thread(target=client, args=(index * 25,)) for index in range(4)]
-    for thread in threads:
-        thread.start()
+
+def wait_until_ready(node):
+    deadline = time.monotonic() + 30
+    while node.request("GET", "/readyz")[0] != 200:
+        assert time.monotonic() < deadline, f"{node.name} not ready in 30 s"
+        time.sleep(0.05)
+
+
+def test_a_rolling_restart_loses_nothing_and_answers_only_503s_to_retry(cluster):
+    """SIGTERM each node in turn, start it again, wait for /readyz: what was answered 200 is
+    there, every other answer is a 503 with Retry-After, and no session is unavailable long."""
+    sessions = [cluster.nodes[index % 3].create() for index in range(100)]
+    load = ChangingClusterLoad(sessions, cluster.nodes, clients=4)
     try:
         time.sleep(1)
         for index in range(3):
             leaving = cluster.nodes[index]
-            steps.append((round(time.monotonic() - began_at, 2), f"stopping {leaving.name}"))
+            load.step(f"stopping {leaving.name}")
             leaving.stop()   # SIGTERM: commits, gives its leases back, drains, exits
-            steps.append((round(time.monotonic() - began_at, 2), f"{leaving.name} exited"))
-            with lock:
-                pool.remove(leaving)
+            load.step(f"{leaving.name} exited")
+            load.remove(leaving)
             started = cluster.restart(index)
-            deadline = time.monotonic() + 30
-            while started.request("GET", "/readyz")[0] != 200:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            steps.append((round(time.monotonic() - began_at, 2), f"{started.name} ready"))
-            with lock:
-                pool.append(started)
+            wait_until_ready(started)
+            load.step(f"{started.name} ready")
+            load.add(started)
             time.sleep(1)
     finally:
-        done.set()
-        for thread in threads:
-            thread.join()
-    for status, body, headers, name in others:
-        assert status == 503 and "Retry-After" in headers, (status, body, name)
-    assert sum(oks.values()) > 500
-    final = counts(cluster, sessions, cluster.nodes[0])
-    assert final == oks, "every answered action is there, once"
-    assert longest[0] <= 1.0, f"session {longest[1]} was unavailable for {longest[0]:.2f} s: {longest[2]}; restarts: {steps}"
+        load.stop()
+    load.check(cluster, cluster.nodes[0])
+
+
+def test_a_node_joining_and_one_leaving_under_load_lose_nothing(cluster):
+    """Issue 31's join and leave: three clients on 100 sessions; a fourth node (a new address)
+    joins and takes requests, then one of the first leaves for good (SIGTERM, not restarted).
+    Nothing answered is lost, no live session is ever a 404, none is unavailable for over 1 s."""
+    sessions = [cluster.nodes[index % 3].create() for index in range(100)]
+    load = ChangingClusterLoad(sessions, cluster.nodes, clients=3)
+    try:
+        time.sleep(1)
+        load.step("node4 joining")
+        joining = Node(cluster.dsn, "node4", lease=cluster.lease)
+        cluster.nodes.append(joining)
+        wait_until_ready(joining)
+        load.add(joining)
+        load.step("node4 takes requests")
+        time.sleep(1.5)
+        leaving = cluster.nodes[0]
+        load.step(f"stopping {leaving.name}")
+        leaving.stop()
+        load.remove(leaving)
+        load.step(f"{leaving.name} gone")
+        time.sleep(1.5)
+    finally:
+        load.stop()
+    served = [node for node in cluster.nodes if node.process.poll() is None]
+    assert joining in served and leaving not in served
+    load.check(cluster, joining)
+    assert metric(joining, "reactord_cluster_takeovers_total") > 0, "the new node took sessions over"
 
 
 def test_after_a_kill_9_every_session_of_the_dead_node_is_served_again_within_3_s(cluster):
