@@ -16,6 +16,9 @@ folder), then for --rounds rounds:
    each binary, alternated: the figure against another build's in the same run.
 3. Takeover after kill -9, default lease (5 s): node A holds a session and is killed; node B
    is asked every 50 ms until it answers 200: seconds from the kill (target <= 10 s).
+4. The peer, nginx+nchan with Redis (Benchmarks/nchan_redis_peer.py: two nodes of one worker
+   on one Redis without persistence): publish/s on one node, and node 1 -> a subscriber on
+   node 2 at 1,000 messages/s as in part 2. Skipped, saying why, where nchan or Redis is missing.
 
 Uses the release build (.build-bench) unless REACTORD_BIN names one; wrk from Debian's packages.
 """
@@ -35,6 +38,7 @@ import threading
 import time
 
 from action_load import ROOT, actions_per_second, build
+import nchan_redis_peer
 
 PG = os.path.join(ROOT, "scripts", "postgres-test-server")
 STARTED = []   # every node, killed on the way out whatever happens
@@ -205,6 +209,23 @@ def compare_latency(binary, other, pg_dir, rounds, seconds):
               % (name, statistics.median(p for p, _ in found), statistics.median(p for _, p in found), rounds))
 
 
+def peer_round(seconds):
+    lacking = nchan_redis_peer.missing()
+    if lacking:
+        print("peer nginx+nchan+Redis: skipped, %s is not installed" % lacking, flush=True)
+        return
+    peer = nchan_redis_peer.NchanRedisCluster()
+    try:
+        rate = nchan_redis_peer.publish_rate(peer.ports[0], seconds)
+        print("peer nginx+nchan+Redis: publish %.0f/s on one node" % rate, flush=True)
+        sent, delays, lost = nchan_redis_peer.cross_node_latency(peer.ports[0], peer.ports[1], seconds)
+        print("peer nginx+nchan+Redis: node 1 -> subscriber on node 2 at %.0f messages/s: p50 %.1f ms, p99 %.1f ms, "
+              "max %.1f ms, %d of %d messages not seen" % (sent, delays[len(delays) // 2], delays[int(len(delays) * 0.99)],
+                                                          delays[-1], lost, len(delays) + lost), flush=True)
+    finally:
+        peer.stop()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -250,6 +271,7 @@ def main():
         seconds, statuses = takeover(binary, dsn)
         print("takeover after kill -9 (lease 5 s): node B answered 200 after %.2f s; answers meanwhile: %s "
               "(target <= 10 s)" % (seconds, statuses), flush=True)
+        peer_round(args.seconds)
     finally:
         for node in STARTED:
             if node.process.poll() is None:

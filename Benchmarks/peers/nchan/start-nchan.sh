@@ -1,12 +1,18 @@
 #!/bin/sh
 # start-nchan.sh PORT [WORKERS] — run nginx+nchan in the foreground of a background job,
 # on 127.0.0.1:PORT, with its own prefix (config, pid, logs, temp) under a fresh temp dir.
+# NCHAN_REDIS_URL=redis://127.0.0.1:PORT: channels live in that Redis (nchan's cluster mode),
+# shared by every nginx+nchan started with the same URL.
 # Prints "prefix=DIR pid=PID port=PORT" and returns once /healthz answers.
 # Stop it with: stop-nchan.sh DIR   (or kill the printed pid).
 set -eu
 PORT=${1:?usage: start-nchan.sh PORT [WORKERS]}
 WORKERS=${2:-${NCHAN_WORKERS:-1}}
 PING=${NCHAN_PING:-15}   # seconds between keep-alive comments, like reactord --heartbeat
+REDIS=""
+if [ -n "${NCHAN_REDIS_URL:-}" ]; then
+    REDIS="    nchan_redis_url \"$NCHAN_REDIS_URL\"; nchan_use_redis on;"
+fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 NGINX=${NGINX:-/usr/sbin/nginx}
 [ -x "$NGINX" ] || { echo "start-nchan.sh: $NGINX missing: apt-get install nginx libnginx-mod-nchan" >&2; exit 1; }
@@ -14,6 +20,7 @@ NGINX=${NGINX:-/usr/sbin/nginx}
 PREFIX=$(mktemp -d "${TMPDIR:-/tmp}/nchan-bench.XXXXXX")
 mkdir -p "$PREFIX/logs" "$PREFIX/tmp"
 sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@PORT@|$PORT|g" -e "s|@WORKERS@|$WORKERS|g" -e "s|@PING@|$PING|g" \
+    -e "s|@REDIS@|$REDIS|g" \
     "$HERE/nginx.conf.in" > "$PREFIX/nginx.conf"
 "$NGINX" -p "$PREFIX" -c "$PREFIX/nginx.conf" -t -q -e "$PREFIX/logs/error.log" 2>"$PREFIX/logs/configtest.log" || {
     cat "$PREFIX/logs/configtest.log" >&2; exit 1; }
