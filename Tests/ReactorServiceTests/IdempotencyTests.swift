@@ -132,6 +132,29 @@ final class IdempotencyTests: XCTestCase {
         assertReplay(try client.request("PUT", "/user", body: #"{"id":"ada","name":"Ada"}"#, headers: admin), of: put)
     }
 
+    /// A repeat sent the moment the first answer arrives is replayed, never a 409: the key's
+    /// run ends before its answer goes out, not when the journal lets go of the request's
+    /// closures (which came after the answer, and failed CI's run of the test above).
+    func testARepeatRightAfterTheAnswerIsReplayedNotRunning() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        let admin = ["Authorization": "Bearer t"]
+        for round in 0..<100 {
+            let user = #"{"id":"u\#(round)","name":"U"}"#
+            let put = try client.request("PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "u\(round)"]) { $1 })
+            XCTAssertEqual(put.status, 200, put.text)
+            let again = try client.request("PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "u\(round)"]) { $1 })
+            XCTAssertEqual(again.status, 200, "round \(round): \(again.text)")
+            let first = try act(client, session, key: "a\(round)")
+            let repeated = try act(client, session, key: "a\(round)")
+            XCTAssertEqual(repeated.status, 200, "round \(round): \(repeated.text)")
+            XCTAssertEqual(repeated.body, first.body)
+            if again.status != 200 || repeated.status != 200 { break }
+        }
+        XCTAssertEqual(try count(client, session), 100)
+    }
+
     func testTheMemoryStoreKeepsKeysWhileItRuns() throws {
         let server = try start(store: "memory")
         let client = HTTPClient(port: server.port)

@@ -13,18 +13,27 @@ final class IdempotencyLedger: Sendable {
         case answer(Response)
     }
 
-    /// A key running here. It is given back when the last reference goes, so a path that
-    /// forgets it cannot leave the key running for ever.
+    /// A key running here. `finish` gives it back just before the answer goes out (a repeat
+    /// that comes after the answer must find it kept, not running); failing that, the last
+    /// reference going does, so a path that forgets it cannot leave the key running for ever.
     final class Ticket: Sendable {
         let request: IdempotentRequest
         private let ledger: IdempotencyLedger
+        private let finished = Locked(false)
 
         fileprivate init(_ request: IdempotentRequest, _ ledger: IdempotencyLedger) {
             self.request = request
             self.ledger = ledger
         }
 
-        deinit { ledger.running.withLock { $0[request.id] = nil } }
+        deinit { finish() }
+
+        /// The key's run is over: its answer (kept, if it is to be) is about to be given. Only
+        /// the first call counts, so it never frees a later run of the same key.
+        func finish() {
+            guard finished.withLock({ done in defer { done = true }; return !done }) else { return }
+            ledger.running.withLock { $0[request.id] = nil }
+        }
 
         /// What to keep of `response` under the key (nil for an answer that is not 2xx: it
         /// changed nothing, and a repeat runs again). With the memory store the ledger keeps it

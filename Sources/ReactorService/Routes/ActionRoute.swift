@@ -194,7 +194,7 @@ extension RouteTable {
             switch outcome {
             case let .applied(snapshot):
                 return Self.answer(afterCommitOf: session.hub, context) { [ticket] failure in
-                    withExtendedLifetime(ticket) {}   // the key runs until its answer is given
+                    ticket?.finish()   // before the answer: a repeat after it finds the key kept
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
                     context.placeAfterRequest(request, for: session)

@@ -89,7 +89,7 @@ extension RouteTable {
                 let answer = ticket?.keep(deleted, session: id)
                 return Self.answer(context) { [ticket] done in
                     context.remove(session, reason: "deleted", answer: answer) { failure in
-                        withExtendedLifetime(ticket) {}   // the key runs until its answer is given
+                        ticket?.finish()   // before the answer: a repeat after it finds the key kept
                         done(failure.map(Problems.store) ?? deleted)
                     }
                 }
@@ -177,7 +177,7 @@ extension RouteTable {
         if let ticket { hub.releaseWrites(adding: ticket.keep(created, session: id)) }
         context.adopt(session)
         return answer(afterCommitOf: session.hub, context) { [ticket, created] failure in
-            withExtendedLifetime(ticket) {}   // the key runs until its answer is given
+            ticket?.finish()   // before the answer: a repeat after it finds the key kept
             admission.opened()   // committed, so a durable store counts it now (or, failed, never will)
             return failure.map(Problems.store) ?? created
         }

@@ -37,7 +37,7 @@ extension RouteTable {
         let kept = ticket?.keep(answer, session: nil)
         return Self.answer(context) { [ticket] done in
             let done: @Sendable (Response) -> Void = { response in
-                withExtendedLifetime(ticket) {}   // the key runs until its answer is given
+                ticket?.finish()   // before the answer: a repeat after it finds the key kept
                 done(response)
             }
             let publish: @Sendable () -> Void = {
