@@ -1,7 +1,9 @@
-"""What the store and cluster benchmarks share: the release build they measure, and the
-POST /action load (wrk, 64 keep-alive connections over the given counter sessions)."""
+"""What the store and cluster benchmarks share: the release build they measure, the
+POST /action load (wrk, 64 keep-alive connections over the given counter sessions), and a
+free loopback port."""
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -34,3 +36,9 @@ def actions_per_second(port, sessions, seconds, folder, explain=lambda: "", mode
     if "Non-2xx" in result:
         sys.exit("non-2xx answers under load:\n" + result + explain())
     return float(re.search(r"Requests/sec:\s+([0-9.]+)", result).group(1))
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 
-from action_load import ROOT, actions_per_second, build
+from action_load import ROOT, actions_per_second, build, free_port
 import nchan_redis_peer
 
 PG = os.path.join(ROOT, "scripts", "postgres-test-server")
@@ -48,12 +48,6 @@ def createdb(pg_dir, name):
     """A fresh database on the benchmark's PostgreSQL server; its URL."""
     out = subprocess.run([PG, "createdb", pg_dir, name], check=True, capture_output=True, text=True).stdout
     return out.strip().splitlines()[-1]
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Node:

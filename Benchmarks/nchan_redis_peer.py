@@ -10,15 +10,9 @@ import subprocess
 import threading
 import time
 
-from action_load import ROOT, SCRIPT
+from action_load import ROOT, SCRIPT, free_port
 
 HERE = os.path.join(ROOT, "Benchmarks", "peers", "nchan")
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def missing():
