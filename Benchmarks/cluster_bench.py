@@ -26,19 +26,17 @@ import argparse
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from action_load import ROOT, actions_per_second, build, free_port
 import nchan_redis_peer
+from delivery_latency import delivery_latency
 
 PG = os.path.join(ROOT, "scripts", "postgres-test-server")
 STARTED = []   # every node, killed on the way out whatever happens
@@ -99,58 +97,17 @@ def wrk(port, sessions, seconds, folder):
 
 
 def cross_node_latency(a, b, seconds):
+    """8 sessions held by `a`, a subscriber of each on `b`, 1,000 actions/s sent to `a` (125/s a
+    session): from sending an action to its state event arriving on `b`."""
     sessions = [a.create() for _ in range(8)]
-    sent = {}
-    arrived = {}
-    lock = threading.Lock()
 
-    def subscribe(session):
-        sock = socket.create_connection(("127.0.0.1", b.port))
-        sock.sendall(("GET /sessions/%s/events HTTP/1.1\r\nHost: x\r\n\r\n" % session).encode())
-        buffer = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return
-            now = time.monotonic()
-            buffer += chunk
-            for match in re.finditer(rb"event: state\nid: (\d+)\n", buffer):
-                with lock:
-                    arrived.setdefault((session, int(match.group(1))), now)
-            buffer = buffer[-200:]
-
-    for session in sessions:
-        threading.Thread(target=subscribe, args=(session,), daemon=True).start()
-    time.sleep(0.5)
-    # 1,000 actions/s: 8 senders, 125/s each, paced by the clock.
-    stop = time.monotonic() + seconds
-
-    def send(session):
-        client = http.client.HTTPConnection("127.0.0.1", a.port)
+    def send(session, connection):
         body = json.dumps({"session": session, "action": {"type": "increase"}}).encode()
-        tick = time.monotonic()
-        while tick < stop:
-            began = time.monotonic()
-            client.request("POST", "/action", body)
-            response = client.getresponse()
-            version = json.loads(response.read())["version"]
-            with lock:
-                sent[(session, version)] = began
-            tick += 1 / 125
-            time.sleep(max(0, tick - time.monotonic()))
-        client.close()
+        connection.request("POST", "/action", body)
+        return json.loads(connection.getresponse().read())["version"]
 
-    senders = [threading.Thread(target=send, args=(session,)) for session in sessions]
-    for thread in senders:
-        thread.start()
-    for thread in senders:
-        thread.join()
-    time.sleep(1)
-    with lock:
-        delays = sorted((arrived[key] - began) * 1000 for key, began in sent.items() if key in arrived)
-        lost = sum(1 for key in sent if key not in arrived)
-    rate = len(sent) / seconds
-    return rate, delays, lost
+    return delivery_latency({session: "/sessions/%s/events" % session for session in sessions}, b.port, a.port,
+                            rb"event: state\nid: (\d+)\n", send, seconds)
 
 
 def takeover(binary, dsn):

@@ -1,16 +1,15 @@
 """nginx+nchan with its Redis backend, two nodes on one Redis: the cluster benchmark's peer
 (issue 31). Each node is Benchmarks/peers/nchan with one worker; Redis runs without
 persistence. Needs Debian's nginx, libnginx-mod-nchan and redis-server."""
-import http.client
 import os
 import re
 import shutil
 import socket
 import subprocess
-import threading
 import time
 
 from action_load import ROOT, SCRIPT, free_port
+from delivery_latency import delivery_latency
 
 HERE = os.path.join(ROOT, "Benchmarks", "peers", "nchan")
 
@@ -67,51 +66,13 @@ def cross_node_latency(publish_port, subscribe_port, seconds):
     """As the cluster benchmark measures reactord: 8 channels, a subscriber on one node each,
     1,000 messages/s published to the other node (125/s a channel): from sending a publish to
     its message arriving. Returns (rate, sorted delays in ms, messages not seen)."""
-    channels = ["lat%d" % index for index in range(8)]
-    sent, arrived = {}, {}
-    lock = threading.Lock()
+    published = {}
 
-    def subscribe(channel):
-        sock = socket.create_connection(("127.0.0.1", subscribe_port))
-        sock.sendall(("GET /sub/%s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n" % channel).encode())
-        buffer = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return
-            now = time.monotonic()
-            buffer += chunk
-            for match in re.finditer(rb"data: (\d+)\n", buffer):
-                with lock:
-                    arrived.setdefault((channel, int(match.group(1))), now)
-            buffer = buffer[-200:]
+    def send(channel, connection):
+        published[channel] = published.get(channel, 0) + 1   # one sender a channel: no race
+        connection.request("POST", "/pub/" + channel, str(published[channel]).encode())
+        connection.getresponse().read()
+        return published[channel]
 
-    for channel in channels:
-        threading.Thread(target=subscribe, args=(channel,), daemon=True).start()
-    time.sleep(0.5)
-    stop = time.monotonic() + seconds
-
-    def publish(channel):
-        client = http.client.HTTPConnection("127.0.0.1", publish_port)
-        tick = time.monotonic()
-        number = 0
-        while tick < stop:
-            number += 1
-            with lock:
-                sent[(channel, number)] = time.monotonic()
-            client.request("POST", "/pub/" + channel, str(number).encode())
-            client.getresponse().read()
-            tick += 1 / 125
-            time.sleep(max(0, tick - time.monotonic()))
-        client.close()
-
-    publishers = [threading.Thread(target=publish, args=(channel,)) for channel in channels]
-    for thread in publishers:
-        thread.start()
-    for thread in publishers:
-        thread.join()
-    time.sleep(1)
-    with lock:
-        delays = sorted((arrived[key] - began) * 1000 for key, began in sent.items() if key in arrived)
-        lost = sum(1 for key in sent if key not in arrived)
-    return len(sent) / seconds, delays, lost
+    return delivery_latency({"lat%d" % index: "/sub/lat%d" % index for index in range(8)},
+                            subscribe_port, publish_port, rb"data: (\d+)\n", send, seconds)
