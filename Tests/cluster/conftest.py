@@ -13,15 +13,13 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.environ.get("REACTORD_BINARY", os.path.join(ROOT, ".build/debug/reactord"))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "pysupport"))
-from reactord_process import free_port, wait_until_healthy  # noqa: E402,F401 (free_port: for the tests)
+from reactord_process import free_port, request, wait_until_healthy  # noqa: E402,F401 (free_port: for the tests)
 TOKEN = "cluster-test-admin"
 # The default lease (2 s), given explicitly: takeovers within it are part of what is tested.
 LEASE = 2.0
@@ -91,14 +89,7 @@ class Node:
         return True
 
     def request(self, method, path, body=None, headers=None, timeout=15):
-        data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
-                                         headers=headers or {})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read().decode(), dict(response.headers)
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode(), dict(error.headers)
+        return request(self.port, method, path, body, headers, timeout)
 
     def create(self):
         status, body, _ = self.request("POST", "/sessions", {"reactor": "counter"})

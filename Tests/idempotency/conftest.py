@@ -2,21 +2,18 @@
 same file and port as often as a test likes.
 Run by scripts/check-idempotency (scripts/test): REACTORD_BINARY names the binary.
 """
-import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.environ.get("REACTORD_BINARY", os.path.join(ROOT, ".build/debug/reactord"))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "pysupport"))
-from reactord_process import free_port, wait_until_healthy  # noqa: E402
+from reactord_process import free_port, request, wait_until_healthy  # noqa: E402
 
 
 class Server:
@@ -53,14 +50,7 @@ class Server:
         return self.log.read()
 
     def request(self, method, path, body=None, headers=None, timeout=10):
-        data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
-                                         headers=headers or {})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read().decode(), dict(response.headers)
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode(), dict(error.headers)
+        return request(self.port, method, path, body, headers, timeout)
 
     def close(self):
         if self.process.poll() is None:
