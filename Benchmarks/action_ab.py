@@ -9,7 +9,6 @@ and with a key in time order each (`reactord-keyed`); prints the medians and the
 OTHER to BASE.
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -35,8 +34,7 @@ def main():
             folder = tempfile.mkdtemp(prefix="reactord-ab-")
             server = Server(binary, "sqlite:" + os.path.join(folder, "ab.sqlite"))
             try:
-                sessions = [json.loads(server.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
-                            for _ in range(64)]
+                sessions = server.counters(64)
                 for mode in MODES:
                     results[(build, mode)].append(actions_per_second(server.port, sessions, args.seconds, folder,
                                                                       mode=mode))

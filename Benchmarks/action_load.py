@@ -3,6 +3,7 @@ POST /action load (wrk, 64 keep-alive connections over the given counter session
 free loopback port."""
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -28,11 +29,19 @@ def actions_per_second(port, sessions, seconds, folder, explain=lambda: "", mode
     ids = os.path.join(folder, "sessions.txt")
     with open(ids, "w") as out:
         out.write("\n".join(sessions) + "\n")
-    url = "http://127.0.0.1:%d" % port
-    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", SCRIPT, url, "--", mode, ids],
-                   check=True, stdout=subprocess.DEVNULL)
-    result = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", SCRIPT, url, "--", mode, ids],
-                            check=True, capture_output=True, text=True).stdout
+    return requests_per_second(port, [mode, ids], seconds, explain)
+
+
+def requests_per_second(port, script_args, seconds, explain=lambda: ""):
+    """wrk -t1 -c64 with action.lua and `script_args` against 127.0.0.1:`port`, after a 2 s
+    warm-up (Debian's wrk installed first when missing); exits, with wrk's output and
+    `explain()`, when any answer was not 2xx."""
+    if not shutil.which("wrk"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
+    command = ["wrk", "-t1", "-c64", "-s", SCRIPT, "http://127.0.0.1:%d" % port, "--"] + script_args
+    subprocess.run(command[:3] + ["-d2s"] + command[3:], check=True, stdout=subprocess.DEVNULL)
+    result = subprocess.run(command[:3] + ["-d%ds" % seconds] + command[3:], check=True, capture_output=True,
+                            text=True).stdout
     if "Non-2xx" in result:
         sys.exit("non-2xx answers under load:\n" + result + explain())
     return float(re.search(r"Requests/sec:\s+([0-9.]+)", result).group(1))

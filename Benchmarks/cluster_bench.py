@@ -183,8 +183,6 @@ def main():
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--against", help="another reactord binary: cross-node delivery only, alternated")
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
     binary = build()
     folder = tempfile.mkdtemp(prefix="reactord-cluster-bench-")
     pg_dir = tempfile.mkdtemp(prefix="reactord-cluster-bench-pg-")   # its own: the script hands it to postgres

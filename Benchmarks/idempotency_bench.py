@@ -15,12 +15,10 @@ Uses the release build (.build-bench, as bench.sh) unless REACTORD_BIN names one
 Debian's packages.
 """
 import argparse
-import json
 import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import tempfile
 
 from action_load import actions_per_second, build
@@ -32,15 +30,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=10)
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
     binary = build()
     folder = tempfile.mkdtemp(prefix="reactord-keys-bench-")
     path = os.path.join(folder, "keys.sqlite")
     try:
         server = Server(binary, "sqlite:" + path)
-        sessions = [json.loads(server.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
-                    for _ in range(64)]
+        sessions = server.counters(64)
         plain, keyed, scattered = [], [], []
         try:
             for round_ in range(args.rounds):

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import time
 
-from action_load import ROOT, SCRIPT, free_port
+from action_load import ROOT, free_port, requests_per_second
 from delivery_latency import delivery_latency
 
 HERE = os.path.join(ROOT, "Benchmarks", "peers", "nchan")
@@ -52,14 +52,7 @@ class NchanRedisCluster:
 
 def publish_rate(port, seconds):
     """wrk -t1 -c64 publishing to 64 channels (action.lua's nchan mode), after a 2 s warm-up."""
-    url = "http://127.0.0.1:%d" % port
-    subprocess.run(["wrk", "-t1", "-c64", "-d2s", "-s", SCRIPT, url, "--", "nchan", "64"],
-                   check=True, stdout=subprocess.DEVNULL)
-    out = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", SCRIPT, url, "--", "nchan", "64"],
-                         check=True, capture_output=True, text=True).stdout
-    if "Non-2xx" in out:
-        raise SystemExit("nchan answered non-2xx under load:\n" + out)
-    return float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1))
+    return requests_per_second(port, ["nchan", "64"], seconds)
 
 
 def cross_node_latency(publish_port, subscribe_port, seconds):

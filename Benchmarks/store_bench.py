@@ -58,6 +58,11 @@ class Server:
         response = self.client.getresponse()
         return response.status, response.read()
 
+    def counters(self, count):
+        """The ids of `count` new `counter` sessions."""
+        return [json.loads(self.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
+                for _ in range(count)]
+
     def healthy_after(self, path="/healthz"):
         """Seconds from exec until `path` answers 200."""
         while True:
@@ -83,8 +88,7 @@ class Server:
 
 def throughput(binary, store, seconds, folder):
     server = Server(binary, store)
-    sessions = [json.loads(server.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
-                for _ in range(64)]
+    sessions = server.counters(64)
     try:
         return actions_per_second(server.port, sessions, seconds, folder)
     finally:
@@ -116,8 +120,6 @@ def main():
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--stored", type=int, default=100_000)
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, stdout=subprocess.DEVNULL)
     binary = build()
     folder = tempfile.mkdtemp(prefix="reactord-store-bench-")
     try:

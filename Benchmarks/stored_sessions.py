@@ -132,8 +132,7 @@ def main():
         expiring = os.path.join(folder, "expiring.sqlite")
         fill(binary, expiring, args.expire, time.time() - 7200)
         server = Server(binary, "sqlite:" + expiring, "--session-ttl", "3600")
-        live = [json.loads(server.request("POST", "/sessions", b'{"reactor":"counter"}')[1])["session"]
-                for _ in range(64)]
+        live = server.counters(64)
         began, longest, requests = time.monotonic(), 0.0, 0
         while time.monotonic() - began < 600:   # bounded
             for session in live:
