@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cluster mode's speed, against the SQLite store in the same run (issue 12).
 
-    Benchmarks/cluster_bench.py [--rounds 3] [--seconds 8] [--latency-only --against OLD_BINARY]
+    Benchmarks/cluster_bench.py [--rounds 3] [--seconds 8] [--against OLD_BINARY | --on-holder]
 
 A PostgreSQL server is started here (scripts/postgres-test-server, loopback, a temporary
 folder), then for --rounds rounds:
@@ -13,7 +13,8 @@ folder), then for --rounds rounds:
 2. Cross-node delivery: a subscriber on node B of each of 8 sessions held by A, while actions
    go to A at 1,000/s for --seconds: from sending an action to its event arriving on B,
    p50/p99/max (target p99 <= 100 ms). With --against, only this part, --rounds times for
-   each binary, alternated: the figure against another build's in the same run.
+   each binary, alternated: the figure against another build's in the same run. With
+   --on-holder, only this part, alternated with the subscribers on node A itself.
 3. Takeover after kill -9, default lease (5 s): node A holds a session and is killed; node B
    is asked every 50 ms until it answers 200: seconds from the kill (target <= 10 s).
 4. The peer, nginx+nchan with Redis (Benchmarks/nchan_redis_peer.py: two nodes of one worker
@@ -134,10 +135,11 @@ def takeover(binary, dsn):
     return seconds, statuses
 
 
-def latency_round(binary, dsn, seconds, label="node A -> subscriber on node B"):
-    """Part 2 once, on a fresh database: (p50, p99) in ms."""
+def latency_round(binary, dsn, seconds, label="node A -> subscriber on node B", on_holder=False):
+    """Part 2 once, on a fresh database: (p50, p99) in ms. `on_holder`: the subscribers on node
+    A itself, for what delivery costs without crossing nodes."""
     a, b = Node(binary, dsn), Node(binary, dsn)
-    rate, delays, lost = cross_node_latency(a, b, seconds)
+    rate, delays, lost = cross_node_latency(a, a if on_holder else b, seconds)
     a.stop()
     b.stop()
     if not delays:
@@ -148,13 +150,14 @@ def latency_round(binary, dsn, seconds, label="node A -> subscriber on node B"):
     return p50, p99
 
 
-def compare_latency(binary, other, pg_dir, rounds, seconds):
-    results = {binary: [], other: []}
+def compare_latency(variants, pg_dir, rounds, seconds):
+    """Part 2 for each variant (label -> (binary, subscribers on the holder?)), alternated."""
+    results = {label: [] for label in variants}
     for round_ in range(rounds):
-        for name in (binary, other):
-            dsn = createdb(pg_dir, "bench_latency_%d_%d" % (round_, name == other))
-            results[name].append(latency_round(binary=name, dsn=dsn, seconds=seconds,
-                                               label="round %d, %s" % (round_ + 1, name)))
+        for index, (label, (binary, on_holder)) in enumerate(variants.items()):
+            dsn = createdb(pg_dir, "bench_latency_%d_%d" % (round_, index))
+            results[label].append(latency_round(binary, dsn, seconds, label="round %d, %s" % (round_ + 1, label),
+                                                on_holder=on_holder))
     for name, found in results.items():
         print("%s: median p50 %.1f ms, median p99 %.1f ms (%d rounds)"
               % (name, statistics.median(p for p, _ in found), statistics.median(p for _, p in found), rounds))
@@ -182,6 +185,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--against", help="another reactord binary: cross-node delivery only, alternated")
+    parser.add_argument("--on-holder", action="store_true",
+                        help="cross-node delivery only, alternated with the subscribers on the holder itself")
     args = parser.parse_args()
     binary = build()
     folder = tempfile.mkdtemp(prefix="reactord-cluster-bench-")
@@ -190,7 +195,11 @@ def main():
     subprocess.run([PG, "start", pg_dir, str(free_port())], check=True, capture_output=True)
     try:
         if args.against:
-            return compare_latency(binary, args.against, pg_dir, args.rounds, args.seconds)
+            return compare_latency({binary: (binary, False), args.against: (args.against, False)}, pg_dir,
+                                   args.rounds, args.seconds)
+        if args.on_holder:
+            return compare_latency({"subscribers on node B": (binary, False), "subscribers on node A, the holder":
+                                    (binary, True)}, pg_dir, args.rounds, args.seconds)
         reference, holder, forwarded = [], [], []
         for round_ in range(args.rounds):
             single = Node(binary, "sqlite:" + os.path.join(folder, "bench-%d.sqlite" % round_))
