@@ -4,7 +4,7 @@
 ///
 /// Calls come from several threads, but `commit` from one at a time (the service's group
 /// committer); an engine serialises the rest itself.
-public protocol StoreEngine: AnyObject, Sendable {
+public protocol StoreEngine: AnyObject, Sendable, ActionLogReading {
     /// The store as an operator names it (`sqlite:/data/reactord.sqlite`), for logs.
     var name: String { get }
 
@@ -32,14 +32,23 @@ public protocol StoreEngine: AnyObject, Sendable {
     func answerCount() throws(StoreError) -> Int
 
     /// Applies `changes` in order, all or none, durably before it returns. Each session keeps
-    /// only its newest `historyLength` events. Returns the ids of the sessions whose changes the
+    /// only its newest `historyLength` events and `actionLogLength` log entries (0: none are
+    /// written). Returns the ids of the sessions whose changes the
     /// store refused: because this node no longer holds them (a shared store's fencing), or an
     /// expiry's delete of a session used since (`idleBefore`). The rest of the batch is committed.
     @discardableResult
-    func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String>
+    func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String>
 
     /// Lets go of the database (and its lock); nothing may be called afterwards.
     func close()
+}
+
+extension StoreEngine {
+    /// A commit that keeps no action log.
+    @discardableResult
+    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
+        try commit(changes, historyLength: historyLength, actionLogLength: 0)
+    }
 }
 
 /// A session as the store keeps it.
@@ -56,9 +65,11 @@ public struct StoredSession: Sendable {
     public var lastActive: Double
     /// The history kept for resumes, oldest first.
     public var events: [StoredEvent]
+    /// The number of its action log's newest entry (0: none yet): the next one follows it.
+    public var lastLoggedAction: UInt64
 
     public init(id: String, kind: String, owner: String? = nil, stateJSON: [UInt8], version: UInt64,
-                createdAt: Double, lastActive: Double, events: [StoredEvent]) {
+                createdAt: Double, lastActive: Double, events: [StoredEvent], lastLoggedAction: UInt64 = 0) {
         self.id = id
         self.kind = kind
         self.owner = owner
@@ -67,6 +78,7 @@ public struct StoredSession: Sendable {
         self.createdAt = createdAt
         self.lastActive = lastActive
         self.events = events
+        self.lastLoggedAction = lastLoggedAction
     }
 }
 
@@ -89,7 +101,7 @@ public struct StoredEvent: Sendable, Equatable {
 public enum StoreChange: Sendable {
     /// A session's state after its latest events (`isNew`: its first write).
     case session(SessionWrite)
-    /// A session is over: it and its history go. `reason` is what its subscribers are told
+    /// A session is over: it, its history and its action log go. `reason` is what its subscribers are told
     /// (`event: end`), on any node of a shared store. `idleBefore` (an expiry): only if its last
     /// activity is still before that time (seconds since 1970); a session used since it was
     /// found expired stays.
@@ -102,6 +114,8 @@ public enum StoreChange: Sendable {
     case answer(StoredAnswer)
     /// Forgets at most `limit` answers that expired before `time` (seconds since 1970).
     case forgetAnswers(expiredBefore: Double, limit: Int)
+    /// Forgets at most `limit` action log entries logged before `time` (seconds since 1970).
+    case forgetLoggedActions(before: Double, limit: Int)
 }
 
 public struct SessionWrite: Sendable {
@@ -120,9 +134,12 @@ public struct SessionWrite: Sendable {
     public var events: [StoredEvent]
     /// The answers of the requests that made these changes, kept only if the write is.
     public var answers: [StoredAnswer]
+    /// The action log's entries for these changes, oldest first.
+    public var loggedActions: [LoggedAction]
 
     public init(id: String, kind: String, owner: String? = nil, isNew: Bool, stateJSON: [UInt8], version: UInt64,
-                createdAt: Double, lastActive: Double?, events: [StoredEvent], answers: [StoredAnswer] = []) {
+                createdAt: Double, lastActive: Double?, events: [StoredEvent], answers: [StoredAnswer] = [],
+                loggedActions: [LoggedAction] = []) {
         self.id = id
         self.kind = kind
         self.owner = owner
@@ -133,6 +150,7 @@ public struct SessionWrite: Sendable {
         self.lastActive = lastActive
         self.events = events
         self.answers = answers
+        self.loggedActions = loggedActions
     }
 }
 

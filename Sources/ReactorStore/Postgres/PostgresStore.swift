@@ -136,7 +136,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     }
 
     @discardableResult
-    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
+    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String> {
         writeLock.lock()
         defer { writeLock.unlock() }
         let steps = Self.plan(changes)
@@ -178,6 +178,18 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         for id in outcome.dropped { leases[id] = nil }
         leaseLock.unlock()
         return outcome.refused
+    }
+
+    public func loggedActions(of session: String, after version: UInt64, limit: Int) throws(StoreError) -> [LoggedAction] {
+        throw .unavailable("TODO")
+    }
+
+    public func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
+        throw .unavailable("TODO")
+    }
+
+    public func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
+        throw .unavailable("TODO")
     }
 
     public func close() {
@@ -442,6 +454,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 }
             case let .forgetAnswers(time, limit):
                 steps.append(.forgetAnswers(expiredBefore: time, limit: limit))
+            case .forgetLoggedActions:
+                break   // TODO
             }
         }
         flush()

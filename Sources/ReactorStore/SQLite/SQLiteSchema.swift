@@ -46,6 +46,24 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         CREATE INDEX answers_by_expiry ON answers (expires);
         """,
+        // 5: each session's action log (cause: action, effect or user; first_version NULL: it
+        // changed nothing).
+        """
+        CREATE TABLE action_log (
+            session TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            cause TEXT NOT NULL,
+            origin INTEGER,
+            first_version INTEGER,
+            version INTEGER NOT NULL,
+            action TEXT,
+            subject TEXT,
+            idempotency_key TEXT,
+            time REAL NOT NULL,
+            PRIMARY KEY (session, number)
+        ) WITHOUT ROWID;
+        CREATE INDEX action_log_by_time ON action_log (time);
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

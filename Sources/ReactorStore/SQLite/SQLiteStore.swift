@@ -94,6 +94,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                     seq: try storedCount(events.int64(0), "event id"), pulse: events.isNull(1) ? nil : events.string(1),
                     json: events.bytes(2)))
             }
+            let lastLogged = try connection.statement("SELECT max(number) FROM action_log WHERE session = ?")
+            try lastLogged.bind(.text(id))
+            if try lastLogged.next(), !lastLogged.isNull(0) {
+                session.lastLoggedAction = try storedCount(lastLogged.int64(0), "action log number")
+            }
             return session
         }
     }
@@ -128,7 +133,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     }
 
     @discardableResult
-    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
+    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String> {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard let writer else { throw .unavailable("the store is closed", cause: path) }
@@ -139,7 +144,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 for change in changes {
                     switch change {
                     case let .session(write):
-                        if try !apply(write, historyLength: historyLength, on: writer) { gone.insert(write.id) }
+                        if try !apply(write, historyLength: historyLength, on: writer) {
+                            gone.insert(write.id)
+                        } else if actionLogLength > 0 {
+                            try log(write, keeping: actionLogLength, on: writer)
+                        }
                     case let .delete(id, _, idleBefore):
                         if let idleBefore {
                             try writer.statement("DELETE FROM sessions WHERE id = ? AND last_active < ?")
@@ -152,6 +161,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                             try writer.statement("DELETE FROM sessions WHERE id = ?").bind(.text(id)).run()
                         }
                         try writer.statement("DELETE FROM events WHERE session = ?").bind(.text(id)).run()
+                        try writer.statement("DELETE FROM action_log WHERE session = ?").bind(.text(id)).run()
                     case let .user(json?):
                         try writer.statement("INSERT OR REPLACE INTO global_user (only, data) VALUES (1, ?)")
                             .bind(.utf8(json)).run()
@@ -165,6 +175,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                             DELETE FROM answers WHERE (scope, key) IN
                                 (SELECT scope, key FROM answers WHERE expires < ? LIMIT ?)
                             """).bind(.real(time), .integer(Int64(limit))).run()
+                    case let .forgetLoggedActions(time, limit):
+                        try writer.statement("""
+                            DELETE FROM action_log WHERE (session, number) IN
+                                (SELECT session, number FROM action_log WHERE time < ? LIMIT ?)
+                            """).bind(.real(time), .integer(Int64(limit))).run()
                     }
                 }
             }
@@ -172,6 +187,61 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             throw Self.storeError(error, opening: nil)
         }
         return kept   // refused, as a shared store refuses what it no longer holds
+    }
+
+    public func loggedActions(of session: String, after version: UInt64, limit: Int) throws(StoreError) -> [LoggedAction] {
+        try reading { connection in
+            let columns = "number, cause, origin, first_version, version, action, subject, idempotency_key, time"
+            let page = try connection.statement(
+                "SELECT \(columns) FROM action_log WHERE session = ? AND version > ? ORDER BY number LIMIT ?")
+            try page.bind(.text(session), .integer(Int64(clamping: version)), .integer(Int64(max(limit, 0))))
+            var entries: [LoggedAction] = []
+            while try page.next() { entries.append(try Self.loggedAction(page)) }
+            guard entries.count == limit, let last = entries.last else { return entries }
+            // A page ends between versions (see the protocol): the rest of its last one.
+            let rest = try connection.statement(
+                "SELECT \(columns) FROM action_log WHERE session = ? AND version = ? AND number > ? ORDER BY number")
+            try rest.bind(.text(session), .integer(Int64(clamping: last.version)), .integer(Int64(clamping: last.number)))
+            while try rest.next() { entries.append(try Self.loggedAction(rest)) }
+            return entries
+        }
+    }
+
+    public func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
+        try reading { connection in
+            let row = try connection.statement("SELECT state, version FROM sessions WHERE id = ?")
+            try row.bind(.text(session))
+            guard try row.next() else { return .noSession }
+            let current = try storedCount(row.int64(1), "version")
+            if version == current { return .found(row.bytes(0)) }
+            if version > current { return .notYet(current: current) }
+            // The history is a contiguous tail: the newest state event at or before `version` is its state.
+            let kept = try connection.statement(
+                "SELECT data FROM events WHERE session = ? AND seq <= ? AND pulse IS NULL ORDER BY seq DESC LIMIT 1")
+            try kept.bind(.text(session), .integer(Int64(clamping: version)))
+            if try kept.next() { return .found(kept.bytes(0)) }
+            let oldest = try connection.statement(
+                "SELECT seq FROM events WHERE session = ? AND pulse IS NULL ORDER BY seq LIMIT 1")
+            try oldest.bind(.text(session))
+            return .notRetained(oldest: try oldest.next() ? try storedCount(oldest.int64(0), "event id") : current)
+        }
+    }
+
+    public func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
+        try reading { connection in
+            let select = try connection.statement("""
+                SELECT id, kind, owner, version, created_at, last_active FROM sessions WHERE id > ? ORDER BY id LIMIT ?
+                """)
+            try select.bind(.text(id), .integer(Int64(max(limit, 0))))
+            var found: [SessionSummary] = []
+            while try select.next() {
+                found.append(SessionSummary(
+                    id: select.string(0), kind: select.string(1), owner: select.isNull(2) ? nil : select.string(2),
+                    version: try storedCount(select.int64(3), "version"), createdAt: select.double(4),
+                    lastActive: select.double(5)))
+            }
+            return found
+        }
     }
 
     public func close() {
@@ -229,6 +299,32 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         return true
     }
 
+    /// Appends the write's log entries, keeping the session's newest `length` (trimmed in steps,
+    /// as its events are).
+    private func log(_ write: SessionWrite, keeping length: Int, on writer: SQLiteConnection) throws {
+        guard let first = write.loggedActions.first, let last = write.loggedActions.last else { return }
+        let insert = """
+            INSERT OR REPLACE INTO action_log
+                (session, number, cause, origin, first_version, version, action, subject, idempotency_key, time)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        for entry in write.loggedActions {
+            try writer.statement(insert)
+                .bind(.text(write.id), .integer(Int64(clamping: entry.number)), .text(entry.cause.rawValue),
+                      entry.origin.map { .integer(Int64(clamping: $0)) } ?? .null,
+                      entry.firstVersion.map { .integer(Int64(clamping: $0)) } ?? .null,
+                      .integer(Int64(clamping: entry.version)), entry.json.map(SQLiteValue.utf8) ?? .null,
+                      entry.subject.map(SQLiteValue.text) ?? .null, entry.idempotencyKey.map(SQLiteValue.text) ?? .null,
+                      .real(entry.time)).run()
+        }
+        let oldestKept = Int64(clamping: last.number) - Int64(length)
+        let previous = Int64(clamping: first.number) - 1 - Int64(length)
+        if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
+            try writer.statement("DELETE FROM action_log WHERE session = ? AND number <= ?")
+                .bind(.text(write.id), .integer(oldestKept)).run()
+        }
+    }
+
     /// A key kept already keeps its first answer.
     private func keep(_ answer: StoredAnswer, on writer: SQLiteConnection) throws {
         try writer.statement("""
@@ -236,6 +332,19 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             """)
             .bind(.text(answer.scope), .text(answer.key), .text(answer.request), .integer(Int64(answer.status)),
                   .text(answer.headerText), .utf8(answer.body), .real(answer.expires)).run()
+    }
+
+    private static func loggedAction(_ row: SQLiteStatement) throws -> LoggedAction {
+        guard let cause = LoggedAction.Cause(rawValue: row.string(1)) else {
+            throw StoreError.damaged("its stored action log is damaged", cause: "unknown cause \(row.string(1))")
+        }
+        return LoggedAction(
+            number: try storedCount(row.int64(0), "action log number"), cause: cause,
+            origin: row.isNull(2) ? nil : try storedCount(row.int64(2), "action log origin"),
+            firstVersion: row.isNull(3) ? nil : try storedCount(row.int64(3), "first version"),
+            version: try storedCount(row.int64(4), "version"), json: row.isNull(5) ? nil : row.bytes(5),
+            subject: row.isNull(6) ? nil : row.string(6), idempotencyKey: row.isNull(7) ? nil : row.string(7),
+            time: row.double(8))
     }
 
     private func reading<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
