@@ -70,6 +70,8 @@ class ImmediateEffectTarget {
     @exclusivity(unchecked) var tracked = false
     /// The thread running the `mutate` that returned this effect, while it runs.
     @exclusivity(unchecked) var window: pthread_t?
+    /// The cause of the action whose `mutate` returned this effect (`ChangeCause`).
+    @exclusivity(unchecked) var cause: UInt64 = 0
 
     /// One value and then the end, as `Just` delivers them through a subscription.
     func receiveAtOnce(_ value: UnsafeRawPointer) {}

@@ -146,6 +146,7 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
             target = EffectSubscriber<Mutation>(parent: self)
         }
         target.window = thread
+        target.cause = ThreadContext.current.cause
         lock.unlock()
         guard stage.owner.mutate(action, into: unsafeDowncast(target, to: EffectSubscriber<Mutation>.self)) else {
             lock.withLock { target.window = nil }
@@ -347,12 +348,12 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
         parent.effectFinished(self)
     }
 
-    /// Under the gate.
+    /// Under the gate, with the cause of the action that started the effect.
     func perform(_ mutation: Mutation) {
         parent.lock.lock()
         let live = !cancelled
         parent.lock.unlock()
-        if live { parent.deliver(mutation) }
+        if live { ChangeCause.with(cause) { parent.deliver(mutation) } }
     }
 
     func receive(completion: Subscribers.Completion<Never>) {

@@ -132,23 +132,25 @@ final class SerialGate {
 
     /// Queues `item` for `work` (the caller holds the gate, or found it busy under
     /// `mutex`, which it still holds).
-    private func appendLocked<W: GateWork>(_ work: W, _ item: W.Item) {
+    /// It runs with the cause of the thread that queued it (`ChangeCause`).
+    private func appendLocked<W: GateWork>(_ work: W, _ item: W.Item, _ context: ThreadContext) {
         work.queuedInGate += 1
+        let cause = context.cause
         queue.append { [self] in
             mutex.lock()
             work.queuedInGate -= 1
             mutex.unlock()
-            work.perform(item)
+            ChangeCause.with(cause) { work.perform(item) }
         }
     }
 
     /// From the holder: run `item` now, unless it must wait its turn (it is emitting and
     /// `deferWhileEmitting`, or earlier items of the same work are queued).
     @inline(__always)
-    private func performHeld<W: GateWork>(_ work: W, _ item: W.Item, defer deferring: Bool) {
+    private func performHeld<W: GateWork>(_ work: W, _ item: W.Item, defer deferring: Bool, _ context: ThreadContext) {
         mutex.lock()
         if deferring || work.queuedInGate > 0 {
-            if !closed { appendLocked(work, item) }
+            if !closed { appendLocked(work, item, context) }
             mutex.unlock()
             return
         }
@@ -165,7 +167,7 @@ final class SerialGate {
             return
         }
         if busy {
-            appendLocked(work, item)
+            appendLocked(work, item, context)
             mutex.unlock()
             return
         }
@@ -183,7 +185,7 @@ final class SerialGate {
     func dispatch<W: GateWork>(_ work: W, _ item: W.Item, deferWhileEmitting: Bool = true) {
         let context = ThreadContext.current
         if context.holds(self) {
-            performHeld(work, item, defer: deferWhileEmitting && isEmitting)
+            performHeld(work, item, defer: deferWhileEmitting && isEmitting, context)
         } else {
             performOrQueue(work, item, context)
         }
@@ -197,7 +199,7 @@ final class SerialGate {
     func dispatchWaiting<W: GateWork>(_ work: W, _ item: W.Item, queueWhenHeld: Bool) {
         let context = ThreadContext.current
         if context.holds(self) {
-            performHeld(work, item, defer: queueWhenHeld)
+            performHeld(work, item, defer: queueWhenHeld, context)
         } else if tryEnter(context) {
             work.perform(item)
             exit(context)

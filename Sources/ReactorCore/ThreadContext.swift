@@ -15,6 +15,8 @@ final class ThreadContext {
     @exclusivity(unchecked) private(set) var held: ContiguousArray<ObjectIdentifier> = []
     /// Told of each `Pulse` encoded on this thread (`PulseRecording`).
     @exclusivity(unchecked) var pulseRecorder: (any PulseEncodingRecorder)?
+    /// What the work this thread runs now comes from (`ChangeCause`).
+    @exclusivity(unchecked) var cause: UInt64 = 0
 
     @inline(__always) func holds(_ gate: SerialGate) -> Bool {
         let id = ObjectIdentifier(gate)

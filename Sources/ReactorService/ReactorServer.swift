@@ -119,7 +119,7 @@ public final class ReactorServer: @unchecked Sendable {
         // or context → registry → factory → context is a cycle that outlives stop().
         let currentUser = context.currentUser, logger = context.logger
         // Shared by every session of this kind (made per session, the closure cost each one a context).
-        let sessionKind = SessionKind(name: kind) { error in
+        let sessionKind = SessionKind(name: kind, redactedFields: SensitiveFields.of(R.Action.self)) { error in
             logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
         context.registry.register(kind, factory: { key, hub, principal, storedState in

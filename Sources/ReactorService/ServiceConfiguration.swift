@@ -67,8 +67,13 @@ public struct ServiceConfiguration: Sendable {
     public var bodyLimit = 1 << 20
     /// Seconds between `: keep-alive` comments on every event stream.
     public var heartbeat: Double = 15
-    /// Events kept per session for `Last-Event-ID` resumes.
+    /// Events kept per session for `Last-Event-ID` resumes (and `GET /sessions/{id}/states/{version}`).
     public var historyLength = 1_024
+    /// Entries of its action log kept per session (every action applied, and the changes effects
+    /// and the global user made); 0: no log.
+    public var actionLogLength = 1_000
+    /// Seconds an action log entry is kept; older ones are forgotten in the background.
+    public var actionLogAge: Double = 7 * 24 * 60 * 60
     /// The `retry:` an event stream opens with, in milliseconds.
     public var retryMilliseconds = 3_000
     /// The most connections at once; past it a new connection is answered 503 with `Retry-After`.

@@ -82,7 +82,8 @@ final class ServiceContext: @unchecked Sendable {
             engine.close()
             throw error
         }
-        persistence = Persistence(engine: engine, historyLength: configuration.historyLength, logger: logger)
+        persistence = Persistence(engine: engine, historyLength: configuration.historyLength,
+                                  actionLogLength: configuration.actionLogLength, logger: logger)
         cluster = shared
         idempotency = Self.ledger(configuration, engine: engine, metrics: idempotency.metrics)
     }
@@ -140,7 +141,16 @@ final class ServiceContext: @unchecked Sendable {
             SessionRecord(id: id, kind: kind, owner: stored?.owner ?? owner, journal: $0.journal, stored: stored,
                           ttl: configuration.sessionTTL)
         }
-        return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored)
+        let log = configuration.actionLogLength > 0 ? SessionKey(id).map {
+            SessionActionLog(settings: actionLogSettings, session: $0, lastNumber: stored?.lastLoggedAction ?? 0,
+                             keepsEntries: record == nil)
+        } : nil
+        return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored,
+                        actionLog: log)
+    }
+
+    var actionLogSettings: ActionLogSettings {
+        ActionLogSettings(length: configuration.actionLogLength, age: configuration.actionLogAge)
     }
 
     /// Claims a place in memory for a session, unloading the least recently used idle ones when

@@ -1,5 +1,6 @@
 import Logging
 import MicroHTTP
+import ReactorService
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -51,18 +52,7 @@ struct JSONLogHandler: LogHandler {
     }
 
     /// RFC 3339 in UTC with milliseconds.
-    static func timestamp() -> String {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        var seconds = now.tv_sec
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        var buffer = [CChar](repeating: 0, count: 32)
-        let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S", &parts)
-        let millis = Int(now.tv_nsec) / 1_000_000
-        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) + ".\(fraction)Z"
-    }
+    static func timestamp() -> String { RFC3339.now() }
 
     static func append(value: Logger.Metadata.Value, to out: inout String) {
         switch value {

@@ -392,8 +392,9 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try act(client, session).status, 200)
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
-        XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "4", "every migration ran")
+        XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "5", "every migration ran")
         XCTAssertEqual(try sqlite("SELECT count(*) FROM sessions;"), "1")
+        XCTAssertEqual(try sqlite("SELECT cause FROM action_log;"), "action", "the action was logged")
     }
 
     func testASecondProcessOnTheSameFileIsRefusedWhileTheFirstServes() throws {

@@ -203,6 +203,23 @@ final class SessionAccess: Sendable {
         }
     }
 
+    // MARK: history readers
+
+    /// Who asks for a session's history (the action log, past states, a fork): an admin (the
+    /// admin token, or a JWT with the admin claim) may read every session's; anyone else
+    /// is authenticated as for the session itself. The principal is nil for the admin token
+    /// and in open mode.
+    func authenticateReader(_ request: Request) -> Result<(principal: Principal?, isAdmin: Bool), Refusal> {
+        if case let .success(token) = Self.bearer(in: request, queryToken: false),
+           AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8)) {
+            return .success((nil, true))
+        }
+        switch authenticate(request) {
+        case let .success(principal): return .success((principal, principal.map { verification?.isAdmin($0) == true } ?? false))
+        case let .failure(refusal): return .failure(refusal)
+        }
+    }
+
     // MARK: admin
 
     /// nil when the request may write the global user: it carries the admin token, or a JWT

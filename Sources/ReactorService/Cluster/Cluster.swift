@@ -102,7 +102,9 @@ final class Cluster: @unchecked Sendable {
                 fedUserVersion = change.version
                 let user = change.json.flatMap { try? JSONDecoder().decode(User.self, from: Data($0)) }
                 // Every session's streams are resumed together at the end: see batchingResumes.
-                EventStream.batchingResumes { context.currentUser.send(user) }
+                EventStream.batchingResumes {
+                    ChangeCause.with(SessionActionLog.userCause) { context.currentUser.send(user) }
+                }
                 context.logger.info(user == nil ? "current user cleared" : "current user set",
                                     metadata: ["version": "\(change.version)"].merging(user.map { ["user": "\($0.id)"] } ?? [:]) { $1 })
             }

@@ -74,6 +74,14 @@ struct EventHistory {
 
     private var oldestSeq: UInt64? { events.isEmpty ? nil : events[start].seq }
 
+    /// The oldest version whose state `stateJSON(atOrBefore:)` knows, when any event is held.
+    var oldestKnownState: UInt64? {
+        guard let oldest = oldestSeq else { return nil }
+        if stateBeforeOldest != nil { return oldest - 1 }
+        for event in ordered { if case .state = event.kind { return event.seq } }
+        return nil
+    }
+
     private var ordered: ArraySlice<RecordedEvent> {
         ArraySlice(events[start...] + events[..<start])
     }

@@ -56,14 +56,17 @@ final class EventHub: @unchecked Sendable {
     private var livesOn = false
     private var lastActivity = ProcessClock.now
     private let metrics: ServiceMetrics
+    /// The session's action log, when it keeps one (a follower's hub does not).
+    private let actionLog: SessionActionLog?
 
     /// `record`: the session's place in a durable store (nil: memory only). `restoring`: the
     /// session as the store kept it, whose version and history continue here.
     init(historyLength: Int, metrics: ServiceMetrics, record: SessionRecord? = nil,
-         restoring stored: StoredSession? = nil) {
+         restoring stored: StoredSession? = nil, actionLog: SessionActionLog? = nil) {
         history = EventHistory(capacity: historyLength)
         self.metrics = metrics
         self.record = record
+        self.actionLog = actionLog
         if let stored {
             seq = stored.version
             stateJSON = stored.stateJSON
@@ -111,7 +114,9 @@ final class EventHub: @unchecked Sendable {
             defer { stateJSON = record.published.json }
             return stateJSON
         }
-        if let changedWhileRestoring { publish(EncodedState(json: changedWhileRestoring, pulses: [])) }
+        if let changedWhileRestoring {
+            ChangeCause.with(SessionActionLog.userCause) { publish(EncodedState(json: changedWhileRestoring, pulses: [])) }
+        }
     }
 
     func touch() { locked { lastActivity = ProcessClock.now } }
@@ -120,15 +125,44 @@ final class EventHub: @unchecked Sendable {
     /// and the answer kept for it under its idempotency key go in one transaction.
     func holdWrites() { locked { record?.isHeld = true } }
 
-    /// Ends `holdWrites`, adding `answer` to the changes to write.
-    func releaseWrites(adding answer: StoredAnswer?) {
+    /// An action starts: until `releaseWrites`, the journal takes no change of this session, so
+    /// that the action's log entry goes in the same transaction as its change. Returns the
+    /// cause its changes carry (0 when the session keeps no log).
+    func beginAction() -> UInt64 {
         locked {
+            guard let actionLog else { return 0 }
+            record?.isHeld = true
+            return actionLog.begin()
+        }
+    }
+
+    /// Ends `holdWrites` (or `beginAction`), adding `answer` to the changes to write, and the log
+    /// entry of the action that ran, from `source` (its fields in `redacted` hidden).
+    func releaseWrites(adding answer: StoredAnswer?, logging source: ActionSource? = nil, redacting redacted: Set<String> = []) {
+        locked {
+            if let source { actionLog?.end(source, version: seq, redacting: redacted) }
             guard let record else { return }
             record.isHeld = false
             if let answer { record.answers.append(answer) }
-            guard record.wantedWhileHeld || answer != nil else { return }
+            guard record.wantedWhileHeld || answer != nil || source != nil else { return }
             record.wantedWhileHeld = false
             markDirty(record)
+        }
+    }
+
+    /// The memory store's log of this session: entries after `version`, at most `limit` (see
+    /// `ActionLogReading`).
+    func loggedActions(after version: UInt64, limit: Int) -> [LoggedAction] {
+        locked { actionLog?.page(after: version, limit: limit) ?? [] }
+    }
+
+    /// The state at `version`, from what this hub holds (the memory store's history).
+    func state(at version: UInt64) -> StateAtVersion {
+        locked {
+            if version == publishedSeq { return .found(publishedJSON) }
+            if version > publishedSeq { return .notYet(current: publishedSeq) }
+            if let json = history.stateJSON(atOrBefore: version) { return .found(json) }
+            return .notRetained(oldest: history.oldestKnownState ?? publishedSeq)
         }
     }
 
@@ -207,6 +241,9 @@ final class EventHub: @unchecked Sendable {
                     seq: seq, kind: .pulse,
                     frame: EventFrames.pulse(seq: seq, name: pulse.name, valueJSON: value)))
                 if record != nil { stored.append(StoredEvent(seq: seq, pulse: pulse.name, json: value)) }
+            }
+            if let actionLog, let first = events.first {
+                actionLog.record(first: first.seq, last: seq, cause: ChangeCause.current)
             }
             if let record {
                 guard !events.isEmpty else { return }
@@ -420,7 +457,8 @@ extension EventHub: Journaled {
             // An ended session writes nothing more: a deleted one is gone, and an unloaded one
             // (a lost commit) must not store the state whose change was lost.
             guard !isEnded else { return nil }
-            return record.take(state: stateJSON, version: seq, lastActive: lastActiveWallTime)
+            return record.take(state: stateJSON, version: seq, lastActive: lastActiveWallTime,
+                               loggedActions: actionLog?.take() ?? [])
         }
     }
 

@@ -26,6 +26,7 @@ final class Journal: @unchecked Sendable {
 
     let engine: any StoreEngine
     private let historyLength: Int
+    private let actionLogLength: Int
     private let condition = ConditionLock()
     // Guarded by `condition`.
     private var dirty: [any Journaled] = []
@@ -36,9 +37,10 @@ final class Journal: @unchecked Sendable {
     private var stopped = false
     private let failures: StoreFailureLog
 
-    init(engine: any StoreEngine, historyLength: Int, failures: StoreFailureLog) {
+    init(engine: any StoreEngine, historyLength: Int, actionLogLength: Int = 0, failures: StoreFailureLog) {
         self.engine = engine
         self.historyLength = historyLength
+        self.actionLogLength = actionLogLength
         self.failures = failures
         startThread(name: "reactord.journal") { [self] in run() }
     }
@@ -123,7 +125,7 @@ final class Journal: @unchecked Sendable {
         var refused: Set<String> = []
         if !batch.isEmpty {
             do throws(StoreError) {
-                refused = try engine.commit(batch, historyLength: historyLength)
+                refused = try engine.commit(batch, historyLength: historyLength, actionLogLength: actionLogLength)
             } catch {
                 failure = error
             }

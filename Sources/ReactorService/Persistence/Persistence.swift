@@ -52,11 +52,12 @@ final class Persistence: @unchecked Sendable {
 
     private let failures: StoreFailureLog
 
-    init(engine: any StoreEngine, historyLength: Int, logger: Logger) {
+    init(engine: any StoreEngine, historyLength: Int, actionLogLength: Int = 0, logger: Logger) {
         self.engine = engine
         self.historyLength = historyLength
         failures = StoreFailureLog(logger: logger)
-        journal = Journal(engine: engine, historyLength: historyLength, failures: failures)
+        journal = Journal(engine: engine, historyLength: historyLength, actionLogLength: actionLogLength,
+                          failures: failures)
     }
 
     /// The session `key` from the store, loaded into `context.sessions`; the loaded one if

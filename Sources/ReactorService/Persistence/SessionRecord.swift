@@ -69,19 +69,22 @@ final class SessionRecord: @unchecked Sendable {
     }
 
     /// Moves what is pending in flight, as the write of the session at `state` and `version`.
-    func take(state: [UInt8], version: UInt64, lastActive: Double) -> SessionWrite {
-        let events = pending
+    func take(state: [UInt8], version: UInt64, lastActive: Double, loggedActions: [LoggedAction]) -> SessionWrite {
+        var events = pending.map(\.stored)
+        // A new session's first state is its version 0 in the history, as a stream showed it.
+        if isNew && version == 0 { events.insert(StoredEvent(seq: 0, pulse: nil, json: state), at: 0) }
+        let inFlightEvents = pending
         pending = []
         let answers = self.answers
         self.answers = []
         let stale = isNew || activityDue || lastActive - storedLastActive > activityResolution
         activityDue = false
-        inFlight = InFlight(events: events, seq: version, json: state, lastActive: stale ? lastActive : nil,
+        inFlight = InFlight(events: inFlightEvents, seq: version, json: state, lastActive: stale ? lastActive : nil,
                             waiters: pendingWaiters)
         pendingWaiters = []
         return SessionWrite(id: id, kind: kind, owner: owner, isNew: isNew, stateJSON: state, version: version,
-                            createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events.map(\.stored),
-                            answers: answers)
+                            createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events,
+                            answers: answers, loggedActions: loggedActions)
     }
 
     /// The write in flight is durable: it becomes what clients see; returns it.

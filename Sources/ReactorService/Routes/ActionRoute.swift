@@ -187,7 +187,11 @@ extension RouteTable {
                 let keep = ticket.map { ticket in
                     { (snapshot: EventHub.Snapshot) in ticket.keep(SessionJSON.response(of: session, snapshot), session: session.id) }
                 }
-                outcome = action.run(ifMatch, keep)
+                let source = context.configuration.actionLogLength > 0
+                    ? ActionSource(json: actionJSON(), subject: principal?.subject,
+                                   idempotencyKey: request.headers[IdempotentRequest.header])
+                    : nil
+                outcome = action.run(ifMatch, keep, source)
                 attempts += 1
             } while outcome.isGone && attempts < 2 && !context.isStopping
             let session = action.session

@@ -19,6 +19,7 @@ struct RouteTable {
         addActionRoute()
         addEventRoute()
         addUserRoutes()
+        addHistoryRoutes()
         addOperationRoutes()
         addPreflights()
     }

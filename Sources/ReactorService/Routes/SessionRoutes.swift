@@ -137,6 +137,14 @@ extension RouteTable {
             return .response(.problem(status: 422, detail: "unknown reactor '\(kind)'; this server has: "
                 + kinds.joined(separator: ", ")))
         }
+        return open(kind, factory, for: principal, request, ticket: ticket, context)
+    }
+
+    /// Opens a session of `kind` for `principal` (the creation limits and quotas apply), its
+    /// reactor starting from `state` when one is given (a fork), else from its initial state.
+    static func open(_ kind: String, _ factory: ReactorRegistry.Factory, for principal: Principal?, _ request: Request,
+                     ticket: IdempotencyLedger.Ticket?, restoring state: [UInt8]? = nil,
+                     _ context: ServiceContext) -> Reply {
         let admission: SessionAccess.CreationTicket
         switch context.access.admitCreation(request, for: principal) {
         case let .success(admitted): admission = admitted
@@ -163,12 +171,15 @@ extension RouteTable {
         // Its first write and the answer kept under the request's key go in one transaction.
         if ticket != nil { hub.holdWrites() }
         do {
-            session = try factory(key, hub, principal, nil)
+            session = try factory(key, hub, principal, state)
         } catch {
             hub.releaseWrites(adding: nil)
             admission.cancel()
             context.sessions.cancelReservation()
             context.sessions.forgetStored()
+            if state != nil {
+                return .response(.problem(status: 422, detail: "the state does not restore into a '\(kind)' reactor: \(error)"))
+            }
             return .response(.problem(status: 500, detail: "the reactor could not be made: \(error)"))
         }
         // The session as it was made (the answer kept under a key is this very one).

@@ -1,3 +1,4 @@
+@_spi(Lock) import ReactorCore
 import MicroHTTP
 
 extension RouteTable {
@@ -42,7 +43,9 @@ extension RouteTable {
             }
             let publish: @Sendable () -> Void = {
                 // Every session's streams are resumed together at the end: see batchingResumes.
-                EventStream.batchingResumes { context.currentUser.send(user) }
+                EventStream.batchingResumes {
+                    ChangeCause.with(SessionActionLog.userCause) { context.currentUser.send(user) }
+                }
                 context.logger.info(user == nil ? "current user cleared" : "current user set",
                                     metadata: user.map { ["user": "\($0.id)"] } ?? [:])
             }

@@ -38,8 +38,9 @@ protocol Session: AnyObject, Sendable {
 /// with running it). `keep`, for an action sent under an idempotency key, makes the answer to
 /// keep from the state the action led to; it is written in the same transaction as the action's
 /// change.
+/// `source`, when the session keeps an action log: what its entry records of the action.
 typealias ActionRun = (_ ifMatch: Preconditions.Condition?,
-                       _ keep: ((EventHub.Snapshot) -> StoredAnswer?)?) -> ActionResult
+                       _ keep: ((EventHub.Snapshot) -> StoredAnswer?)?, _ source: ActionSource?) -> ActionResult
 
 /// What running an action came to.
 enum ActionResult {
@@ -62,9 +63,12 @@ enum ActionResult {
 final class SessionKind: Sendable {
     let name: String
     let onEncodingError: @Sendable (any Error) -> Void
+    /// The action's fields the action log hides (`RedactedInActionLog`).
+    let redactedFields: Set<String>
 
-    init(name: String, onEncodingError: @escaping @Sendable (any Error) -> Void) {
+    init(name: String, redactedFields: Set<String> = [], onEncodingError: @escaping @Sendable (any Error) -> Void) {
         self.name = name
+        self.redactedFields = redactedFields
         self.onEncodingError = onEncodingError
     }
 }
@@ -105,25 +109,27 @@ where R.Action: Decodable, R.State: Encodable {
 
     func decodeAction(from decoder: any Decoder) throws -> ActionRun {
         let action = try R.Action(from: decoder)
-        return { self.perform(action, ifMatch: $0, keep: $1) }
+        return { self.perform(action, ifMatch: $0, keep: $1, source: $2) }
     }
 
     private func perform(_ action: R.Action, ifMatch: Preconditions.Condition?,
-                         keep: ((EventHub.Snapshot) -> StoredAnswer?)?) -> ActionResult {
+                         keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?) -> ActionResult {
         lock.lock()
         defer { lock.unlock() }
         guard reactor != nil else { return .gone }
         if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
-        guard let keep else {
+        // Logged: its changes carry the cause that attributes them to its entry.
+        let cause = source == nil ? 0 : hub.beginAction()
+        guard keep != nil || cause != 0 else {
             actions.send(action)
             hub.touch()
             return .applied(hub.latest)
         }
-        hub.holdWrites()
-        actions.send(action)
+        if cause == 0 { hub.holdWrites() }
+        ChangeCause.with(cause) { actions.send(action) }
         hub.touch()
         let latest = hub.latest
-        hub.releaseWrites(adding: keep(latest))
+        hub.releaseWrites(adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
         return .applied(latest)
     }
 

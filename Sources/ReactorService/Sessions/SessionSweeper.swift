@@ -33,6 +33,11 @@ final class SessionSweeper: @unchecked Sendable {
             if ProcessClock.now - lastTrim >= 5 {
                 lastTrim = ProcessClock.now
                 context.idempotency.trim(through: context.persistence?.journal)
+                // The memory store's log trims itself as it grows; a durable store's, in batches.
+                if context.configuration.actionLogLength > 0, let journal = context.persistence?.journal {
+                    let before = WallClock.now - context.configuration.actionLogAge
+                    journal.write([.forgetLoggedActions(before: before, limit: 5000)]) { _ in }
+                }
             }
             guard let persistence = context.persistence else {
                 guard let idleLimit else { return }

@@ -1,0 +1,196 @@
+import MicroHTTP
+import ReactorStore
+
+/// A session's history: its action log, its state at any version still kept, forks from one,
+/// and the list of sessions the console picks from. Who may read a session's history is who
+/// may use the session (its owner with authentication; whoever has its id without); the list
+/// is for admins only.
+extension RouteTable {
+    mutating func addHistoryRoutes() {
+        let context = context
+        add(.GET, "/sessions") { request in
+            if let refusal = context.access.authorizeAdmin(request) { return .response(refusal) }
+            let after = request.query["after"] ?? ""
+            let limit: Int
+            switch Self.limit(of: request) {
+            case let .success(found): limit = found
+            case let .failure(refusal): return .response(refusal.response)
+            }
+            let page: [SessionSummary]
+            if let engine = context.persistence?.engine {
+                do throws(StoreError) {
+                    page = try engine.sessions(after: after, limit: limit)
+                } catch {
+                    return .response(Problems.store(error))
+                }
+            } else {
+                page = context.sessions.loaded.map { session in
+                    SessionSummary(id: session.id, kind: session.kind, owner: session.owner,
+                                   version: session.hub.snapshot.version, createdAt: 0, lastActive: 0)
+                }.filter { $0.id.utf8.lexicographicallyPrecedes(after.utf8) == false && $0.id != after }
+                    .sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
+                    .prefix(limit).map { $0 }
+            }
+            return .response(.json(HistoryJSON.sessions(page, limit: limit, timed: context.persistence != nil)))
+        }
+        add(.GET, "/sessions/{id}/actions") { request in
+            Self.withReadableSession(request, context) { session, principal in
+                guard context.configuration.actionLogLength > 0 else { return .response(HistoryJSON.noLog) }
+                let ndjson = request.query["format"] == "ndjson"
+                if let format = request.query["format"], format != "ndjson", format != "json" {
+                    return .response(.problem(status: 400, detail: "query parameter 'format' must be json or ndjson"))
+                }
+                let after: UInt64
+                switch Self.version(request.query["after"] ?? "0", named: "query parameter 'after'") {
+                case let .success(found): after = found
+                case let .failure(refusal): return .response(refusal.response)
+                }
+                var limit = HistoryJSON.largestPage
+                if !ndjson {
+                    switch Self.limit(of: request) {
+                    case let .success(found): limit = found
+                    case let .failure(refusal): return .response(refusal.response)
+                    }
+                }
+                return Self.answer(afterCommitOf: session.hub, context) { [limit] _ in
+                    let read = { (after: UInt64, limit: Int) throws(StoreError) -> [LoggedAction] in
+                        guard let engine = context.persistence?.engine else {
+                            return session.hub.loggedActions(after: after, limit: limit)
+                        }
+                        return try engine.loggedActions(of: session.id, after: after, limit: limit)
+                    }
+                    do throws(StoreError) {
+                        guard ndjson else {
+                            return .json(HistoryJSON.page(of: session.id, try read(after, limit), limit: limit))
+                        }
+                        // The whole log (bounded by --action-log), a page at a time.
+                        var body: [UInt8] = []
+                        var cursor = after
+                        while true {
+                            let page = try read(cursor, limit)
+                            for entry in page {
+                                LoggedActionJSON.append(entry, to: &body)
+                                body.append(UInt8(ascii: "\n"))
+                            }
+                            guard page.count >= limit, let last = page.last else { break }
+                            cursor = last.version
+                        }
+                        return Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/x-ndjson")]),
+                                        body: body)
+                    } catch {
+                        return Problems.store(error)
+                    }
+                }
+            }
+        }
+        add(.GET, "/sessions/{id}/states/{version}") { request in
+            Self.withReadableSession(request, context) { session, principal in
+                let version: UInt64
+                switch Self.version(request.pathParameters["version"] ?? "", named: "the version in the path") {
+                case let .success(found): version = found
+                case let .failure(refusal): return .response(refusal.response)
+                }
+                return Self.answer(afterCommitOf: session.hub, context) { _ in
+                    switch Self.state(of: session, at: version, context) {
+                    case let .success(json): return .json(HistoryJSON.state(of: session.id, version: version, json))
+                    case let .failure(refusal): return refusal.response
+                    }
+                }
+            }
+        }
+        add(.POST, "/sessions/{id}/fork") { request in
+            Self.withReadableSession(request, context) { session, principal in
+                var version: UInt64?
+                if !request.body.isEmpty {
+                    do throws(RequestError) {
+                        version = try RequestDecoding.decode(ForkBody.self, from: request.body).version
+                    } catch {
+                        return .response(Problems.body(error))
+                    }
+                }
+                guard let factory = context.registry.factory(for: session.kind) else {
+                    return .response(.problem(status: 409, detail: "this server no longer has the reactor '\(session.kind)'"))
+                }
+                // The committed state: forking from what a crash could take back would fork a fiction.
+                switch Self.state(of: session, at: version ?? session.hub.snapshot.version, context) {
+                case let .success(json):
+                    return Self.open(session.kind, factory, for: principal, request, ticket: nil, restoring: json, context)
+                case let .failure(refusal):
+                    return .response(refusal.response)
+                }
+            }
+        }
+    }
+
+    /// A request the history routes refuse, with its answer.
+    private struct Refused: Error {
+        let response: Response
+        init(_ response: Response) { self.response = response }
+    }
+
+    private struct ForkBody: Decodable {
+        let version: UInt64?
+    }
+
+    /// Runs `body` with the session the path names, once the caller may read it; forwards the
+    /// request to the node holding it (cluster mode).
+    private static func withReadableSession(_ request: Request, _ context: ServiceContext,
+                                            _ body: (any Session, Principal?) -> Reply) -> Reply {
+        let reader: (principal: Principal?, isAdmin: Bool)
+        switch context.access.authenticateReader(request) {
+        case let .success(found): reader = found
+        case let .failure(refusal): return .response(refusal.response)
+        }
+        switch context.session(request.pathParameters["id"] ?? "", forwarded: request.isForwarded) {
+        case let .success(session):
+            if !reader.isAdmin, let refusal = context.access.authorize(session, for: reader.principal) {
+                return .response(refusal)
+            }
+            return body(session, reader.principal)
+        case let .failure(.heldElsewhere(address)):
+            return forward(request, to: address, context)
+        case let .failure(error):
+            return .response(Problems.session(error))
+        }
+    }
+
+    /// The state `session` had at `version`, or the 404 that says why it cannot be shown.
+    private static func state(of session: any Session, at version: UInt64,
+                              _ context: ServiceContext) -> Result<[UInt8], Refused> {
+        let found: StateAtVersion
+        if let engine = context.persistence?.engine {
+            do throws(StoreError) {
+                found = try engine.state(of: session.id, at: version)
+            } catch {
+                return .failure(Refused(Problems.store(error)))
+            }
+        } else {
+            found = session.hub.state(at: version)
+        }
+        switch found {
+        case let .found(json): return .success(json)
+        case let .notRetained(oldest):
+            return .failure(Refused(HistoryJSON.notKept(version, oldest: oldest, history: context.configuration.historyLength)))
+        case let .notYet(current):
+            return .failure(Refused(.problem(status: 404, detail: "version \(version) does not exist: the session is at version \(current)")))
+        case .noSession:
+            return .failure(Refused(Problems.session(.unknown)))
+        }
+    }
+
+    private static func limit(of request: Request) -> Result<Int, Refused> {
+        guard let text = request.query["limit"] else { return .success(HistoryJSON.defaultPage) }
+        guard let limit = Int(text), limit >= 1, limit <= HistoryJSON.largestPage else {
+            return .failure(Refused(.problem(status: 400, detail: "query parameter 'limit' must be a whole number from 1 to "
+                + "\(HistoryJSON.largestPage)")))
+        }
+        return .success(limit)
+    }
+
+    private static func version(_ text: String, named name: String) -> Result<UInt64, Refused> {
+        guard let version = UInt64(text) else {
+            return .failure(Refused(.problem(status: 400, detail: "\(name) must be a version: a whole number from 0")))
+        }
+        return .success(version)
+    }
+}

@@ -1,0 +1,123 @@
+import ReactorStore
+
+/// What the action log records of an action besides the versions it made.
+struct ActionSource {
+    /// The action's JSON as sent (sensitive fields are redacted when it is logged).
+    let json: ArraySlice<UInt8>
+    let subject: String?
+    let idempotencyKey: String?
+}
+
+/// One session's action log as it is written: it numbers entries, tells which of them a new
+/// event belongs to from the cause it came with (`ChangeCause`), and holds the entries until the
+/// journal takes them with the change they describe (a durable store) or keeps the newest
+/// (the memory store). Guarded by the hub's lock.
+final class SessionActionLog {
+    let settings: ActionLogSettings
+    /// This session's causes are `tagBase | number` (the low 32 bits of the entry's number), so
+    /// an event caused by another session's action is never taken for one of this session's.
+    private let tagBase: UInt64
+    private(set) var lastNumber: UInt64
+    /// The action running now, and the first version it made.
+    private var running: (number: UInt64, firstVersion: UInt64?)?
+    /// Not yet taken by the journal (durable store), or all that is kept (memory store).
+    private(set) var entries: [LoggedAction] = []
+    /// With the memory store the log is kept here, trimmed to the settings.
+    private let keepsEntries: Bool
+
+    static let userCause = UInt64.max
+
+    init(settings: ActionLogSettings, session key: SessionKey, lastNumber: UInt64, keepsEntries: Bool) {
+        self.settings = settings
+        // 31 bits of the session's random id, never 0 (no cause) nor all ones (the user).
+        tagBase = ((key.high >> 33) | 1) << 32
+        self.lastNumber = lastNumber
+        self.keepsEntries = keepsEntries
+    }
+
+    /// An action starts: the cause its changes carry.
+    func begin() -> UInt64 {
+        lastNumber += 1
+        running = (lastNumber, nil)
+        return tagBase | (lastNumber & 0xFFFF_FFFF)
+    }
+
+    /// The running action is done; the session is at `version`.
+    func end(_ source: ActionSource, version: UInt64, redacting sensitive: Set<String>) {
+        guard let (number, firstVersion) = running else { return }
+        running = nil
+        let json = sensitive.isEmpty ? Array(source.json) : SensitiveFields.redacting(sensitive, in: source.json)
+        insert(LoggedAction(number: number, cause: .action, firstVersion: firstVersion, version: version, json: json,
+                            subject: source.subject, idempotencyKey: source.idempotencyKey, time: WallClock.now))
+    }
+
+    /// Events `first...last` were made, with `cause`.
+    func record(first: UInt64, last: UInt64, cause: UInt64) {
+        if let running, cause == tagBase | (running.number & 0xFFFF_FFFF) {
+            if running.firstVersion == nil { self.running?.firstVersion = first }
+            return
+        }
+        let kind: LoggedAction.Cause = cause == Self.userCause ? .user : .effect
+        let origin = kind == .effect && cause & ~0xFFFF_FFFF == tagBase ? number(ofTag: cause) : nil
+        // Consecutive events of one cause are one entry (an effect that emits twice in a row).
+        if let previous = entries.last, previous.cause == kind, previous.origin == origin,
+           previous.version + 1 == first, previous.number == lastNumber, running == nil {
+            entries[entries.count - 1].version = last
+            return
+        }
+        lastNumber += 1
+        insert(LoggedAction(number: lastNumber, cause: kind, origin: origin, firstVersion: first, version: last,
+                            time: WallClock.now))
+    }
+
+    /// The entries written since the last take (durable store).
+    func take() -> [LoggedAction] {
+        defer { entries = [] }
+        return entries
+    }
+
+    /// The kept entries after `version`, at most `limit` (memory store), by the store's page rule.
+    func page(after version: UInt64, limit: Int) -> [LoggedAction] {
+        let cutoff = WallClock.now - settings.age
+        var page: [LoggedAction] = []
+        for entry in entries.dropFirst(max(0, entries.count - settings.length))
+        where entry.version > version && entry.time >= cutoff {
+            if page.count >= limit, page.last?.version != entry.version { break }
+            page.append(entry)
+        }
+        return page
+    }
+
+    /// The newest number whose low 32 bits are the tag's.
+    private func number(ofTag tag: UInt64) -> UInt64 {
+        let low = tag & 0xFFFF_FFFF
+        let candidate = (lastNumber & ~0xFFFF_FFFF) | low
+        return candidate <= lastNumber ? candidate : candidate &- (1 << 32)
+    }
+
+    /// In number order: an action's entry is made when it ends, after any that came meanwhile.
+    private func insert(_ entry: LoggedAction) {
+        var index = entries.count
+        while index > 0, entries[index - 1].number > entry.number { index -= 1 }
+        entries.insert(entry, at: index)
+        if keepsEntries { trim() }
+    }
+
+    /// Drops what is past the settings, in steps: moving a thousand entries on every action costs more than it saves.
+    private func trim() {
+        let cutoff = WallClock.now - settings.age
+        var drop = entries.count - settings.length >= Self.trimStep ? entries.count - settings.length : 0
+        while drop < entries.count, entries[drop].time < cutoff { drop += 1 }
+        if drop > 0 { entries.removeFirst(drop) }
+    }
+
+    private static let trimStep = 64
+}
+
+/// How much of each session's log is kept.
+struct ActionLogSettings: Sendable {
+    /// Entries per session; 0: no log.
+    var length: Int
+    /// Seconds an entry is kept.
+    var age: Double
+}
