@@ -152,7 +152,7 @@ final class EventHub: @unchecked Sendable {
 
     /// The memory store's log of this session: entries after `version`, at most `limit` (see
     /// `ActionLogReading`).
-    func loggedActions(after version: UInt64, limit: Int) -> [LoggedAction] {
+    func loggedActions(after version: UInt64?, limit: Int) -> [LoggedAction] {
         locked { actionLog?.page(after: version, limit: limit) ?? [] }
     }
 

@@ -40,10 +40,12 @@ extension RouteTable {
                 if let format = request.query["format"], format != "ndjson", format != "json" {
                     return .response(.problem(status: 400, detail: "query parameter 'format' must be json or ndjson"))
                 }
-                let after: UInt64
-                switch Self.version(request.query["after"] ?? "0", named: "query parameter 'after'") {
-                case let .success(found): after = found
-                case let .failure(refusal): return .response(refusal.response)
+                var after: UInt64?   // nil: from the first entry, those at version 0 included
+                if let text = request.query["after"] {
+                    switch Self.version(text, named: "query parameter 'after'") {
+                    case let .success(found): after = found
+                    case let .failure(refusal): return .response(refusal.response)
+                    }
                 }
                 var limit = HistoryJSON.largestPage
                 if !ndjson {
@@ -52,8 +54,8 @@ extension RouteTable {
                     case let .failure(refusal): return .response(refusal.response)
                     }
                 }
-                return Self.answer(afterCommitOf: session.hub, context) { [limit] _ in
-                    let read = { (after: UInt64, limit: Int) throws(StoreError) -> [LoggedAction] in
+                return Self.answer(afterCommitOf: session.hub, context) { [after, limit] _ in
+                    let read = { (after: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] in
                         guard let engine = context.persistence?.engine else {
                             return session.hub.loggedActions(after: after, limit: limit)
                         }

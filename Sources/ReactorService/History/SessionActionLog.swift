@@ -59,12 +59,6 @@ final class SessionActionLog {
         }
         let kind: LoggedAction.Cause = cause == Self.userCause ? .user : .effect
         let origin = kind == .effect && cause & ~0xFFFF_FFFF == tagBase ? number(ofTag: cause) : nil
-        // Consecutive events of one cause are one entry (an effect that emits twice in a row).
-        if let previous = entries.last, previous.cause == kind, previous.origin == origin,
-           previous.version + 1 == first, previous.number == lastNumber, running == nil {
-            entries[entries.count - 1].version = last
-            return
-        }
         lastNumber += 1
         insert(LoggedAction(number: lastNumber, cause: kind, origin: origin, firstVersion: first, version: last,
                             time: WallClock.now))
@@ -76,12 +70,13 @@ final class SessionActionLog {
         return entries
     }
 
-    /// The kept entries after `version`, at most `limit` (memory store), by the store's page rule.
-    func page(after version: UInt64, limit: Int) -> [LoggedAction] {
+    /// The kept entries after `version` (nil: from the first), at most `limit` (memory store),
+    /// by the store's page rule.
+    func page(after version: UInt64?, limit: Int) -> [LoggedAction] {
         let cutoff = WallClock.now - settings.age
         var page: [LoggedAction] = []
         for entry in entries.dropFirst(max(0, entries.count - settings.length))
-        where entry.version > version && entry.time >= cutoff {
+        where version.map({ entry.version > $0 }) ?? true && entry.time >= cutoff {
             if page.count >= limit, page.last?.version != entry.version { break }
             page.append(entry)
         }

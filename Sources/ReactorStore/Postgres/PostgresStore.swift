@@ -180,7 +180,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         return outcome.refused
     }
 
-    public func loggedActions(of session: String, after version: UInt64, limit: Int) throws(StoreError) -> [LoggedAction] {
+    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
         throw .unavailable("TODO")
     }
 

@@ -189,12 +189,12 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         return kept   // refused, as a shared store refuses what it no longer holds
     }
 
-    public func loggedActions(of session: String, after version: UInt64, limit: Int) throws(StoreError) -> [LoggedAction] {
+    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
         try reading { connection in
             let columns = "number, cause, origin, first_version, version, action, subject, idempotency_key, time"
             let page = try connection.statement(
                 "SELECT \(columns) FROM action_log WHERE session = ? AND version > ? ORDER BY number LIMIT ?")
-            try page.bind(.text(session), .integer(Int64(clamping: version)), .integer(Int64(max(limit, 0))))
+            try page.bind(.text(session), .integer(version.map { Int64(clamping: $0) } ?? -1), .integer(Int64(max(limit, 0))))
             var entries: [LoggedAction] = []
             while try page.next() { entries.append(try Self.loggedAction(page)) }
             guard entries.count == limit, let last = entries.last else { return entries }

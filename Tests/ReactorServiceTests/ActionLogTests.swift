@@ -1,0 +1,417 @@
+import Foundation
+import ReactorCore
+import ReactorService
+import TestSupport
+import XCTest
+
+/// The action log and the history routes against a real server, on the memory store and on a
+/// real SQLite file (PostgreSQL: `ActionLogPostgresTests`).
+class ActionLogTests: XCTestCase {
+    /// The store the tests run on; subclasses change it.
+    func store() throws -> StoreLocation { .memory }
+
+    private var directory: URL?
+
+    override func tearDownWithError() throws {
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    func temporaryFile(_ name: String) throws -> String {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("reactord-log-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        directory = folder
+        return folder.appendingPathComponent(name).path
+    }
+
+    private func start(_ configure: (inout ServiceConfiguration) -> Void = { _ in }) throws -> ServerFixture {
+        let store = try store()
+        let fixture = try ServerFixture { configuration in
+            configuration.store = store
+            configuration.historyLength = 5_000
+            configuration.actionLogLength = 5_000
+            configure(&configuration)
+        }
+        fixture.server.register("ledger") { currentUser in LedgerReactor(currentUser: currentUser) }
+        return fixture
+    }
+
+    private func open(_ fixture: ServerFixture, _ kind: String = "ledger") throws -> String {
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"\#(kind)"}"#)
+        XCTAssertEqual(created.status, 201, created.text)
+        return try XCTUnwrap(created.object["session"] as? String)
+    }
+
+    private func act(_ fixture: ServerFixture, _ session: String, _ action: String,
+                     headers: [String: String] = [:]) throws -> TestResponse {
+        let response = try fixture.client.request("POST", "/sessions/\(session)/actions", body: action, headers: headers)
+        XCTAssertEqual(response.status, 200, response.text)
+        return response
+    }
+
+    private func log(_ fixture: ServerFixture, _ session: String, query: String = "") throws -> [[String: Any]] {
+        let response = try fixture.client.request("GET", "/sessions/\(session)/actions\(query)")
+        XCTAssertEqual(response.status, 200, response.text)
+        return response.object["actions"] as? [[String: Any]] ?? []
+    }
+
+    /// The whole log, page by page.
+    private func wholeLog(_ fixture: ServerFixture, _ session: String) throws -> [[String: Any]] {
+        var entries: [[String: Any]] = []
+        var query = "?limit=1000"
+        for _ in 0..<100 {
+            let page = try fixture.client.request("GET", "/sessions/\(session)/actions\(query)")
+            XCTAssertEqual(page.status, 200, page.text)
+            entries += page.object["actions"] as? [[String: Any]] ?? []
+            guard let next = page.object["next"] as? Int else { break }
+            query = "?limit=1000&after=\(next)"
+        }
+        return entries
+    }
+
+    /// Waits for the log to hold `count` entries (effects log theirs when they run).
+    private func log(_ fixture: ServerFixture, _ session: String, count: Int) throws -> [[String: Any]] {
+        var entries: [[String: Any]] = []
+        for _ in 0..<200 {
+            entries = try wholeLog(fixture, session)
+            if entries.count >= count { break }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return entries
+    }
+
+    func testEachActionIsLoggedWithItsVersionsKeyAndTime() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        let before = Date().addingTimeInterval(-1)
+        try act(fixture, session, #"{"type":"add","amount":2}"#, headers: ["Idempotency-Key": "first-add"])
+        XCTAssertEqual(try fixture.client.request("POST", "/action",
+                                                  body: #"{"session":"\#(session)","action":{"type":"add","amount":3}}"#).status, 200)
+        try act(fixture, session, #"{"type":"noop"}"#)
+        let entries = try log(fixture, session)
+        XCTAssertEqual(entries.count, 3, "\(entries)")
+        XCTAssertEqual(entries.map { $0["number"] as? Int }, [1, 2, 3])
+        XCTAssertEqual(entries.map { $0["cause"] as? String }, ["action", "action", "action"])
+        XCTAssertEqual(entries[0]["action"] as? NSDictionary, ["type": "add", "amount": 2] as NSDictionary)
+        XCTAssertEqual(entries[1]["action"] as? NSDictionary, ["type": "add", "amount": 3] as NSDictionary,
+                       "POST /action's action alone")
+        XCTAssertEqual(entries[0]["idempotencyKey"] as? String, "first-add")
+        XCTAssertNil(entries[1]["idempotencyKey"])
+        XCTAssertEqual(entries[0]["from"] as? Int, 1)
+        XCTAssertEqual(entries[0]["version"] as? Int, 1)
+        XCTAssertEqual(entries[1]["version"] as? Int, 2)
+        XCTAssertNil(entries[2]["from"], "noop changed nothing")
+        XCTAssertEqual(entries[2]["version"] as? Int, 2)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let time = try XCTUnwrap(formatter.date(from: entries[0]["time"] as? String ?? ""), "\(entries[0])")
+        XCTAssertTrue(time > before && time < Date().addingTimeInterval(1), "\(time)")
+    }
+
+    func testAnEffectsLaterChangesAndTheUsersAreLoggedAsSuch() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        try act(fixture, session, #"{"type":"addLater","amount":5}"#)
+        var entries = try log(fixture, session, count: 3)
+        XCTAssertEqual(try fixture.putUser(id: "u1", name: "Ann").status, 200)
+        entries = try log(fixture, session, count: 4)
+        XCTAssertEqual(entries.map { $0["cause"] as? String }, ["action", "effect", "effect", "user"], "\(entries)")
+        XCTAssertEqual(entries[0]["from"] as? Int, 1, "the action's own mutation: pending")
+        XCTAssertEqual(entries[0]["version"] as? Int, 1)
+        XCTAssertEqual(entries[1]["origin"] as? Int, 1, "the effect is its action's")
+        XCTAssertEqual(entries[2]["origin"] as? Int, 1)
+        XCTAssertEqual(entries[1]["from"] as? Int, 2)
+        XCTAssertEqual(entries[2]["version"] as? Int, 3, "each later mutation, its own entry")
+        XCTAssertNil(entries[1]["action"])
+        XCTAssertEqual(entries[3]["from"] as? Int, 4)
+        let state = try fixture.client.request("GET", "/sessions/\(session)/states/3")
+        XCTAssertEqual((state.object["state"] as? [String: Any])?["total"] as? Int, 5, state.text)
+        XCTAssertEqual((state.object["state"] as? [String: Any])?["pending"] as? Bool, false, state.text)
+    }
+
+    func testPagesFollowNextAndTheExportHasEveryEntry() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        for amount in 1...7 { try act(fixture, session, #"{"type":"add","amount":\#(amount)}"#) }
+        try act(fixture, session, #"{"type":"noop"}"#)
+        try act(fixture, session, #"{"type":"noop"}"#)
+        var numbers: [Int] = []
+        var after = 0
+        for _ in 0..<10 {
+            let page = try fixture.client.request("GET", "/sessions/\(session)/actions?after=\(after)&limit=3")
+            XCTAssertEqual(page.status, 200, page.text)
+            numbers += (page.object["actions"] as? [[String: Any]] ?? []).compactMap { $0["number"] as? Int }
+            guard let next = page.object["next"] as? Int else { break }
+            after = next
+        }
+        XCTAssertEqual(numbers, Array(1...9), "pages by version miss none, the no-ops sharing version 7 included")
+        let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
+        XCTAssertEqual(export.status, 200)
+        XCTAssertEqual(export.header("Content-Type"), "application/x-ndjson")
+        let lines = export.text.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertEqual(lines.compactMap { $0?["number"] as? Int }, Array(1...9))
+        for (query, problem) in [("?limit=0", "limit"), ("?limit=1001", "limit"), ("?after=-1", "after"),
+                                 ("?format=xml", "format")] {
+            let refused = try fixture.client.request("GET", "/sessions/\(session)/actions\(query)")
+            XCTAssertEqual(refused.status, 400, query)
+            XCTAssertTrue((refused.object["detail"] as? String ?? "").contains(problem), refused.text)
+        }
+    }
+
+    func testStatesAtEveryVersionMatchTheStreamAndTheLogReplaysToTheSameState() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        let stream = try fixture.subscribe(session)
+        var shown: [Int: String] = [:]
+        func readStream(until version: Int) {
+            while shown[version] == nil, let event = stream.next(timeout: 10) {
+                if event.event == "state", let id = event.id.flatMap(Int.init) { shown[id] = event.data }
+            }
+        }
+        for round in 0..<1_000 {
+            switch round % 50 {
+            case 10: try act(fixture, session, #"{"type":"addLater","amount":\#(round)}"#)
+            case 20: XCTAssertEqual(try fixture.putUser(id: "u\(round)", name: "User \(round)").status, 200)
+            case 30: try act(fixture, session, #"{"type":"noop"}"#)
+            default: try act(fixture, session, #"{"type":"add","amount":\#(round % 7)}"#)
+            }
+        }
+        let final = try fixture.client.request("GET", "/sessions/\(session)")
+        var version = try XCTUnwrap(final.object["version"] as? Int)
+        // The last effects may still be running: wait for the version to settle.
+        for _ in 0..<100 {
+            Thread.sleep(forTimeInterval: 0.05)
+            let now = try XCTUnwrap(try fixture.client.request("GET", "/sessions/\(session)").object["version"] as? Int)
+            if now == version { break }
+            version = now
+        }
+        readStream(until: version)
+        XCTAssertEqual(shown.count, version + 1, "the stream showed every version from 0")
+        for v in 0...version {
+            let state = try fixture.client.request("GET", "/sessions/\(session)/states/\(v)")
+            XCTAssertEqual(state.status, 200, "version \(v): \(state.text)")
+            let expected = try JSONSerialization.jsonObject(with: Data((shown[v] ?? "").utf8)) as? NSDictionary
+            XCTAssertEqual(state.object["state"] as? NSDictionary, expected, "version \(v)")
+        }
+        let entries = try log(fixture, session, count: 1_000 + 40)
+        XCTAssertEqual(entries.filter { $0["cause"] as? String == "action" }.count, 1_000 - 20, "every action")
+        XCTAssertEqual(entries.filter { $0["cause"] as? String == "user" }.count, 20)
+        XCTAssertEqual(entries.filter { $0["cause"] as? String == "effect" }.count, 40, "two mutations of each effect")
+        XCTAssertEqual(entries.compactMap { $0["number"] as? Int }, Array(1...entries.count), "numbered without gaps")
+        // The logged actions, in order, on a fresh session: the same total.
+        let replay = try open(fixture)
+        for entry in entries where entry["cause"] as? String == "action" {
+            let action = try JSONSerialization.data(withJSONObject: try XCTUnwrap(entry["action"]))
+            try act(fixture, replay, String(decoding: action, as: UTF8.self))
+        }
+        var replayed: [String: Any] = [:]
+        for _ in 0..<100 {
+            replayed = try fixture.client.request("GET", "/sessions/\(replay)").object["state"] as? [String: Any] ?? [:]
+            if replayed["pending"] as? Bool == false { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let original = try fixture.client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any]
+        // The user is the global one's, not the actions': a fresh session only has the total in common.
+        XCTAssertEqual(replayed["total"] as? Int, original?["total"] as? Int)
+        XCTAssertEqual(replayed["total"] as? Int, (0..<1_000).reduce(0) { $0 + ($1 % 50 == 20 || $1 % 50 == 30 ? 0 : $1 % 50 == 10 ? $1 : $1 % 7) })
+    }
+
+    func testAForkStartsFromTheStateAtItsVersionWithItsOwnHistory() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        for amount in [1, 2, 3] { try act(fixture, session, #"{"type":"add","amount":\#(amount)}"#) }
+        let forked = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":2}"#)
+        XCTAssertEqual(forked.status, 201, forked.text)
+        let fork = try XCTUnwrap(forked.object["session"] as? String)
+        XCTAssertNotEqual(fork, session)
+        XCTAssertEqual(forked.header("Location"), "/sessions/\(fork)")
+        XCTAssertEqual(forked.object["reactor"] as? String, "ledger")
+        XCTAssertEqual(forked.object["version"] as? Int, 0)
+        XCTAssertEqual((forked.object["state"] as? [String: Any])?["total"] as? Int, 3)
+        try act(fixture, fork, #"{"type":"add","amount":10}"#)
+        XCTAssertEqual(try log(fixture, fork).count, 1, "its own log starts at the fork")
+        XCTAssertEqual((try fixture.client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any])?["total"]
+                       as? Int, 6, "the original is untouched")
+        let current = try fixture.client.request("POST", "/sessions/\(session)/fork")
+        XCTAssertEqual((current.object["state"] as? [String: Any])?["total"] as? Int, 6, "no version: the current state")
+        let future = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":99}"#)
+        XCTAssertEqual(future.status, 404, future.text)
+        XCTAssertTrue((future.object["detail"] as? String ?? "").contains("version 3"), future.text)
+        let unknown = try fixture.client.request("POST", "/sessions/AAAAAAAAAAAAAAAAAAAAAA/fork")
+        XCTAssertEqual(unknown.status, 404, unknown.text)
+    }
+
+    func testAStateOlderThanTheHistoryIsA404NamingTheOldestKept() throws {
+        let fixture = try start { $0.historyLength = 4 }
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        for _ in 0..<100 { try act(fixture, session, #"{"type":"add","amount":1}"#) }
+        let old = try fixture.client.request("GET", "/sessions/\(session)/states/1")
+        XCTAssertEqual(old.status, 404, old.text)
+        let oldest = try XCTUnwrap(old.object["oldestVersion"] as? Int, old.text)
+        XCTAssertTrue(oldest > 1 && oldest <= 100, old.text)
+        XCTAssertTrue((old.object["detail"] as? String ?? "").contains("oldest kept is version \(oldest)"), old.text)
+        let kept = try fixture.client.request("GET", "/sessions/\(session)/states/\(oldest)")
+        XCTAssertEqual(kept.status, 200, kept.text)
+        XCTAssertEqual((kept.object["state"] as? [String: Any])?["total"] as? Int, oldest)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/x").status, 400)
+    }
+
+    func testRedactedFieldsNeverReachTheLog() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        try act(fixture, session, #"{"type":"login","name":"ann","password":"hunter2","nested":{"password":["x"]}}"#)
+        let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
+        XCTAssertFalse(export.text.contains("hunter2"), export.text)
+        let entry = try XCTUnwrap(try log(fixture, session).first)
+        XCTAssertEqual(entry["action"] as? NSDictionary,
+                       ["type": "login", "name": "ann", "password": "[redacted]", "nested": ["password": "[redacted]"]]
+                        as NSDictionary)
+    }
+
+    func testWithTheLogOffNothingIsLogged() throws {
+        let fixture = try start { $0.actionLogLength = 0 }
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        try act(fixture, session, #"{"type":"add","amount":1}"#)
+        let refused = try fixture.client.request("GET", "/sessions/\(session)/actions")
+        XCTAssertEqual(refused.status, 404)
+        XCTAssertTrue((refused.object["detail"] as? String ?? "").contains("--action-log 0"), refused.text)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/1").status, 200,
+                       "states come from the history, which stays")
+    }
+
+    func testTheLogKeepsItsNewestEntries() throws {
+        let fixture = try start { $0.actionLogLength = 10 }
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        for _ in 0..<200 { try act(fixture, session, #"{"type":"add","amount":1}"#) }
+        let numbers = try wholeLog(fixture, session).compactMap { $0["number"] as? Int }
+        XCTAssertEqual(numbers.last, 200)
+        // A durable store trims in steps of 64: between 10 and 74 are kept.
+        XCTAssertTrue(numbers.count >= 10 && numbers.count <= 74, "\(numbers.count) kept")
+        XCTAssertEqual(numbers, Array((200 - numbers.count + 1)...200))
+    }
+
+    func testOnlyAdminsListSessions() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        var opened: [String] = []
+        for _ in 0..<5 { opened.append(try open(fixture)) }
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions").status, 401)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions", headers: ["Authorization": "Bearer nope"]).status, 403)
+        var listed: [String] = []
+        var after = ""
+        for _ in 0..<10 {
+            let page = try fixture.client.request("GET", "/sessions?limit=2&after=\(after)",
+                                                  headers: ["Authorization": "Bearer \(ServerFixture.token)"])
+            XCTAssertEqual(page.status, 200, page.text)
+            let sessions = page.object["sessions"] as? [[String: Any]] ?? []
+            listed += sessions.compactMap { $0["session"] as? String }
+            XCTAssertTrue(sessions.allSatisfy { $0["reactor"] as? String == "ledger" })
+            guard let next = page.object["next"] as? String else { break }
+            after = next
+        }
+        XCTAssertEqual(listed, opened.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+    }
+}
+
+/// The same on a SQLite file, and what only a durable store shows: the log outlives a restart.
+final class ActionLogSQLiteTests: ActionLogTests {
+    private var path: String?
+
+    override func store() throws -> StoreLocation {
+        if path == nil { path = try temporaryFile("log.sqlite") }
+        return .sqlite(path: path!, sync: .normal)
+    }
+
+    func testTheLogAndPastStatesOutliveARestart() throws {
+        var fixture = try ServerFixture { $0.store = try! self.store() }
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#)
+        let session = try XCTUnwrap(created.object["session"] as? String)
+        for _ in 0..<3 { XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200) }
+        fixture.stop()
+        fixture = try ServerFixture { $0.store = try! self.store() }
+        defer { fixture.stop() }
+        XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200)
+        let entries = try fixture.client.request("GET", "/sessions/\(session)/actions").object["actions"] as? [[String: Any]]
+        XCTAssertEqual(entries?.compactMap { $0["number"] as? Int }, [1, 2, 3, 4], "numbering goes on after the restart")
+        let first = try fixture.client.request("GET", "/sessions/\(session)/states/0")
+        XCTAssertEqual((first.object["state"] as? [String: Any])?["count"] as? Int, 0, first.text)
+    }
+}
+
+/// A reactor with an effect that changes the state after its action's answer, the global user
+/// merged in, and a field the log must not keep.
+private final class LedgerReactor: Reactor {
+    enum Action: Decodable, RedactedInActionLog {
+        case add(Int)
+        case addLater(Int)
+        case noop
+        case login(String)
+
+        static var redactedFields: Set<String> { ["password"] }
+
+        private enum CodingKeys: String, CodingKey { case type, amount, name }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            switch try container.decode(String.self, forKey: .type) {
+            case "add": self = .add(try container.decode(Int.self, forKey: .amount))
+            case "addLater": self = .addLater(try container.decode(Int.self, forKey: .amount))
+            case "noop": self = .noop
+            case "login": self = .login(try container.decode(String.self, forKey: .name))
+            default: throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown type")
+            }
+        }
+    }
+
+    enum Mutation {
+        case add(Int)
+        case setPending(Bool)
+        case setUser(String?)
+    }
+
+    struct State: Codable {
+        var total = 0
+        var pending = false
+        var user: String?
+    }
+
+    let initialState = State()
+    private let currentUser: CurrentValueSubject<User?, Never>
+
+    init(currentUser: CurrentValueSubject<User?, Never>) { self.currentUser = currentUser }
+
+    func mutate(action: Action) -> AnyPublisher<Mutation, Never> {
+        switch action {
+        case let .add(amount): return .just(.add(amount))
+        case let .addLater(amount):
+            return .concat(.just(.setPending(true)), .run { send in
+                try? await Task.sleep(nanoseconds: 2_000_000)
+                await send(.add(amount))
+                await send(.setPending(false))
+            })
+        case .noop, .login: return .empty
+        }
+    }
+
+    func transform(mutation: AnyPublisher<Mutation, Never>) -> AnyPublisher<Mutation, Never> {
+        .merge(mutation, currentUser.dropFirst().map { Mutation.setUser($0?.name) }.eraseToAnyPublisher())
+    }
+
+    func reduce(state: State, mutation: Mutation) -> State {
+        var state = state
+        switch mutation {
+        case let .add(amount): state.total += amount
+        case let .setPending(pending): state.pending = pending
+        case let .setUser(name): state.user = name
+        }
+        return state
+    }
+}
