@@ -544,3 +544,39 @@ def test_a_token_accepted_before_is_refused_once_it_expires():
         assert server.request("GET", f"/sessions/{session}", bearer=token("alice"))[0] == 200
     finally:
         assert_no_token_leaked(server)
+
+
+# --- a session's history ---------------------------------------------------------------------
+
+def test_history_is_its_owners_and_the_admins_no_token_401_other_subject_403(hs_server):
+    owner, other, admin = token("alice"), token("bob"), token("ops", reactord_admin=True)
+    status, _, created = hs_server.create(owner)
+    assert status == 201, created
+    session = created["session"]
+    for _ in range(3):
+        assert hs_server.request("POST", f"/sessions/{session}/actions", {"type": "increase"}, owner)[0] == 200
+    reads = [("GET", f"/sessions/{session}/actions", None), ("GET", f"/sessions/{session}/actions?format=ndjson", None),
+             ("GET", f"/sessions/{session}/states/2", None), ("POST", f"/sessions/{session}/fork", {"version": 2})]
+    for method, path, body in reads:
+        for bearer, expected in ((None, 401), (other, 403)):
+            challenge = 'Bearer realm="reactord"' if expected == 401 else None
+            assert_problem(*hs_server.request(method, path, body, bearer), expected, challenge=challenge)
+        for bearer in (owner, admin, ADMIN_TOKEN):
+            status, _, answer = hs_server.request(method, path, body, bearer)
+            assert status in (200, 201), (path, status, answer)
+    status, _, body = hs_server.request("GET", f"/sessions/{session}/actions", bearer=owner)
+    entries = json.loads(body)["actions"]
+    assert [entry["subject"] for entry in entries] == ["alice"] * 3, entries
+    # The fork belongs to whoever forked it: the owner's is the owner's, and bob cannot read it.
+    status, _, body = hs_server.request("POST", f"/sessions/{session}/fork", {"version": 1}, owner)
+    fork = json.loads(body)
+    assert status == 201 and fork["state"]["count"] == 1 and fork["version"] == 0, body
+    assert hs_server.request("GET", f"/sessions/{fork['session']}", bearer=owner)[0] == 200
+    assert_problem(*hs_server.request("GET", f"/sessions/{fork['session']}/actions", bearer=other), 403)
+    # Only admins list the sessions: every one of them, whoever owns it.
+    assert_problem(*hs_server.request("GET", "/sessions"), 401, challenge='Bearer realm="reactord"')
+    assert_problem(*hs_server.request("GET", "/sessions", bearer=owner), 403)
+    for bearer in (admin, ADMIN_TOKEN):
+        status, _, body = hs_server.request("GET", "/sessions", bearer=bearer)
+        listed = {entry["session"]: entry.get("owner") for entry in json.loads(body)["sessions"]}
+        assert status == 200 and listed[session] == "alice" and listed[fork["session"]] == "alice", body
