@@ -31,6 +31,8 @@ final class ServiceContext: @unchecked Sendable {
     private(set) var persistence: Persistence?
     /// Cluster mode's side, when the store is shared (`postgres://`); set with `persistence`.
     private(set) var cluster: Cluster?
+    /// What each session's action log keeps (nil: no log); set again with `persistence`.
+    private(set) var actionLogSettings: ActionLogSettings?
     /// The requests sent under idempotency keys and their kept answers; set again with `persistence`.
     private(set) var idempotency: IdempotencyLedger
     /// The routes, for a request a route hands back to them (Forwarding's retry). Set before the
@@ -50,6 +52,13 @@ final class ServiceContext: @unchecked Sendable {
         retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
         cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
         idempotency = Self.ledger(configuration, engine: nil, metrics: IdempotencyMetrics(registry: metrics.registry))
+        actionLogSettings = Self.actionLog(configuration, keepsEntries: true)
+    }
+
+    private static func actionLog(_ configuration: ServiceConfiguration, keepsEntries: Bool) -> ActionLogSettings? {
+        guard configuration.actionLogLength > 0 else { return nil }
+        return ActionLogSettings(length: configuration.actionLogLength, age: configuration.actionLogAge,
+                                 keepsEntries: keepsEntries)
     }
 
     private static func ledger(_ configuration: ServiceConfiguration, engine: (any StoreEngine)?,
@@ -86,6 +95,7 @@ final class ServiceContext: @unchecked Sendable {
                                   actionLogLength: configuration.actionLogLength, logger: logger)
         cluster = shared
         idempotency = Self.ledger(configuration, engine: engine, metrics: idempotency.metrics)
+        actionLogSettings = Self.actionLog(configuration, keepsEntries: false)
     }
 
     var isStopping: Bool { stopping.current }
@@ -141,16 +151,11 @@ final class ServiceContext: @unchecked Sendable {
             SessionRecord(id: id, kind: kind, owner: stored?.owner ?? owner, journal: $0.journal, stored: stored,
                           ttl: configuration.sessionTTL)
         }
-        let log = configuration.actionLogLength > 0 ? SessionKey(id).map {
-            SessionActionLog(settings: actionLogSettings, session: $0, lastNumber: stored?.lastLoggedAction ?? 0,
-                             keepsEntries: record == nil)
-        } : nil
+        let log = actionLogSettings.flatMap { settings in
+            SessionKey(id).map { SessionActionLog(settings: settings, session: $0, lastNumber: stored?.lastLoggedAction ?? 0) }
+        }
         return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored,
                         actionLog: log)
-    }
-
-    var actionLogSettings: ActionLogSettings {
-        ActionLogSettings(length: configuration.actionLogLength, age: configuration.actionLogAge)
     }
 
     /// Claims a place in memory for a session, unloading the least recently used idle ones when

@@ -199,7 +199,8 @@ class ActionLogTests: XCTestCase {
         let entries = try log(fixture, session, count: 1_000 + 40)
         XCTAssertEqual(entries.filter { $0["cause"] as? String == "action" }.count, 1_000 - 20, "every action")
         XCTAssertEqual(entries.filter { $0["cause"] as? String == "user" }.count, 20)
-        XCTAssertEqual(entries.filter { $0["cause"] as? String == "effect" }.count, 40, "two mutations of each effect")
+        let effects = entries.filter { $0["cause"] as? String == "effect" }
+        XCTAssertEqual(effects.count, 40, "two mutations of each effect: \(effects.map { ($0["origin"] ?? "-", $0["from"] ?? "-", $0["version"] ?? "-") })")
         XCTAssertEqual(entries.compactMap { $0["number"] as? Int }, Array(1...entries.count), "numbered without gaps")
         // The logged actions, in order, on a fresh session: the same total.
         let replay = try open(fixture)

@@ -42,8 +42,9 @@ final class SecurityTests: XCTestCase {
         defer { fixture.stop() }
         let session = try fixture.createSession()
         let client = fixture.client
-        // No listing anywhere.
-        XCTAssertEqual(try client.request("GET", "/sessions").status, 405)
+        // No listing but the admin's (docs/history.md).
+        XCTAssertEqual(try client.request("GET", "/sessions").status, 401)
+        XCTAssertFalse(try client.request("GET", "/sessions").text.contains(session))
         XCTAssertEqual(try client.request("GET", "/sessions/").status, 404)
         for path in ["/", "/healthz", "/metrics", "/user", "/openapi.yaml"] {
             XCTAssertFalse(try client.request("GET", path).text.contains(session), "\(path) shows no session id")

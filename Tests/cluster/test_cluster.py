@@ -618,3 +618,38 @@ def test_a_session_moves_to_the_node_its_requests_keep_coming_from_and_only_then
     assert handovers(holder) == 1
     status, body, _ = cluster.nodes[1].request("GET", f"/sessions/{session}")
     assert status == 200 and json.loads(body)["state"]["count"] == 60 + sent, body
+
+
+def test_a_sessions_action_log_is_one_whichever_node_served_it_and_outlives_its_holders_kill_9(cluster):
+    session = cluster.nodes[0].create()
+    for index in range(9):
+        assert cluster.nodes[index % 3].act(session, {"type": "increase"})[0] == 200
+    assert cluster.nodes[1].put_user("log-u1")[0] == 200
+
+    def log(node, count):
+        deadline = time.monotonic() + 10
+        while True:
+            status, body, _ = node.request("GET", f"/sessions/{session}/actions")
+            assert status == 200, body
+            entries = json.loads(body)["actions"]
+            if len(entries) >= count or time.monotonic() > deadline:
+                return entries
+            time.sleep(0.1)
+
+    for node in cluster.nodes:
+        entries = log(node, 10)
+        assert [entry["number"] for entry in entries] == list(range(1, 11)), entries
+        assert [entry["cause"] for entry in entries] == ["action"] * 9 + ["user"], entries
+        assert [entry.get("from") for entry in entries] == list(range(1, 11)), entries
+    holder = cluster.node_holding(session)
+    holder.kill()
+    survivor = next(node for node in cluster.nodes if node is not holder)
+    deadline = time.monotonic() + LEASE * 3
+    while survivor.act(session, {"type": "increase"})[0] != 200:
+        assert time.monotonic() < deadline, "the session was not taken over"
+        time.sleep(0.1)
+    entries = log(survivor, 11)
+    assert [entry["number"] for entry in entries] == list(range(1, 12)), "the new holder numbers on after the log"
+    assert entries[-1]["version"] == 11 and entries[-1]["cause"] == "action", entries[-1]
+    status, body, _ = survivor.request("GET", f"/sessions/{session}/states/5")
+    assert status == 200 and json.loads(body)["state"]["count"] == 5, body

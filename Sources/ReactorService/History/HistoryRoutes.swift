@@ -27,7 +27,7 @@ extension RouteTable {
                 page = context.sessions.loaded.map { session in
                     SessionSummary(id: session.id, kind: session.kind, owner: session.owner,
                                    version: session.hub.snapshot.version, createdAt: 0, lastActive: 0)
-                }.filter { $0.id.utf8.lexicographicallyPrecedes(after.utf8) == false && $0.id != after }
+                }.filter { after.utf8.lexicographicallyPrecedes($0.id.utf8) }
                     .sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
                     .prefix(limit).map { $0 }
             }

@@ -7,6 +7,7 @@
 /// }
 /// ```
 public protocol RedactedInActionLog {
+    /// The member names whose values the log replaces, compared as the JSON spells them.
     static var redactedFields: Set<String> { get }
 }
 

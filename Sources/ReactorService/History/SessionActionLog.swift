@@ -13,39 +13,41 @@ struct ActionSource {
 /// journal takes them with the change they describe (a durable store) or keeps the newest
 /// (the memory store). Guarded by the hub's lock.
 final class SessionActionLog {
+    /// Shared by every session of the server (one reference per session, not its fields).
     let settings: ActionLogSettings
     /// This session's causes are `tagBase | number` (the low 32 bits of the entry's number), so
     /// an event caused by another session's action is never taken for one of this session's.
     private let tagBase: UInt64
     private(set) var lastNumber: UInt64
-    /// The action running now, and the first version it made.
-    private var running: (number: UInt64, firstVersion: UInt64?)?
+    /// The action running now (0: none), and the first version it made (0: none yet; a change
+    /// is never version 0).
+    private var running: UInt64 = 0
+    private var runningFirstVersion: UInt64 = 0
     /// Not yet taken by the journal (durable store), or all that is kept (memory store).
     private(set) var entries: [LoggedAction] = []
-    /// With the memory store the log is kept here, trimmed to the settings.
-    private let keepsEntries: Bool
 
     static let userCause = UInt64.max
 
-    init(settings: ActionLogSettings, session key: SessionKey, lastNumber: UInt64, keepsEntries: Bool) {
+    init(settings: ActionLogSettings, session key: SessionKey, lastNumber: UInt64) {
         self.settings = settings
         // 31 bits of the session's random id, never 0 (no cause) nor all ones (the user).
         tagBase = ((key.high >> 33) | 1) << 32
         self.lastNumber = lastNumber
-        self.keepsEntries = keepsEntries
     }
 
     /// An action starts: the cause its changes carry.
     func begin() -> UInt64 {
         lastNumber += 1
-        running = (lastNumber, nil)
+        running = lastNumber
+        runningFirstVersion = 0
         return tagBase | (lastNumber & 0xFFFF_FFFF)
     }
 
     /// The running action is done; the session is at `version`.
     func end(_ source: ActionSource, version: UInt64, redacting sensitive: Set<String>) {
-        guard let (number, firstVersion) = running else { return }
-        running = nil
+        guard running != 0 else { return }
+        let number = running, firstVersion = runningFirstVersion == 0 ? nil : runningFirstVersion
+        running = 0
         let json = sensitive.isEmpty ? Array(source.json) : SensitiveFields.redacting(sensitive, in: source.json)
         insert(LoggedAction(number: number, cause: .action, firstVersion: firstVersion, version: version, json: json,
                             subject: source.subject, idempotencyKey: source.idempotencyKey, time: WallClock.now))
@@ -53,8 +55,8 @@ final class SessionActionLog {
 
     /// Events `first...last` were made, with `cause`.
     func record(first: UInt64, last: UInt64, cause: UInt64) {
-        if let running, cause == tagBase | (running.number & 0xFFFF_FFFF) {
-            if running.firstVersion == nil { self.running?.firstVersion = first }
+        if running != 0, cause == tagBase | (running & 0xFFFF_FFFF) {
+            if runningFirstVersion == 0 { runningFirstVersion = first }
             return
         }
         let kind: LoggedAction.Cause = cause == Self.userCause ? .user : .effect
@@ -95,7 +97,7 @@ final class SessionActionLog {
         var index = entries.count
         while index > 0, entries[index - 1].number > entry.number { index -= 1 }
         entries.insert(entry, at: index)
-        if keepsEntries { trim() }
+        if settings.keepsEntries { trim() }
     }
 
     /// Drops what is past the settings, in steps: moving a thousand entries on every action costs more than it saves.
@@ -109,10 +111,18 @@ final class SessionActionLog {
     private static let trimStep = 64
 }
 
-/// How much of each session's log is kept.
-struct ActionLogSettings: Sendable {
+/// How much of each session's log is kept, and where.
+final class ActionLogSettings: Sendable {
     /// Entries per session; 0: no log.
-    var length: Int
+    let length: Int
     /// Seconds an entry is kept.
-    var age: Double
+    let age: Double
+    /// The memory store: each session keeps its log itself (else it goes to the store).
+    let keepsEntries: Bool
+
+    init(length: Int, age: Double, keepsEntries: Bool) {
+        self.length = length
+        self.age = age
+        self.keepsEntries = keepsEntries
+    }
 }

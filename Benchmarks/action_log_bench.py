@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""What the action log costs (issue 29), against the same build with `--action-log 0`, in one run.
+
+    Benchmarks/action_log_bench.py [--rounds 5] [--seconds 10]
+
+1. POST /action, wrk with 64 keep-alive connections over 64 `counter` sessions: two SQLite
+   servers of the same release build, one with the log (the default, 1000 entries a session) and
+   one with `--action-log 0`, each on a file of its own; rounds alternate between them. The ratio
+   of the medians is the figure (target >= 0.85).
+2. Storage per action: the log's rows as the file holds them (the pages of `action_log` and its
+   index, from SQLite's dbstat) and as row payload.
+
+Uses the release build (.build-bench, as bench.sh) unless REACTORD_BIN names one; wrk from
+Debian's packages.
+"""
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import tempfile
+
+from action_load import actions_per_second, build
+from store_bench import Server
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+    binary = build()
+    folder = tempfile.mkdtemp(prefix="reactord-log-bench-")
+    logged_path = os.path.join(folder, "logged.sqlite")
+    try:
+        off = Server(binary, "sqlite:" + os.path.join(folder, "off.sqlite"), "--action-log", "0")
+        on = Server(binary, "sqlite:" + logged_path)
+        off_sessions, on_sessions = off.counters(64), on.counters(64)
+        without, with_log = [], []
+        try:
+            for round_ in range(args.rounds):
+                without.append(actions_per_second(off.port, off_sessions, args.seconds, folder))
+                with_log.append(actions_per_second(on.port, on_sessions, args.seconds, folder))
+                print("round %d: actions/s with --action-log 0 %.0f, with the log %.0f (%.2fx)"
+                      % (round_ + 1, without[-1], with_log[-1], with_log[-1] / without[-1]), flush=True)
+        finally:
+            off.stop()
+            on.stop()
+        reference = statistics.median(without)
+        print("throughput actions/s without the log=%.0f with=%.0f (%.2fx; medians of %d rounds; target >= 0.85)"
+              % (reference, statistics.median(with_log), statistics.median(with_log) / reference, args.rounds),
+              flush=True)
+        db = sqlite3.connect(logged_path)
+        count, payload = db.execute(
+            "SELECT count(*), sum(length(session) + 8 + length(cause) + 8 + 8 + 8 + coalesce(length(action), 0) "
+            "+ coalesce(length(subject), 0) + coalesce(length(idempotency_key), 0) + 8) FROM action_log").fetchone()
+        try:
+            pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN ('action_log', 'action_log_by_time')"
+                               ).fetchone()[0]
+        except sqlite3.OperationalError:
+            pages = None   # this SQLite has no dbstat
+        db.close()
+        if count:
+            print("storage: %d entries kept, %.0f bytes of row payload per entry%s"
+                  % (count, payload / count, "" if pages is None else ", %.0f bytes of pages per entry (table and index)"
+                     % (pages / count)))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
