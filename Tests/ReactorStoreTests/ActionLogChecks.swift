@@ -95,10 +95,10 @@ enum ActionLogChecks {
     /// The state at a version: the current one, one the history keeps (the newest state event
     /// at or before it; a pulse is none), one it no longer keeps, one not reached yet.
     static func checkStateAtVersion(_ store: some StoreEngine) throws {
-        // Odd events are states, even ones pulses; the history keeps 91...100.
+        // Odd events are states, even ones pulses; the history keeps 90...100 (90 a pulse).
         let events = (1...100).map { StoredEvent(seq: $0, pulse: $0 % 2 == 0 ? "alert" : nil, json: Array("{\"at\":\($0)}".utf8)) }
         try store.commit([write("s1", version: 0, isNew: true), write("s1", version: 100, events: events)],
-                         historyLength: 10)
+                         historyLength: 11)
         XCTAssertEqual(try store.state(of: "s1", at: 100), .found(Array(#"{"count":100}"#.utf8)))
         XCTAssertEqual(try store.state(of: "s1", at: 93), .found(Array(#"{"at":93}"#.utf8)))
         XCTAssertEqual(try store.state(of: "s1", at: 96), .found(Array(#"{"at":95}"#.utf8)), "the state before the pulse")
