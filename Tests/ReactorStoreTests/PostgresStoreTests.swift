@@ -69,7 +69,7 @@ final class PostgresStoreTests: XCTestCase {
         try opened[0].commit([write("s1", version: 0, isNew: true)], historyLength: 10)
         XCTAssertEqual(try opened[2].sessionCount(), 1)
         let check = try PostgresConnection(uri: dsn, secrets: [])
-        XCTAssertEqual(try check.execute("SELECT version FROM reactord_schema").string(0, 0), "3")
+        XCTAssertEqual(try check.execute("SELECT version FROM reactord_schema").string(0, 0), "4")
         XCTAssertEqual(try check.execute("SELECT count(*) FROM reactord_schema").string(0, 0), "1")
     }
 
@@ -383,6 +383,61 @@ final class PostgresStoreTests: XCTestCase {
         let now = Date().timeIntervalSince1970
         XCTAssertEqual(try store.session("s1", historyLength: 1)?.lastActive ?? 0, now, accuracy: 5)
         try store.touch([])
+    }
+
+    // MARK: - Action log (the bodies are ActionLogChecks', shared with SQLiteStoreTests)
+
+    func testActionLogEntriesAreWrittenWithTheirCommitAndReadInPages() throws {
+        try ActionLogChecks.checkPagesAndReload(try open(try database()))
+    }
+
+    func testActionLogIsTrimmedToItsLength() throws { try ActionLogChecks.checkTrimming(try open(try database())) }
+
+    func testActionLogGoesWithItsSessionAndOldEntriesAreForgotten() throws {
+        try ActionLogChecks.checkDeleteAndForget(try open(try database()))
+    }
+
+    func testStateAtAVersion() throws { try ActionLogChecks.checkStateAtVersion(try open(try database())) }
+
+    func testSessionsAreListedInPagesInByteOrder() throws {
+        try ActionLogChecks.checkSessionsInPages(try open(try database()))
+    }
+
+    /// Byte order whatever the database's collation: here one (ICU's root) that sorts "a"
+    /// before "B" and "_" before both.
+    func testSessionsAreListedInByteOrderUnderALinguisticCollation() throws {
+        let server = try server()
+        let name = "icu_\(UInt32.random(in: 0 ... .max))"
+        try PostgresConnection(uri: server.dsn(), secrets: []).execute(
+            "CREATE DATABASE \(name) TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8' LOCALE_PROVIDER icu ICU_LOCALE 'und'")
+        let dsn = server.dsn(database: name)
+        let check = try PostgresConnection(uri: dsn, secrets: [])
+        XCTAssertEqual(try check.execute("SELECT 'a' < 'B'").string(0, 0), "t", "the database sorts linguistically")
+        try ActionLogChecks.checkSessionsInPages(try open(dsn))
+    }
+
+    /// A write another node fenced out keeps no entries; the node that took the session over
+    /// reads the newest number with its claim.
+    func testAFencedOutWriteKeepsNoLogEntries() throws {
+        let dsn = try database()
+        let a = try open(dsn, lease: 1, address: "http://a")
+        let b = try open(dsn, lease: 1, address: "http://b")
+        let first = ActionLogChecks.entry(1, version: 1)
+        try a.commit([ActionLogChecks.write("s1", version: 0, isNew: true), ActionLogChecks.write("s2", version: 0, isNew: true),
+                      ActionLogChecks.write("s1", version: 1, logged: [first])], historyLength: 10, actionLogLength: 100)
+        Thread.sleep(forTimeInterval: 1.2)   // a's leases pass; b takes s1 over
+        guard case let .taken(session) = try b.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
+        XCTAssertEqual(session.lastLoggedAction, 1, "a claim reads it too")
+        // Refused by the database (s1's fence moved on), then by a itself (it knows s1 is lost).
+        let late = ActionLogChecks.entry(2, version: 2)
+        XCTAssertEqual(try a.commit([ActionLogChecks.write("s1", version: 2, logged: [late]),
+                                     ActionLogChecks.write("s2", version: 1, logged: [ActionLogChecks.entry(1, version: 1)])],
+                                    historyLength: 10, actionLogLength: 100), ["s1"])
+        XCTAssertEqual(try a.commit([ActionLogChecks.write("s1", version: 3, logged: [ActionLogChecks.entry(3, version: 3)])],
+                                    historyLength: 10, actionLogLength: 100), ["s1"])
+        XCTAssertEqual(try b.loggedActions(of: "s1", after: 0, limit: 10), [first])
+        XCTAssertEqual(try b.loggedActions(of: "s2", after: 0, limit: 10).map(\.number), [1], "the batch's other write is kept")
+        XCTAssertEqual(try b.session("s1", historyLength: 10)?.lastLoggedAction, 1)
     }
 
     // MARK: - Opening

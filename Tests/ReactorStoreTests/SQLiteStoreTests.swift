@@ -164,3 +164,41 @@ extension SQLiteStoreTests {
         XCTAssertEqual(try store.session("new", historyLength: 10)?.owner, "alice")
     }
 }
+
+// MARK: - Action log (the bodies are ActionLogChecks', shared with PostgresStoreTests)
+
+extension SQLiteStoreTests {
+    private func onAFreshStore(_ check: (SQLiteStore) throws -> Void) throws {
+        let store = try SQLiteStore(path: folder.appendingPathComponent("log-\(UUID().uuidString).sqlite").path)
+        defer { store.close() }
+        try check(store)
+    }
+
+    func testActionLogEntriesAreWrittenWithTheirCommitAndReadInPages() throws {
+        try onAFreshStore(ActionLogChecks.checkPagesAndReload)
+    }
+
+    func testActionLogIsTrimmedToItsLength() throws { try onAFreshStore(ActionLogChecks.checkTrimming) }
+
+    func testActionLogGoesWithItsSessionAndOldEntriesAreForgotten() throws {
+        try onAFreshStore(ActionLogChecks.checkDeleteAndForget)
+    }
+
+    func testStateAtAVersion() throws { try onAFreshStore(ActionLogChecks.checkStateAtVersion) }
+
+    func testSessionsAreListedInPagesInByteOrder() throws { try onAFreshStore(ActionLogChecks.checkSessionsInPages) }
+
+    /// The newest entry's number survives a restart (it numbers the next one).
+    func testTheLastLoggedActionIsReadAfterAReopen() throws {
+        let path = folder.appendingPathComponent("reopen.sqlite").path
+        let store = try SQLiteStore(path: path)
+        try store.commit([ActionLogChecks.write("s1", version: 0, isNew: true),
+                          ActionLogChecks.write("s1", version: 1, logged: [ActionLogChecks.entry(1, version: 1),
+                                                                          ActionLogChecks.entry(2, version: 1, changed: false)])],
+                         historyLength: 10, actionLogLength: 10)
+        store.close()
+        let reopened = try SQLiteStore(path: path)
+        defer { reopened.close() }
+        XCTAssertEqual(try reopened.session("s1", historyLength: 10)?.lastLoggedAction, 2)
+    }
+}

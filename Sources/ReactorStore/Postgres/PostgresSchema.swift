@@ -58,6 +58,24 @@ enum PostgresSchema {
         );
         CREATE INDEX reactord_answers_by_expiry ON reactord_answers (expires);
         """,
+        // 4: each session's action log (cause: action, effect or user; first_version NULL: it
+        // changed nothing).
+        """
+        CREATE TABLE reactord_action_log (
+            session text NOT NULL,
+            number bigint NOT NULL,
+            cause text NOT NULL,
+            origin bigint,
+            first_version bigint,
+            version bigint NOT NULL,
+            action text,
+            subject text,
+            idempotency_key text,
+            time float8 NOT NULL,
+            PRIMARY KEY (session, number)
+        );
+        CREATE INDEX reactord_action_log_by_time ON reactord_action_log (time);
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

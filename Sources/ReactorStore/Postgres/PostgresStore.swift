@@ -97,7 +97,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
         try reading { connection in
             let rows = try connection.execute("""
-                SELECT s.kind, s.owner, s.state, s.version, s.created_at, s.last_active, e.seq, e.pulse, e.data
+                SELECT s.kind, s.owner, s.state, s.version, s.created_at, s.last_active, e.seq, e.pulse, e.data,
+                       (SELECT max(number) FROM reactord_action_log WHERE session = $1)
                 FROM reactord_sessions s
                 LEFT JOIN reactord_events e ON e.session = s.id AND e.seq > s.version - $2
                 WHERE s.id = $1 ORDER BY e.seq
@@ -154,7 +155,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             }
             for step in steps {
                 switch step {
-                case let .sessions(writes): try write(writes, historyLength: historyLength, on: connection, into: &outcome)
+                case let .sessions(writes):
+                    try write(writes, historyLength: historyLength, actionLogLength: actionLogLength, on: connection,
+                              into: &outcome)
                 case let .delete(id, reason, idleBefore):
                     try delete(id, reason: reason, idleBefore: idleBefore, on: connection, into: &outcome)
                 case let .user(json): try writeUser(json, on: connection)
@@ -165,6 +168,11 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                         DELETE FROM reactord_answers WHERE (scope, key) IN
                             (SELECT scope, key FROM reactord_answers WHERE expires < $1 LIMIT $2)
                         """, [String(time), String(limit)])
+                case let .forgetLoggedActions(time, limit):
+                    try connection.execute("""
+                        DELETE FROM reactord_action_log WHERE (session, number) IN
+                            (SELECT session, number FROM reactord_action_log WHERE time < $1 LIMIT $2)
+                        """, [String(time), String(max(limit, 0))])
                 }
             }
             if transaction { try connection.execute("COMMIT") }
@@ -181,15 +189,60 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     }
 
     public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
-        throw .unavailable("TODO")
+        try reading { connection in
+            // One statement, one snapshot: the page, then (when it is full) the rest of its
+            // last entry's version, so that a page never ends between two entries of one version.
+            let rows = try connection.execute("""
+                WITH p AS (
+                    SELECT \(Self.logColumns) FROM reactord_action_log
+                    WHERE session = $1 AND version > $2 ORDER BY number LIMIT $3),
+                last AS (SELECT number, version FROM p ORDER BY number DESC LIMIT 1)
+                SELECT * FROM p
+                UNION ALL
+                SELECT \(Self.logColumns) FROM reactord_action_log
+                WHERE session = $1 AND (SELECT count(*) FROM p) = $3
+                    AND version = (SELECT version FROM last) AND number > (SELECT number FROM last)
+                ORDER BY number
+                """, [session, String(version.map { Int64(clamping: $0) } ?? -1), String(max(limit, 0))])
+            return try (0..<rows.count).map { (row) throws(StoreError) in try Self.loggedAction(rows, row) }
+        }
     }
 
     public func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
-        throw .unavailable("TODO")
+        try reading { connection in
+            // The history is a contiguous tail: the newest state event at or before `version`
+            // is its state; the oldest one kept is what a refusal names.
+            let rows = try connection.execute("""
+                SELECT s.state, s.version,
+                    CASE WHEN $2::bigint < s.version THEN
+                        (SELECT data FROM reactord_events
+                         WHERE session = $1 AND seq <= $2::bigint AND pulse IS NULL ORDER BY seq DESC LIMIT 1) END,
+                    CASE WHEN $2::bigint < s.version THEN
+                        (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL) END
+                FROM reactord_sessions s WHERE s.id = $1
+                """, [session, String(Int64(clamping: version))])
+            guard rows.count > 0 else { return .noSession }
+            let current = try storedCount(rows.int64(0, 1) ?? 0, "version")
+            if version == current { return .found(rows.bytes(0, 0) ?? []) }
+            if version > current { return .notYet(current: current) }
+            if let kept = rows.bytes(0, 2) { return .found(kept) }
+            return .notRetained(oldest: rows.isNull(0, 3) ? current : try storedCount(rows.int64(0, 3) ?? 0, "event id"))
+        }
     }
 
     public func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
-        throw .unavailable("TODO")
+        try reading { connection in
+            // In byte order, as the SQLite engine compares ids, whatever the database's collation.
+            let rows = try connection.execute("""
+                SELECT id, kind, owner, version, created_at, last_active FROM reactord_sessions
+                WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2
+                """, [id, String(max(limit, 0))])
+            return try (0..<rows.count).map { (row) throws(StoreError) in
+                SessionSummary(id: rows.string(row, 0) ?? "", kind: rows.string(row, 1) ?? "", owner: rows.string(row, 2),
+                               version: try storedCount(rows.int64(row, 3) ?? 0, "version"),
+                               createdAt: rows.double(row, 4) ?? 0, lastActive: rows.double(row, 5) ?? 0)
+            }
+        }
     }
 
     public func close() {
@@ -234,13 +287,13 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                             AND (NOT $7::bool OR holder_address = $3)
                         RETURNING kind, owner, state, version, created_at, last_active, fence)
                     SELECT c.kind, c.owner, c.state, c.version, c.created_at, c.last_active, e.seq, e.pulse, e.data,
-                           c.fence
+                           (SELECT max(number) FROM reactord_action_log WHERE session = $1), c.fence
                     FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
                     ORDER BY e.seq
                     """, [id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt),
                           onlyAtThisAddress ? "true" : "false"])
                 if let session = try Self.storedSession(id, rows) {
-                    return (session, rows.int64(0, 9) ?? 0, nil, false)
+                    return (session, rows.int64(0, 10) ?? 0, nil, false)
                 }
                 let holder = try connection.execute("""
                     SELECT holder_address, holder IS NOT NULL AND lease_until >= now() FROM reactord_sessions WHERE id = $1
@@ -384,6 +437,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         case user([UInt8]?)
         case answers([StoredAnswer])
         case forgetAnswers(expiredBefore: Double, limit: Int)
+        case forgetLoggedActions(before: Double, limit: Int)
     }
 
     private struct CommitOutcome {
@@ -406,7 +460,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             switch step {
             case let .sessions(writes): ids += writes.map(\.id)
             case let .delete(id, _, _): ids.append(id)
-            case .user, .answers, .forgetAnswers: break
+            case .user, .answers, .forgetAnswers, .forgetLoggedActions: break
             }
         }
         return ids
@@ -434,6 +488,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                     merged.lastActive = write.lastActive ?? merged.lastActive
                     merged.events += write.events
                     merged.answers += write.answers
+                    merged.loggedActions += write.loggedActions
                     pending[at] = merged
                 } else {
                     index[write.id] = pending.count
@@ -454,8 +509,10 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 }
             case let .forgetAnswers(time, limit):
                 steps.append(.forgetAnswers(expiredBefore: time, limit: limit))
-            case .forgetLoggedActions:
-                break   // TODO
+            case let .forgetLoggedActions(time, limit):
+                // After the writes before it, as the SQLite engine applies them in order.
+                flush()
+                steps.append(.forgetLoggedActions(before: time, limit: limit))
             }
         }
         flush()
@@ -499,15 +556,32 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             FROM unnest($25::text[], $26::text[], $27::text[], $28::integer[], $29::text[], $30::text[], $31::float8[],
                         $32::text[]) AS a(scope, key, request, status, headers, body, expires, session)
             WHERE a.session IN (SELECT id FROM written)
-            ON CONFLICT (scope, key) DO NOTHING)
+            ON CONFLICT (scope, key) DO NOTHING),
+        logged AS (
+            INSERT INTO reactord_action_log
+                (session, number, cause, origin, first_version, version, action, subject, idempotency_key, time)
+            SELECT l.session, l.number, l.cause, l.origin, l.first_version, l.version, l.action, l.subject,
+                   l.idempotency_key, l.time
+            FROM unnest($34::text[], $35::bigint[], $36::text[], $37::bigint[], $38::bigint[], $39::bigint[], $40::text[],
+                        $41::text[], $42::text[], $43::float8[])
+                AS l(session, number, cause, origin, first_version, version, action, subject, idempotency_key, time)
+            WHERE l.session IN (SELECT id FROM written)
+            ON CONFLICT (session, number) DO UPDATE SET
+                cause = excluded.cause, origin = excluded.origin, first_version = excluded.first_version,
+                version = excluded.version, action = excluded.action, subject = excluded.subject,
+                idempotency_key = excluded.idempotency_key, time = excluded.time),
+        log_trimmed AS (
+            DELETE FROM reactord_action_log d USING unnest($44::text[], $45::bigint[]) AS t(session, upto)
+            WHERE d.session = t.session AND d.number <= t.upto AND t.session IN (SELECT id FROM written))
         SELECT w.id, CASE WHEN x.seq IS NOT NULL
                           THEN pg_notify('reactord', 'e ' || x.seq || ' ' || $4 || ' ' || w.id || x.carried) END
         FROM written w LEFT JOIN unnest($23::text[], $24::bigint[], $33::text[]) AS x(id, seq, carried) ON x.id = w.id
         """
 
     /// Every session write of the batch in one statement: the fence check in the UPDATE's
-    /// WHERE, events and answers inserted only for the sessions it wrote, one notification per session.
-    private func write(_ writes: [SessionWrite], historyLength: Int, on connection: PostgresConnection,
+    /// WHERE, events, answers and action log entries inserted only for the sessions it wrote,
+    /// one notification per session.
+    private func write(_ writes: [SessionWrite], historyLength: Int, actionLogLength: Int, on connection: PostgresConnection,
                        into outcome: inout CommitOutcome) throws {
         leaseLock.lock()
         let fences = writes.map { $0.isNew ? 0 : leases[$0.id]?.fence }
@@ -521,6 +595,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         var trims = (sessions: [String?](), upto: [String?]())
         var notify = (ids: [String?](), seqs: [String?](), carried: [String?]())
         var answers: [StoredAnswer] = []
+        var logged: [(session: String, entry: LoggedAction)] = []
+        var logTrims = (sessions: [String?](), upto: [String?]())
         var sent: [String] = []
         for (write, fence) in zip(writes, fences) {
             let version = Int64(clamping: write.version)
@@ -549,6 +625,24 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 answer.session = write.id
                 return answer
             }
+            if actionLogLength > 0, let first = write.loggedActions.first, let last = write.loggedActions.last {
+                // Trimmed in steps of `trimStep` entries, as the SQLite engine does; when it is,
+                // only what the log keeps is inserted: the trim never meets a row inserted here.
+                let oldestKept = Int64(clamping: last.number) - Int64(actionLogLength)
+                let previous = Int64(clamping: first.number) - 1 - Int64(actionLogLength)
+                let trim = oldestKept > 0 && oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep
+                if trim {
+                    logTrims.sessions.append(write.id)
+                    logTrims.upto.append(String(oldestKept))
+                }
+                // One row per number (a later entry replaces an earlier one, as in the SQLite
+                // engine): one statement may not update a row twice.
+                var numbers = Set<UInt64>()
+                let entries = write.loggedActions.reversed().filter { numbers.insert($0.number).inserted }.reversed()
+                for entry in entries where !trim || Int64(clamping: entry.number) > oldestKept {
+                    logged.append((write.id, entry))
+                }
+            }
             guard let last = write.events.last else { continue }
             notify.ids.append(write.id)
             notify.seqs.append(String(last.seq))
@@ -576,7 +670,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             news.ids, news.kinds, news.owners, news.states, news.versions, news.createdAt, news.lastActive,
             events.sessions, events.seqs, events.pulses, events.data,
             trims.sessions, trims.upto, notify.ids, notify.seqs,
-        ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried]
+        ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried] + Self.columns(of: logged)
+            + [logTrims.sessions, logTrims.upto]
         let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
         let rows = try connection.execute(Self.writeSessions, parameters)
         var written = Set<String>()
@@ -609,6 +704,16 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
          answers.map { String($0.expires) }]
     }
 
+    /// Log entries' columns as the statement above unnests them, in their order.
+    private static func columns(of logged: [(session: String, entry: LoggedAction)]) -> [[String?]] {
+        [logged.map(\.session), logged.map { String(Int64(clamping: $0.entry.number)) }, logged.map(\.entry.cause.rawValue),
+         logged.map { $0.entry.origin.map { String(Int64(clamping: $0)) } },
+         logged.map { $0.entry.firstVersion.map { String(Int64(clamping: $0)) } },
+         logged.map { String(Int64(clamping: $0.entry.version)) },
+         logged.map { $0.entry.json.map { String(decoding: $0, as: UTF8.self) } },
+         logged.map(\.entry.subject), logged.map(\.entry.idempotencyKey), logged.map { String($0.entry.time) }]
+    }
+
     /// Deleted when this node holds it or nobody holds it live; a live lease of another node
     /// refuses it; a session not stored is already gone.
     /// `idleBefore`: an expiry, which leaves a session used since it was found expired.
@@ -619,7 +724,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 DELETE FROM reactord_sessions
                 WHERE id = $1 AND (holder = $2 OR holder IS NULL OR lease_until < now())
                     AND ($3::float8 IS NULL OR last_active < $3::float8) RETURNING id),
-            e AS (DELETE FROM reactord_events WHERE session = $1 AND EXISTS (SELECT 1 FROM d))
+            e AS (DELETE FROM reactord_events WHERE session = $1 AND EXISTS (SELECT 1 FROM d)),
+            l AS (DELETE FROM reactord_action_log WHERE session = $1 AND EXISTS (SELECT 1 FROM d))
             SELECT (SELECT count(*) FROM d), EXISTS (SELECT 1 FROM reactord_sessions WHERE id = $1)
             """, [id, nodeID, idleBefore.map { String($0) }])
         if result.int64(0, 0) ?? 0 > 0 {
@@ -711,12 +817,30 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         var session = StoredSession(
             id: id, kind: rows.string(0, 0) ?? "", owner: rows.string(0, 1), stateJSON: rows.bytes(0, 2) ?? [],
             version: try storedCount(rows.int64(0, 3) ?? 0, "version"), createdAt: rows.double(0, 4) ?? 0,
-            lastActive: rows.double(0, 5) ?? 0, events: [])
+            lastActive: rows.double(0, 5) ?? 0, events: [],
+            lastLoggedAction: rows.isNull(0, 9) ? 0 : try storedCount(rows.int64(0, 9) ?? 0, "action log number"))
         for row in 0..<rows.count where !rows.isNull(row, 6) {
             session.events.append(StoredEvent(seq: try storedCount(rows.int64(row, 6) ?? 0, "event id"),
                                               pulse: rows.string(row, 7), json: rows.bytes(row, 8) ?? []))
         }
         return session
+    }
+
+    /// The columns `loggedAction(_:_:)` reads, in its order.
+    private static let logColumns =
+        "number, cause, origin, first_version, version, action, subject, idempotency_key, time"
+
+    private static func loggedAction(_ rows: PostgresResult, _ row: Int) throws(StoreError) -> LoggedAction {
+        let causeText = rows.string(row, 1) ?? ""
+        guard let cause = LoggedAction.Cause(rawValue: causeText) else {
+            throw .damaged("its stored action log is damaged", cause: "unknown cause \(causeText)")
+        }
+        return LoggedAction(
+            number: try storedCount(rows.int64(row, 0) ?? 0, "action log number"), cause: cause,
+            origin: rows.isNull(row, 2) ? nil : try storedCount(rows.int64(row, 2) ?? 0, "action log origin"),
+            firstVersion: rows.isNull(row, 3) ? nil : try storedCount(rows.int64(row, 3) ?? 0, "first version"),
+            version: try storedCount(rows.int64(row, 4) ?? 0, "version"), json: rows.bytes(row, 5),
+            subject: rows.string(row, 6), idempotencyKey: rows.string(row, 7), time: rows.double(row, 8) ?? 0)
     }
 
     /// A PostgreSQL array literal of `items` (NULL for nil), every element quoted.

@@ -1,0 +1,143 @@
+import XCTest
+import ReactorStore
+
+/// The action log as every engine keeps it: one body per behaviour, run on the SQLite engine
+/// by SQLiteStoreTests and on the PostgreSQL engine by PostgresStoreTests, so the two answer
+/// alike. Each takes an empty store.
+enum ActionLogChecks {
+    static func write(_ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
+                      events: [StoredEvent] = [], logged: [LoggedAction] = []) -> StoreChange {
+        .session(SessionWrite(id: id, kind: "counter", owner: owner, isNew: isNew,
+                              stateJSON: Array(#"{"count":\#(version)}"#.utf8), version: version, createdAt: 1_000,
+                              lastActive: lastActive, events: events, loggedActions: logged))
+    }
+
+    /// An action that made version `version` (or, `changed` false, changed nothing there).
+    static func entry(_ number: UInt64, version: UInt64, changed: Bool = true, time: Double = 1_000.25) -> LoggedAction {
+        LoggedAction(number: number, cause: .action, firstVersion: changed ? version : nil, version: version,
+                     json: Array(#"{"type":"increment","n":\#(number),"q":"\"\\"}"#.utf8), subject: "alice",
+                     idempotencyKey: "key-\(number)", time: time)
+    }
+
+    /// Entries written with their commit (several writes of a session in one batch, entries
+    /// that changed nothing, an effect and the user's change), read back whole and in pages
+    /// that never end inside a version; the newest number comes back with the session.
+    static func checkPagesAndReload(_ store: some StoreEngine) throws {
+        let effect = LoggedAction(number: 3, cause: .effect, origin: 1, firstVersion: 2, version: 2, time: 1_001)
+        let user = LoggedAction(number: 4, cause: .user, firstVersion: 3, version: 3, time: 1_002)
+        let entries = [entry(1, version: 1), entry(2, version: 1, changed: false), effect, user,
+                       entry(5, version: 3, changed: false)]
+        XCTAssertEqual(try store.commit([write("s1", version: 0, isNew: true), write("empty", version: 0, isNew: true),
+                                         write("s1", version: 2, logged: Array(entries[0..<3])),
+                                         write("s1", version: 3, logged: Array(entries[3...]))],
+                                        historyLength: 10, actionLogLength: 100), [])
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 0, limit: 10), entries)
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 0, limit: 1), Array(entries[0...1]),
+                       "the page takes the rest of version 1")
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 1, limit: 1), [effect])
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 2, limit: 1), Array(entries[3...]))
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 2, limit: 2), Array(entries[3...]))
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 3, limit: 10), [])
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 0, limit: 0), [])
+        XCTAssertEqual(try store.loggedActions(of: "nope", after: 0, limit: 10), [])
+        // An action that changed nothing before any change is at version 0: only a read from the first entry has it.
+        let first = entry(1, version: 0, changed: false)
+        try store.commit([write("zero", version: 0, isNew: true, logged: [first])], historyLength: 10, actionLogLength: 100)
+        XCTAssertEqual(try store.loggedActions(of: "zero", after: nil, limit: 10), [first])
+        XCTAssertEqual(try store.loggedActions(of: "zero", after: 0, limit: 10), [])
+        XCTAssertEqual(try store.session("s1", historyLength: 10)?.lastLoggedAction, 5)
+        XCTAssertEqual(try store.session("empty", historyLength: 10)?.lastLoggedAction, 0)
+
+        // actionLogLength 0: nothing is written, the write itself is.
+        try store.commit([write("s1", version: 4, logged: [entry(6, version: 4)])], historyLength: 10, actionLogLength: 0)
+        try store.commit([write("s1", version: 5, logged: [entry(7, version: 5)])], historyLength: 10)
+        XCTAssertEqual(try store.session("s1", historyLength: 10)?.version, 5)
+        XCTAssertEqual(try store.session("s1", historyLength: 10)?.lastLoggedAction, 5)
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 3, limit: 10), [])
+    }
+
+    /// A session keeps its newest `actionLogLength` entries, trimmed in steps of 64: more,
+    /// never fewer, and both engines the same ones.
+    static func checkTrimming(_ store: some StoreEngine) throws {
+        try store.commit([write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true)], historyLength: 10)
+        for version in stride(from: 10, through: 300, by: 10) {
+            let logged = (version - 9...version).map { entry(UInt64($0), version: UInt64($0)) }
+            try store.commit([write("s1", version: UInt64(version), logged: logged)], historyLength: 10, actionLogLength: 10)
+        }
+        // The last trim came when the oldest kept passed 256 (at 260); none since.
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 0, limit: 1_000).map(\.number), Array(261...300))
+        XCTAssertEqual(try store.loggedActions(of: "s1", after: 290, limit: 1_000).map(\.number), Array(291...300))
+        // One write of more entries than are kept: its newest ones.
+        try store.commit([write("s2", version: 100, logged: (1...100).map { entry($0, version: $0) })],
+                         historyLength: 10, actionLogLength: 10)
+        XCTAssertEqual(try store.loggedActions(of: "s2", after: 0, limit: 1_000).map(\.number), Array(91...100))
+        XCTAssertEqual(try store.session("s2", historyLength: 10)?.lastLoggedAction, 100)
+    }
+
+    /// A session's delete erases its log (and a late write to it brings none back); entries
+    /// older than a time are forgotten, at most `limit` at a time.
+    static func checkDeleteAndForget(_ store: some StoreEngine) throws {
+        try store.commit([write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true),
+                          write("s1", version: 3, logged: [entry(1, version: 1, time: 1_000), entry(2, version: 2, time: 2_000),
+                                                           entry(3, version: 3, time: 3_000)]),
+                          write("s2", version: 2, logged: [entry(1, version: 1, time: 1_000), entry(2, version: 2, time: 3_000)])],
+                         historyLength: 10, actionLogLength: 100)
+        func numbers(_ id: String) throws -> [UInt64] { try store.loggedActions(of: id, after: 0, limit: 10).map(\.number) }
+        try store.commit([.forgetLoggedActions(before: 2_500, limit: 2)], historyLength: 10, actionLogLength: 100)
+        XCTAssertEqual(try numbers("s1").count + numbers("s2").count, 3, "two of the three old entries forgotten")
+        try store.commit([.forgetLoggedActions(before: 2_500, limit: 10)], historyLength: 10, actionLogLength: 100)
+        XCTAssertEqual(try numbers("s1"), [3])
+        XCTAssertEqual(try numbers("s2"), [2])
+        XCTAssertEqual(try store.session("s1", historyLength: 10)?.lastLoggedAction, 3)
+
+        try store.commit([.delete(id: "s1", reason: "deleted")], historyLength: 10, actionLogLength: 100)
+        XCTAssertEqual(try numbers("s1"), [])
+        try store.commit([write("s1", version: 4, logged: [entry(4, version: 4)])], historyLength: 10, actionLogLength: 100)
+        XCTAssertEqual(try numbers("s1"), [], "a write to a deleted session keeps no entries")
+        XCTAssertEqual(try numbers("s2"), [2], "another session's log stays")
+    }
+
+    /// The state at a version: the current one, one the history keeps (the newest state event
+    /// at or before it; a pulse is none), one it no longer keeps, one not reached yet.
+    static func checkStateAtVersion(_ store: some StoreEngine) throws {
+        // Odd events are states, even ones pulses; the history keeps 90...100 (90 a pulse).
+        let events = (1...100).map { StoredEvent(seq: $0, pulse: $0 % 2 == 0 ? "alert" : nil, json: Array("{\"at\":\($0)}".utf8)) }
+        try store.commit([write("s1", version: 0, isNew: true), write("s1", version: 100, events: events)],
+                         historyLength: 11)
+        XCTAssertEqual(try store.state(of: "s1", at: 100), .found(Array(#"{"count":100}"#.utf8)))
+        XCTAssertEqual(try store.state(of: "s1", at: 93), .found(Array(#"{"at":93}"#.utf8)))
+        XCTAssertEqual(try store.state(of: "s1", at: 96), .found(Array(#"{"at":95}"#.utf8)), "the state before the pulse")
+        XCTAssertEqual(try store.state(of: "s1", at: 90), .notRetained(oldest: 91))
+        XCTAssertEqual(try store.state(of: "s1", at: 0), .notRetained(oldest: 91))
+        XCTAssertEqual(try store.state(of: "s1", at: 101), .notYet(current: 100))
+        XCTAssertEqual(try store.state(of: "nope", at: 0), .noSession)
+        // No state event kept at all: the current version is the oldest there is.
+        try store.commit([write("s2", version: 0, isNew: true)], historyLength: 10)
+        XCTAssertEqual(try store.state(of: "s2", at: 0), .found(Array(#"{"count":0}"#.utf8)))
+        try store.commit([write("s2", version: 2)], historyLength: 10)
+        XCTAssertEqual(try store.state(of: "s2", at: 1), .notRetained(oldest: 2))
+    }
+
+    /// Sessions listed in byte order of their ids, a page at a time.
+    static func checkSessionsInPages(_ store: some StoreEngine) throws {
+        let ids = ["b", "a", "B", "é", "a1", "_"]
+        try store.commit(ids.enumerated().map { index, id in
+            write(id, version: UInt64(index), isNew: true, owner: index % 2 == 0 ? "alice" : nil, lastActive: 2_000.5)
+        }, historyLength: 10)
+        var pages: [[String]] = []
+        var after = ""
+        while true {
+            let page = try store.sessions(after: after, limit: 2)
+            guard let last = page.last else { break }
+            pages.append(page.map(\.id))
+            after = last.id
+        }
+        XCTAssertEqual(pages, [["B", "_"], ["a", "a1"], ["b", "é"]])
+        XCTAssertEqual(try store.sessions(after: "a", limit: 1),
+                       [SessionSummary(id: "a1", kind: "counter", owner: "alice", version: 4, createdAt: 1_000, lastActive: 2_000.5)])
+        XCTAssertEqual(try store.sessions(after: "_", limit: 1),
+                       [SessionSummary(id: "a", kind: "counter", owner: nil, version: 1, createdAt: 1_000, lastActive: 2_000.5)])
+        XCTAssertEqual(try store.sessions(after: "é", limit: 10), [])
+        XCTAssertEqual(try store.sessions(after: "", limit: 0), [])
+    }
+}
