@@ -74,6 +74,23 @@ def scrub(browser, version):
                            "s.dispatchEvent(new Event('input'))", str(version))
 
 
+def small_pages(browser, limit):
+    """Makes the console ask for pages of `limit` (it asks for 1000) and records what it asks:
+    a few entries then take several pages, which it must follow through `next`."""
+    browser.execute_script("""
+        window.asked = [];
+        const fetch = window.fetch;
+        window.fetch = (url, options) => {
+          url = String(url).replace("limit=1000", `limit=${arguments[0]}`);
+          window.asked.push(url);
+          return fetch(url, options);
+        };""", limit)
+
+
+def asked(browser, fragment):
+    return [url for url in browser.execute_script("return window.asked") if fragment in url]
+
+
 def test_console_history_timeline_scrub_diff_and_fork(start_reactord, browser):
     server = start_reactord()
     browser.get(server.url + "/")
@@ -150,10 +167,12 @@ def test_console_history_timeline_scrub_diff_and_fork(start_reactord, browser):
     browser.find_element(By.ID, "list-sessions").click()
     wait_until(browser, lambda: "401" in browser.find_element(By.ID, "history-error").text, "no token, no list")
     browser.find_element(By.ID, "admin-token").send_keys(ADMIN_TOKEN)
+    small_pages(browser, 1)
     browser.find_element(By.ID, "list-sessions").click()
     listed = lambda: {o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#sessions option.listed")}
-    wait_until(browser, lambda: {original, forked} <= listed(), "the listing shows both sessions")
+    wait_until(browser, lambda: {original, forked} <= listed(), "the listing shows both sessions, a page each")
     assert browser.find_element(By.ID, "history-error").text == ""
+    assert len(asked(browser, "sessions?limit=1")) == 3, asked(browser, "sessions?")
 
     # Picking the original from the list shows its history again, scrubbed to its newest version.
     Select(browser.find_element(By.ID, "sessions")).select_by_value(original)
@@ -169,10 +188,16 @@ def test_console_history_shows_why_a_state_is_not_kept(start_reactord, browser):
     for _ in range(5):
         assert server.request("POST", f"/sessions/{session}/actions", {"type": "increase"})[0] == 200
     browser.get(server.url + "/")
-    # A pasted id: the history of a session this console did not open.
+    # A pasted id: the history of a session this console did not open, two entries a page.
+    wait_until(browser, lambda: browser.execute_script("return document.getElementById('kind').options.length"),
+               "the console's script has run")
+    small_pages(browser, 2)
     browser.find_element(By.ID, "session-id").send_keys(session)
     browser.find_element(By.ID, "show-session").click()
-    wait_until(browser, lambda: len(timeline(browser)) == 5, "the pasted session's timeline")
+    wait_until(browser, lambda: [row[0] for row in timeline(browser)] == ["1", "2", "3", "4", "5"],
+               "the pasted session's whole timeline, in order")
+    assert [url.split("?")[1] for url in asked(browser, "/actions")] == \
+        ["limit=2", "limit=2&after=2", "limit=2&after=4"], asked(browser, "/actions")
     wait_until(browser, lambda: (scrubbed(browser) or {}).get("count") == 5, "its newest state")
     scrub(browser, 1)
     wait_until(browser, lambda: "no longer kept" in browser.find_element(By.ID, "history-error").text,
