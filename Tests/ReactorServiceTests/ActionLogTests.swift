@@ -320,18 +320,9 @@ class ActionLogTests: XCTestCase {
         }
         XCTAssertEqual(listed, opened.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
     }
-}
 
-/// The same on a SQLite file, and what only a durable store shows: the log outlives a restart.
-final class ActionLogSQLiteTests: ActionLogTests {
-    private var path: String?
-
-    override func store() throws -> StoreLocation {
-        if path == nil { path = try temporaryFile("log.sqlite") }
-        return .sqlite(path: path!, sync: .normal)
-    }
-
-    func testTheLogAndPastStatesOutliveARestart() throws {
+    /// A durable store's: the log and past states are read back after a restart, numbered on.
+    func checkTheLogOutlivesARestart() throws {
         var fixture = try ServerFixture { $0.store = try! self.store() }
         let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#)
         let session = try XCTUnwrap(created.object["session"] as? String)
@@ -345,6 +336,18 @@ final class ActionLogSQLiteTests: ActionLogTests {
         let first = try fixture.client.request("GET", "/sessions/\(session)/states/0")
         XCTAssertEqual((first.object["state"] as? [String: Any])?["count"] as? Int, 0, first.text)
     }
+}
+
+/// The same on a SQLite file, and what only a durable store shows: the log outlives a restart.
+final class ActionLogSQLiteTests: ActionLogTests {
+    private var path: String?
+
+    override func store() throws -> StoreLocation {
+        if path == nil { path = try temporaryFile("log.sqlite") }
+        return .sqlite(path: path!, sync: .normal)
+    }
+
+    func testTheLogAndPastStatesOutliveARestart() throws { try checkTheLogOutlivesARestart() }
 }
 
 /// A reactor with an effect that changes the state after its action's answer, the global user
@@ -415,4 +418,19 @@ private final class LedgerReactor: Reactor {
         }
         return state
     }
+}
+
+/// The same on a real PostgreSQL (cluster mode, one node): the test run starts the server itself.
+final class ActionLogPostgresTests: ActionLogTests {
+    private var url: String?
+
+    override func store() throws -> StoreLocation {
+        if url == nil {
+            let server = try PostgresServer.shared()
+            url = try server.createDatabase("action_log")
+        }
+        return .postgres(url: url!)
+    }
+
+    func testTheLogAndPastStatesOutliveARestart() throws { try checkTheLogOutlivesARestart() }
 }
