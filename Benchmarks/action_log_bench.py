@@ -7,8 +7,8 @@
    servers of the same release build, one with the log (the default, 1000 entries a session) and
    one with `--action-log 0`, each on a file of its own; rounds alternate between them. The ratio
    of the medians is the figure (target >= 0.85).
-2. Storage per action: the log's rows as the file holds them (the pages of `action_log` and its
-   index, from SQLite's dbstat) and as row payload.
+2. Storage per action: the log's rows (rows of the `events` table, beside the events) as row
+   payload, and the table's pages per row (from SQLite's dbstat).
 
 Uses the release build (.build-bench, as bench.sh) unless REACTORD_BIN names one; wrk from
 Debian's packages.
@@ -50,20 +50,22 @@ def main():
         print("throughput actions/s without the log=%.0f with=%.0f (%.2fx; medians of %d rounds; target >= 0.85)"
               % (reference, statistics.median(with_log), statistics.median(with_log) / reference, args.rounds),
               flush=True)
+        # SQLite keeps the log as rows of `events` (cause NOT NULL), beside the session's events.
         db = sqlite3.connect(logged_path)
         count, payload = db.execute(
-            "SELECT count(*), sum(length(session) + 8 + length(cause) + 8 + 8 + 8 + coalesce(length(action), 0) "
-            "+ coalesce(length(subject), 0) + coalesce(length(idempotency_key), 0) + 8) FROM action_log").fetchone()
+            "SELECT count(*), sum(length(session) + 8 + length(cause) + 8 + 8 + 8 + length(data) "
+            "+ coalesce(length(subject), 0) + coalesce(length(idempotency_key), 0) + 8) "
+            "FROM events WHERE cause IS NOT NULL").fetchone()
+        rows = db.execute("SELECT count(*) FROM events").fetchone()[0]
         try:
-            pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN ('action_log', 'action_log_by_time')"
-                               ).fetchone()[0]
+            pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'events'").fetchone()[0]
         except sqlite3.OperationalError:
             pages = None   # this SQLite has no dbstat
         db.close()
         if count:
             print("storage: %d entries kept, %.0f bytes of row payload per entry%s"
-                  % (count, payload / count, "" if pages is None else ", %.0f bytes of pages per entry (table and index)"
-                     % (pages / count)))
+                  % (count, payload / count, "" if pages is None else
+                     ", %.0f bytes of pages per row of the events table (events and entries alike)" % (pages / rows)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -46,23 +46,17 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         CREATE INDEX answers_by_expiry ON answers (expires);
         """,
-        // 5: each session's action log (cause: action, effect or user; first_version NULL: it
-        // changed nothing).
+        // 5: each session's action log, as rows of `events` beside its events (see `SQLiteLogRows`):
+        // cause is NULL for an event, else action, effect or user; data holds an action's JSON
+        // ('' for the others); first_version NULL: it changed nothing.
         """
-        CREATE TABLE action_log (
-            session TEXT NOT NULL,
-            number INTEGER NOT NULL,
-            cause TEXT NOT NULL,
-            origin INTEGER,
-            first_version INTEGER,
-            version INTEGER NOT NULL,
-            action TEXT,
-            subject TEXT,
-            idempotency_key TEXT,
-            time REAL NOT NULL,
-            PRIMARY KEY (session, number)
-        ) WITHOUT ROWID;
-        CREATE INDEX action_log_by_time ON action_log (time);
+        ALTER TABLE events ADD COLUMN cause TEXT;
+        ALTER TABLE events ADD COLUMN origin INTEGER;
+        ALTER TABLE events ADD COLUMN first_version INTEGER;
+        ALTER TABLE events ADD COLUMN version INTEGER;
+        ALTER TABLE events ADD COLUMN subject TEXT;
+        ALTER TABLE events ADD COLUMN idempotency_key TEXT;
+        ALTER TABLE events ADD COLUMN time REAL;
         """,
     ]
 

@@ -87,17 +87,18 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 version: try storedCount(row.int64(2), "version"), createdAt: row.double(3), lastActive: row.double(4),
                 events: [])
             let events = try connection.statement(
-                "SELECT seq, pulse, data FROM events WHERE session = ? AND seq > ? ORDER BY seq")
-            try events.bind(.text(id), .integer(Int64(clamping: session.version) - Int64(historyLength)))
+                "SELECT seq, pulse, data FROM events WHERE session = ? AND seq > ? AND seq < ? ORDER BY seq")
+            try events.bind(.text(id), .integer(Int64(clamping: session.version) - Int64(historyLength)),
+                            .integer(SQLiteLogRows.base))
             while try events.next() {
                 session.events.append(StoredEvent(
                     seq: try storedCount(events.int64(0), "event id"), pulse: events.isNull(1) ? nil : events.string(1),
                     json: events.bytes(2)))
             }
-            let lastLogged = try connection.statement("SELECT max(number) FROM action_log WHERE session = ?")
-            try lastLogged.bind(.text(id))
+            let lastLogged = try connection.statement("SELECT min(seq) FROM events WHERE session = ? AND seq > ?")
+            try lastLogged.bind(.text(id), .integer(SQLiteLogRows.base))
             if try lastLogged.next(), !lastLogged.isNull(0) {
-                session.lastLoggedAction = try storedCount(lastLogged.int64(0), "action log number")
+                session.lastLoggedAction = try storedCount(SQLiteLogRows.number(lastLogged.int64(0)), "action log number")
             }
             return session
         }
@@ -160,8 +161,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                         } else {
                             try writer.statement("DELETE FROM sessions WHERE id = ?").bind(.text(id)).run()
                         }
+                        // Its events and its log.
                         try writer.statement("DELETE FROM events WHERE session = ?").bind(.text(id)).run()
-                        try writer.statement("DELETE FROM action_log WHERE session = ?").bind(.text(id)).run()
                     case let .user(json?):
                         try writer.statement("INSERT OR REPLACE INTO global_user (only, data) VALUES (1, ?)")
                             .bind(.utf8(json)).run()
@@ -176,10 +177,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                                 (SELECT scope, key FROM answers WHERE expires < ? LIMIT ?)
                             """).bind(.real(time), .integer(Int64(limit))).run()
                     case let .forgetLoggedActions(time, limit):
-                        try writer.statement("""
-                            DELETE FROM action_log WHERE (session, number) IN
-                                (SELECT session, number FROM action_log WHERE time < ? LIMIT ?)
-                            """).bind(.real(time), .integer(Int64(limit))).run()
+                        try forgetLoggedActions(before: time, limit: limit, on: writer)
                     }
                 }
             }
@@ -191,17 +189,21 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
         try reading { connection in
-            let columns = "number, cause, origin, first_version, version, action, subject, idempotency_key, time"
+            // Keys run backwards: the oldest entry has the largest.
+            let columns = "seq, cause, origin, first_version, version, data, subject, idempotency_key, time"
             let page = try connection.statement(
-                "SELECT \(columns) FROM action_log WHERE session = ? AND version > ? ORDER BY number LIMIT ?")
-            try page.bind(.text(session), .integer(version.map { Int64(clamping: $0) } ?? -1), .integer(Int64(max(limit, 0))))
+                "SELECT \(columns) FROM events WHERE session = ? AND seq > ? AND version > ? ORDER BY seq DESC LIMIT ?")
+            try page.bind(.text(session), .integer(SQLiteLogRows.base), .integer(version.map { Int64(clamping: $0) } ?? -1),
+                          .integer(Int64(max(limit, 0))))
             var entries: [LoggedAction] = []
             while try page.next() { entries.append(try Self.loggedAction(page)) }
             guard entries.count == limit, let last = entries.last else { return entries }
             // A page ends between versions (see the protocol): the rest of its last one.
-            let rest = try connection.statement(
-                "SELECT \(columns) FROM action_log WHERE session = ? AND version = ? AND number > ? ORDER BY number")
-            try rest.bind(.text(session), .integer(Int64(clamping: last.version)), .integer(Int64(clamping: last.number)))
+            let rest = try connection.statement("""
+                SELECT \(columns) FROM events WHERE session = ? AND seq > ? AND seq < ? AND version = ? ORDER BY seq DESC
+                """)
+            try rest.bind(.text(session), .integer(SQLiteLogRows.base), .integer(SQLiteLogRows.key(last.number)),
+                          .integer(Int64(clamping: last.version)))
             while try rest.next() { entries.append(try Self.loggedAction(rest)) }
             return entries
         }
@@ -221,8 +223,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             try kept.bind(.text(session), .integer(Int64(clamping: version)))
             if try kept.next() { return .found(kept.bytes(0)) }
             let oldest = try connection.statement(
-                "SELECT seq FROM events WHERE session = ? AND pulse IS NULL ORDER BY seq LIMIT 1")
-            try oldest.bind(.text(session))
+                "SELECT seq FROM events WHERE session = ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1")
+            try oldest.bind(.text(session), .integer(SQLiteLogRows.base))
             return .notRetained(oldest: try oldest.next() ? try storedCount(oldest.int64(0), "event id") : current)
         }
     }
@@ -304,24 +306,45 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     private func log(_ write: SessionWrite, keeping length: Int, on writer: SQLiteConnection) throws {
         guard let first = write.loggedActions.first, let last = write.loggedActions.last else { return }
         let insert = """
-            INSERT OR REPLACE INTO action_log
-                (session, number, cause, origin, first_version, version, action, subject, idempotency_key, time)
+            INSERT OR REPLACE INTO events
+                (session, seq, cause, origin, first_version, version, data, subject, idempotency_key, time)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         for entry in write.loggedActions {
             try writer.statement(insert)
-                .bind(.text(write.id), .integer(Int64(clamping: entry.number)), .text(entry.cause.rawValue),
+                .bind(.text(write.id), .integer(SQLiteLogRows.key(entry.number)), .text(entry.cause.rawValue),
                       entry.origin.map { .integer(Int64(clamping: $0)) } ?? .null,
                       entry.firstVersion.map { .integer(Int64(clamping: $0)) } ?? .null,
-                      .integer(Int64(clamping: entry.version)), entry.json.map(SQLiteValue.utf8) ?? .null,
+                      .integer(Int64(clamping: entry.version)), entry.json.map(SQLiteValue.utf8) ?? .text(""),
                       entry.subject.map(SQLiteValue.text) ?? .null, entry.idempotencyKey.map(SQLiteValue.text) ?? .null,
                       .real(entry.time)).run()
         }
         let oldestKept = Int64(clamping: last.number) - Int64(length)
         let previous = Int64(clamping: first.number) - 1 - Int64(length)
         if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
-            try writer.statement("DELETE FROM action_log WHERE session = ? AND number <= ?")
-                .bind(.text(write.id), .integer(oldestKept)).run()
+            try writer.statement("DELETE FROM events WHERE session = ? AND seq >= ?")
+                .bind(.text(write.id), .integer(SQLiteLogRows.key(UInt64(oldestKept)))).run()
+        }
+    }
+
+    /// Sessions whose log the next `forgetLoggedActions` looks at first: each call walks on from
+    /// where the last one stopped (no index on the time: it would cost every commit a page).
+    private var forgetCursor = ""
+
+    /// Forgets log entries logged before `time` (at most `limit`) of the next few sessions, by id.
+    private func forgetLoggedActions(before time: Double, limit: Int, on writer: SQLiteConnection) throws {
+        let sessions = try writer.statement("SELECT id FROM sessions WHERE id > ? ORDER BY id LIMIT 64")
+        try sessions.bind(.text(forgetCursor))
+        var ids: [String] = []
+        while try sessions.next() { ids.append(sessions.string(0)) }
+        forgetCursor = ids.count == 64 ? ids[63] : ""
+        var left = Int64(limit)
+        for id in ids where left > 0 {
+            try writer.statement("""
+                DELETE FROM events WHERE session = ? AND seq IN
+                    (SELECT seq FROM events WHERE session = ? AND seq > ? AND time < ? LIMIT ?)
+                """).bind(.text(id), .text(id), .integer(SQLiteLogRows.base), .real(time), .integer(left)).run()
+            left -= Int64(writer.changes)
         }
     }
 
@@ -338,11 +361,12 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         guard let cause = LoggedAction.Cause(rawValue: row.string(1)) else {
             throw StoreError.damaged("its stored action log is damaged", cause: "unknown cause \(row.string(1))")
         }
+        let json = row.bytes(5)
         return LoggedAction(
-            number: try storedCount(row.int64(0), "action log number"), cause: cause,
+            number: try storedCount(SQLiteLogRows.number(row.int64(0)), "action log number"), cause: cause,
             origin: row.isNull(2) ? nil : try storedCount(row.int64(2), "action log origin"),
             firstVersion: row.isNull(3) ? nil : try storedCount(row.int64(3), "first version"),
-            version: try storedCount(row.int64(4), "version"), json: row.isNull(5) ? nil : row.bytes(5),
+            version: try storedCount(row.int64(4), "version"), json: json.isEmpty ? nil : json,
             subject: row.isNull(6) ? nil : row.string(6), idempotencyKey: row.isNull(7) ? nil : row.string(7),
             time: row.double(8))
     }
