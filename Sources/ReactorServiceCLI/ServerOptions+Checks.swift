@@ -60,6 +60,10 @@ extension ServerOptions {
         try require(seconds(configuration.heartbeat, min: 0.01, exclusive: false), heartbeat, "heartbeat",
                     "must be a number of seconds from 0.01 to 1e9", configuration.heartbeat)
         try require(configuration.historyLength >= 0, history, "history", "must not be negative", configuration.historyLength)
+        try require(configuration.actionLogLength >= 0, actionLog, "action-log", "must not be negative (0: no log)",
+                    configuration.actionLogLength)
+        try require(seconds(configuration.actionLogAge, min: 0, exclusive: true), actionLogAge, "action-log-age",
+                    "must be a number of seconds above 0, up to 1e9", configuration.actionLogAge)
         try require((1...HTTPServer.maxConnectionLimit).contains(configuration.connectionLimit), connectionLimit,
                     "connection-limit", "must be from 1 to \(HTTPServer.maxConnectionLimit)", configuration.connectionLimit)
         try require(seconds(configuration.streamMaxAge, min: 0, exclusive: false), streamMaxAge, "stream-max-age",

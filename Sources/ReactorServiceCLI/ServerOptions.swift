@@ -59,6 +59,10 @@ public struct ServerOptions: ParsableArguments {
     var heartbeat: Double?
     @Option(help: "Events kept per session for Last-Event-ID resumes. [env: REACTORD_HISTORY] (default: 1024)")
     var history: Int?
+    @Option(help: "Action log entries kept per session (every action applied, and the changes effects and the global user made), read with GET /sessions/{id}/actions; 0: no log. [env: REACTORD_ACTION_LOG] (default: 1000)")
+    var actionLog: Int?
+    @Option(help: "Seconds an action log entry is kept; older ones are forgotten in the background. [env: REACTORD_ACTION_LOG_AGE] (default: 604800)")
+    var actionLogAge: Double?
     @Option(help: "Most connections at once. [env: REACTORD_CONNECTION_LIMIT] (default: 10000)")
     var connectionLimit: Int?
     @Option(help: "Most connections from one client address, 0 for no limit; past it 429, then closed. --trusted-proxies are exempt. [env: REACTORD_CONNECTIONS_PER_IP] (default: a tenth of --connection-limit, at least 8)")
@@ -120,6 +124,10 @@ public struct ServerOptions: ParsableArguments {
         configuration.bodyLimit = try bodyLimit ?? environment.value("REACTORD_BODY_LIMIT") ?? configuration.bodyLimit
         configuration.heartbeat = try heartbeat ?? environment.value("REACTORD_HEARTBEAT") ?? configuration.heartbeat
         configuration.historyLength = try history ?? environment.value("REACTORD_HISTORY") ?? configuration.historyLength
+        configuration.actionLogLength = try actionLog ?? environment.value("REACTORD_ACTION_LOG")
+            ?? configuration.actionLogLength
+        configuration.actionLogAge = try actionLogAge ?? environment.value("REACTORD_ACTION_LOG_AGE")
+            ?? configuration.actionLogAge
         configuration.connectionLimit = try connectionLimit ?? environment.value("REACTORD_CONNECTION_LIMIT")
             ?? configuration.connectionLimit
         configuration.connectionsPerIP = try connectionsPerIP ?? environment.value("REACTORD_CONNECTIONS_PER_IP")

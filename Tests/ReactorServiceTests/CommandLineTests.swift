@@ -47,6 +47,10 @@ final class CommandLineTests: XCTestCase {
             (["--heartbeat", "0"], "--heartbeat"),
             (["--heartbeat", "inf"], "--heartbeat"),     // trapped in Dispatch before it was refused
             (["--history=-1"], "--history"),
+            (["--action-log=-1"], "--action-log"),
+            (["--action-log-age", "-1"], "--action-log-age"),
+            (["--action-log-age", "0"], "--action-log-age"),
+            (["--action-log-age", "inf"], "--action-log-age"),
             (["--connection-limit", "0"], "--connection-limit"),
             (["--connection-limit", "\(Int.max)"], "--connection-limit"),   // overflowed and trapped at start
             (["--body-limit", "\(Int.max)"], "--body-limit"),
@@ -151,6 +155,7 @@ final class CommandLineTests: XCTestCase {
             ("REACTORD_HEAD_TIMEOUT", "-1"), ("REACTORD_TRUSTED_PROXIES", "10.0.0.1/8/8"),
             ("REACTORD_CONNECTION_TIMEOUT", "0"), ("REACTORD_LOG_LEVEL", "verbose"),
             ("REACTORD_ADMIN_TOKEN_FILE", "/no-such-folder/token"), ("REACTORD_ADVERTISE", "http://node-a"),
+            ("REACTORD_ACTION_LOG", "-1"), ("REACTORD_ACTION_LOG", "many"), ("REACTORD_ACTION_LOG_AGE", "-60"),
         ]
         for (name, value) in cases {
             let outcome = try run([], environment: [name: value])
@@ -175,10 +180,39 @@ final class CommandLineTests: XCTestCase {
         let help = outcome.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         for variable in ["REACTORD_HOST", "REACTORD_PORT", "REACTORD_THREADS", "REACTORD_ADMIN_TOKEN",
                          "REACTORD_SESSION_TTL", "REACTORD_LOG_LEVEL", "REACTORD_CORS_ORIGINS",
-                         "REACTORD_HEAD_TIMEOUT", "REACTORD_TRUSTED_PROXIES", "REACTORD_CONNECTIONS_PER_IP"] {
+                         "REACTORD_HEAD_TIMEOUT", "REACTORD_TRUSTED_PROXIES", "REACTORD_CONNECTIONS_PER_IP",
+                         "REACTORD_ACTION_LOG", "REACTORD_ACTION_LOG_AGE"] {
             XCTAssertTrue(help.contains("[env: \(variable)]"), "\(variable) missing from --help")
         }
         XCTAssertTrue(outcome.output.contains("USAGE: reactord"), outcome.output)
+    }
+
+    /// `--action-log` and `REACTORD_ACTION_LOG` reach the server: 0 turns the log off (the
+    /// actions route answers 404), a length keeps that many entries; the flag wins.
+    func testActionLogFlagAndVariableReachTheServer() throws {
+        func actions(_ server: ReactordProcess, after sending: Int) throws -> TestResponse {
+            let client = HTTPClient(port: server.port)
+            let created = try client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#)
+            XCTAssertEqual(created.status, 201, created.text)
+            let id = try XCTUnwrap(created.object["session"] as? String)
+            for _ in 0..<sending {
+                XCTAssertEqual(try client.request("POST", "/sessions/\(id)/actions", body: #"{"type":"increase"}"#).status, 200)
+            }
+            return try client.request("GET", "/sessions/\(id)/actions")
+        }
+        let off = try actions(try ReactordProcess(arguments: ["--action-log", "0"]), after: 1)
+        XCTAssertEqual(off.status, 404, off.text)
+        XCTAssertTrue(off.text.contains("--action-log 0"), off.text)
+
+        let short = try actions(try ReactordProcess(arguments: [], environment: ["REACTORD_ACTION_LOG": "2"]), after: 3)
+        XCTAssertEqual(short.status, 200, short.text)
+        let entries = try XCTUnwrap(short.object["actions"] as? [[String: Any]])
+        XCTAssertEqual(entries.map { $0["version"] as? Int }, [2, 3], short.text)
+
+        let flagWins = try actions(try ReactordProcess(arguments: ["--action-log", "0"],
+                                                       environment: ["REACTORD_ACTION_LOG": "5",
+                                                                     "REACTORD_ACTION_LOG_AGE": "60"]), after: 1)
+        XCTAssertEqual(flagWins.status, 404, flagWins.text)
     }
 
     func testGoodVariablesServe() throws {
