@@ -7,6 +7,7 @@
 /// }
 /// ```
 public protocol RedactedInActionLog {
+    /// The names of the members whose values are logged as `"[redacted]"`, at any depth.
     static var redactedFields: Set<String> { get }
 }
 
