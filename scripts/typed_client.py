@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Uses a client that openapi-python-client generated from a live server's /openapi.yaml:
-typed models for the counter's state and actions, against that server on 127.0.0.1; and a
-retry with the same Idempotency-Key (the spec's typed header parameter), replayed, not applied twice.
+typed models for the counter's state and actions, against that server on 127.0.0.1; a
+retry with the same Idempotency-Key (the spec's typed header parameter), replayed, not applied twice;
+and the session's action log, typed, a page at a time.
 
 Usage: typed_client.py CLIENT_PARENT_DIR PORT   (the generated package is CLIENT_PARENT_DIR/reactord_client)
 """
@@ -11,10 +12,11 @@ import sys
 
 sys.path.insert(0, sys.argv[1])
 from reactord_client import Client  # noqa: E402
-from reactord_client.api.default import create_session, get_session, send_action, send_session_action  # noqa: E402
+from reactord_client.api.default import (  # noqa: E402
+    create_session, get_action_log, get_session, send_action, send_session_action)
 from reactord_client.models import (  # noqa: E402
-    ActionRequest, CounterActionAlert, CounterActionAlertType, CounterActionIncrease, CounterActionIncreaseType,
-    CreateSession, ReactorKind, Session, State)
+    ActionLogPage, ActionRequest, CounterActionAlert, CounterActionAlertType, CounterActionIncrease,
+    CounterActionIncreaseType, CreateSession, LoggedActionCause, ReactorKind, Session, State)
 
 client = Client(base_url=f"http://127.0.0.1:{sys.argv[2]}", raise_on_unexpected_status=True)
 created = create_session.sync(client=client, body=CreateSession(reactor=ReactorKind.COUNTER))
@@ -64,6 +66,21 @@ conflict = send_session_action.sync_detailed(id=created.session, client=client, 
 assert conflict.status_code == 422 and b"Idempotency-Key" in conflict.content, (conflict.status_code, conflict.content)
 current = get_session.sync(id=created.session, client=client)
 assert current.state.count == 3 and current.version == first.parsed.version, current
+
+# The session's action log (GET /sessions/{id}/actions), typed: the four actions applied (the
+# replays and the conflict were not), a page of two at a time.
+page = get_action_log.sync(id=created.session, client=client, limit=2)
+assert isinstance(page, ActionLogPage) and len(page.actions) == 2 and page.next_ == page.actions[-1].version, page
+entries = list(page.actions)
+for _ in range(10):
+    if not isinstance(page.next_, int):   # absent on the last page (the generator's UNSET)
+        break
+    page = get_action_log.sync(id=created.session, client=client, after=page.next_, limit=2)
+    entries += page.actions
+assert [entry.number for entry in entries] == [1, 2, 3, 4], entries
+assert all(entry.cause == LoggedActionCause.ACTION for entry in entries), entries
+assert entries[1].action == {"type": "alert", "message": "Hello"}, entries[1]
+assert entries[-1].idempotency_key == key and entries[-1].version == current.version, entries[-1]
 print(f"OK: typed client: session {created.session[:4]}…, State(count={current.state.count}, "
       f"alert_message={current.state.alert_message!r}), version {current.version}; "
-      f"a retry with the same Idempotency-Key replayed, applied once")
+      f"a retry with the same Idempotency-Key replayed, applied once; {len(entries)} actions in its typed log")

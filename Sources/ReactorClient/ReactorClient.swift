@@ -65,9 +65,11 @@ public struct ReactorClient: Sendable {
     }
 
     /// The decoded answer, and whether it was a replay (`Idempotent-Replayed: true`).
-    func request<Reply: Decodable>(_ method: String, _ path: String, body: Data? = nil, idempotencyKey: String? = nil,
+    func request<Reply: Decodable>(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+                                   idempotencyKey: String? = nil, retriesTransport: Bool = true,
                                    expect status: Int = 200) async throws -> (Reply, replayed: Bool) {
-        let answer = try await send(method, path, body: body, idempotencyKey: idempotencyKey, expect: status)
+        let answer = try await send(method, path, query: query, body: body, idempotencyKey: idempotencyKey,
+                                    retriesTransport: retriesTransport, expect: status)
         do {
             return (try JSONDecoder().decode(Reply.self, from: answer.body), answer.replayed)
         } catch {
@@ -77,10 +79,12 @@ public struct ReactorClient: Sendable {
 
     /// One request, retried under `retry` with the same `idempotencyKey` until it gets an
     /// answer that retrying cannot change; throws the last failure when the retries run out.
+    /// `retriesTransport` false: a request that may not be repeated (no key protects it) is
+    /// tried again only when the connection could not be made, never after it may have run.
     @discardableResult
-    func send(_ method: String, _ path: String, body: Data? = nil, idempotencyKey: String? = nil,
-              expect status: Int) async throws -> Answer {
-        var request = URLRequest(url: url(path))
+    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+              idempotencyKey: String? = nil, retriesTransport: Bool = true, expect status: Int) async throws -> Answer {
+        var request = URLRequest(url: url(path, query: query))
         request.httpMethod = method
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         if let body {
@@ -100,9 +104,13 @@ public struct ReactorClient: Sendable {
                 }
                 failure = .problem(Problem(status: response.statusCode, body: data))
                 retryAfter = RetryPolicy.retryAfter(response.value(forHTTPHeaderField: "Retry-After"))
+                // 504: a forwarded request whose outcome is unknown; only a key makes it safe to repeat.
                 guard RetryPolicy.retries(status: response.statusCode, keyed: idempotencyKey != nil,
-                                          hasRetryAfter: retryAfter != nil) else { throw failure }
-            } catch let ReactorClientError.transport(error) where RetryPolicy.retries(transport: error) {
+                                          hasRetryAfter: retryAfter != nil),
+                      retriesTransport || response.statusCode != 504 else { throw failure }
+            } catch let ReactorClientError.transport(error)
+                where retriesTransport ? RetryPolicy.retries(transport: error)
+                    : (error as? URLError)?.code == .cannotConnectToHost {
                 failure = .transport(error)
             }
             guard attempt < retry.maxRetries else { throw failure }
@@ -180,6 +188,57 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     public func delete(idempotencyKey: String? = nil) async throws {
         try await client.send("DELETE", "sessions/\(id)", idempotencyKey: idempotencyKey ?? IdempotencyKey.make(),
                               expect: 204)
+    }
+
+    /// `GET /sessions/{id}/actions`: one page of the session's action log, oldest first.
+    ///
+    /// - Parameters:
+    ///   - after: only the entries whose `version` is after this one (a page's ``ActionLogPage/next``);
+    ///     nil: from the first entry kept, those that changed nothing at version 0 included
+    ///     (`after: 0` leaves them out).
+    ///   - limit: the most entries in the page, 1 to 1000 (a page never ends between two entries
+    ///     of the same version, so it may hold a few more).
+    /// - Returns: the entries, and ``ActionLogPage/next`` when more may follow. Throws a 404
+    ///   ``Problem`` when the server keeps no action log (`--action-log 0`).
+    public func actions(after: UInt64? = nil, limit: Int = 100) async throws -> ActionLogPage {
+        var query = [URLQueryItem(name: "limit", value: String(limit))]
+        if let after { query.append(URLQueryItem(name: "after", value: String(after))) }
+        let (page, _): (ActionLogPage, Bool) = try await client.request("GET", "sessions/\(id)/actions", query: query)
+        return page
+    }
+
+    /// The session's whole action log (as much as the server keeps), read a page at a time.
+    public func allActions() async throws -> [LoggedActionEntry] {
+        var entries: [LoggedActionEntry] = []
+        var page = try await actions(limit: 1_000)
+        entries += page.entries
+        while let next = page.next {
+            page = try await actions(after: next, limit: 1_000)
+            entries += page.entries
+        }
+        return entries
+    }
+
+    /// `GET /sessions/{id}/states/{version}`: the state the session had at `version`, while its
+    /// history keeps it (`--history`); a 404 ``Problem`` otherwise, or for a version it has not reached.
+    public func state(at version: UInt64) async throws -> Snapshot<State> {
+        let (reply, _): (StateReply<State>, Bool) = try await client.request("GET", "sessions/\(id)/states/\(version)")
+        return Snapshot(version: reply.version, state: reply.state, replayed: false)
+    }
+
+    /// `POST /sessions/{id}/fork`: a new session of the same kind that starts, at version 0,
+    /// from the state this one had at `version` (nil: its current version).
+    ///
+    /// The server takes no `Idempotency-Key` for a fork, so it is tried again only when the
+    /// connection could not be made, or on a 503 (nothing was done), never after a lost answer
+    /// or a 504 (its outcome unknown): that could make a second fork.
+    /// - Returns: a handle on the new session, with its ``ReactorSession/initial`` state.
+    public func fork(at version: UInt64? = nil) async throws -> ReactorSession<State> {
+        let body = try JSONSerialization.data(withJSONObject: version.map { ["version": NSNumber(value: $0)] } ?? [:])
+        let (reply, _): (SessionReply<State>, Bool) = try await client.request(
+            "POST", "sessions/\(id)/fork", body: body, retriesTransport: false, expect: 201)
+        return ReactorSession(client: client, id: reply.session, reactor: reply.reactor,
+                              initial: Snapshot(version: reply.version, state: reply.state, replayed: false))
     }
 
     /// The session's states and pulses as they happen, from `GET /sessions/{id}/events`.
@@ -307,6 +366,12 @@ public enum ReactorClientError: Error, Sendable, CustomStringConvertible {
         case let .undecodable(body, error): "undecodable reply \(body.prefix(200)): \(error)"
         }
     }
+}
+
+private struct StateReply<State: Decodable>: Decodable {
+    let session: String
+    let version: UInt64
+    let state: State
 }
 
 private struct SessionReply<State: Decodable>: Decodable {
