@@ -49,6 +49,9 @@ struct mhd_shim_parse_state
 {
   void *marks;
   const char *target;
+  /// Bytes of the connection's pool a request's query may take: its text, and 64 for each
+  /// argument (the header record libmicrohttpd allocates for it there).
+  size_t query_budget;
 };
 
 /// libmicrohttpd's URL and argument unescaper, except that "%00" stays as it is: the path
@@ -95,17 +98,31 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
 /// MHD_OPTION_URI_LOG_CALLBACK: sees the request target as sent, before unescaping. RFC 9112
 /// §3.2 allows no whitespace or control character in it, and libmicrohttpd 0.9.75 keeps them
 /// in the path ("GET  /healthz  HTTP/1.1" asks for "/healthz "): such a request starts with
-/// `marks`, which the access handler answers 400; any other with `marks + 1`. (With this
-/// callback installed, libmicrohttpd reports every request whose line it read as completed,
-/// also those it ends before the access handler's first call: the marks tell them apart.)
+/// `marks`, which the access handler answers 400. A query larger than `query_budget` would run
+/// the connection's pool dry as libmicrohttpd parses it, and it would then close the connection
+/// without an answer: its arguments are cut off here (the '?' ends the target) and the request
+/// starts with `marks + 2`, answered 414. Any other starts with `marks + 1`. (With this callback
+/// installed, libmicrohttpd reports every request whose line it read as completed, also those
+/// it ends before the access handler's first call: the marks tell them apart.)
 static inline void *
 mhd_shim_check_target (void *cls, const char *uri, struct MHD_Connection *connection)
 {
   (void) connection;
   struct mhd_shim_parse_state *state = (struct mhd_shim_parse_state *) cls;
   state->target = uri;
-  for (const unsigned char *p = (const unsigned char *) uri; '\0' != *p; p++)
+  char *query = NULL;
+  size_t length = 0, arguments = 0;
+  for (const unsigned char *p = (const unsigned char *) uri; '\0' != *p; p++, length++)
+  {
     if (*p <= 0x20 || 0x7F == *p) return state->marks;
+    if ('?' == *p && NULL == query) { query = (char *) p; arguments = 1; }
+    else if ('&' == *p && NULL != query) arguments++;
+  }
+  if (NULL != query && length + 64 * arguments > state->query_budget)
+  {
+    query[1] = '\0';   /* libmicrohttpd parses the arguments after the '?' it found: none now */
+    return (char *) state->marks + 2;
+  }
   return (char *) state->marks + 1;
 }
 

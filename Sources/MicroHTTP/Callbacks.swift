@@ -35,7 +35,7 @@ func mhdRequestCompleted(
     if let context, let raw = context.pointee {
         context.pointee = nil
         // Ended before the access handler saw it: nothing of ours to finish.
-        if raw == unseenRequestMark || raw == malformedTargetMark { return }
+        if raw == unseenRequestMark || raw == malformedTargetMark || raw == oversizedQueryMark { return }
         if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
     server._withUnsafeGuaranteedRef {

@@ -11,11 +11,13 @@ let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignme
 
 /// What `mhd_shim_check_target` puts in `con_cls` once a request line is in, before the first
 /// call: `malformedTargetMark` for a target with whitespace or a control character in it,
+/// `oversizedQueryMark` for a query too large for the connection's pool (its arguments cut off),
 /// `unseenRequestMark` for any other. A request libmicrohttpd ends before that call (a head it
 /// answers itself, a client gone mid-head) still has its mark when it completes.
-let requestMarks = UnsafeMutableRawPointer.allocate(byteCount: 2, alignment: 1)
+let requestMarks = UnsafeMutableRawPointer.allocate(byteCount: 3, alignment: 1)
 let malformedTargetMark = requestMarks
 let unseenRequestMark = requestMarks + 1
+let oversizedQueryMark = requestMarks + 2
 
 /// Marks, in a connection's socket context, one accepted past the connection limit.
 let overLimitMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
@@ -34,7 +36,8 @@ extension HTTPServer {
                 version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         let malformedTarget = context.pointee == malformedTargetMark
-        if malformedTarget || context.pointee == unseenRequestMark { context.pointee = nil }
+        let oversizedQuery = context.pointee == oversizedQueryMark
+        if malformedTarget || oversizedQuery || context.pointee == unseenRequestMark { context.pointee = nil }
         if let raw = context.pointee {
             if raw == bodylessRequestMark {
                 context.pointee = nil
@@ -62,7 +65,8 @@ extension HTTPServer {
                           connection, HTTPMethod(cString: method), url, closing: true)
         }
         let framing = mhd_shim_framing_fields(connection.raw)
-        if let problem = Self.requestLineProblem(method: method, malformedTarget: malformedTarget)
+        if let problem = Self.requestLineProblem(method: method, malformedTarget: malformedTarget,
+                                                 oversizedQuery: oversizedQuery)
             ?? Self.framingProblem(framing, version: version) {
             // Then close: the framing of what follows is unknowable.
             return refuse(.problem(status: problem.status, detail: problem.detail), connection,
@@ -239,8 +243,10 @@ extension HTTPServer {
 
     /// RFC 9112 §3: the method is a token (RFC 9110 §5.6.2) and the target has no whitespace
     /// or control character; libmicrohttpd 0.9.75 passes on both.
-    static func requestLineProblem(method: UnsafePointer<CChar>, malformedTarget: Bool) -> (status: Int, detail: String)? {
+    static func requestLineProblem(method: UnsafePointer<CChar>, malformedTarget: Bool,
+                                   oversizedQuery: Bool = false) -> (status: Int, detail: String)? {
         if malformedTarget { return (400, "the request target contains whitespace or a control character") }
+        if oversizedQuery { return (414, "the request target's query has too many arguments or is too long for this server") }
         var byte = method
         while byte.pointee != 0 {
             guard isTokenCharacter(UInt8(bitPattern: byte.pointee)) else {

@@ -86,7 +86,10 @@ public final class HTTPServer: @unchecked Sendable {
         // ticker, so each thread is a daemon of its own.
         let threads = max(1, configuration.threads)
         let states = UnsafeMutablePointer<mhd_shim_parse_state>.allocate(capacity: threads)
-        states.initialize(repeating: mhd_shim_parse_state(marks: requestMarks, target: nil), count: threads)
+        // A quarter of the pool stays for the request's header fields and the response's head.
+        let queryBudget = max(configuration.connectionMemoryLimit * 3 / 4, 512)
+        states.initialize(repeating: mhd_shim_parse_state(marks: requestMarks, target: nil, query_budget: queryBudget),
+                          count: threads)
         var started: [OpaquePointer] = []
         for index in 0..<threads {
             guard let daemon = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),

@@ -240,10 +240,22 @@ class ActionLogTests: XCTestCase {
         let current = try fixture.client.request("POST", "/sessions/\(session)/fork")
         XCTAssertEqual((current.object["state"] as? [String: Any])?["total"] as? Int, 6, "no version: the current state")
         let future = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":99}"#)
-        XCTAssertEqual(future.status, 404, future.text)
+        XCTAssertEqual(future.status, 422, "the session is there; the body names a version it does not have: \(future.text)")
         XCTAssertTrue((future.object["detail"] as? String ?? "").contains("version 3"), future.text)
         let unknown = try fixture.client.request("POST", "/sessions/AAAAAAAAAAAAAAAAAAAAAA/fork")
         XCTAssertEqual(unknown.status, 404, unknown.text)
+        // Under an Idempotency-Key a repeat gets the first fork back, and makes no second one.
+        let keyed = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":1}"#,
+                                               headers: ["Idempotency-Key": "fork-once"])
+        let again = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":1}"#,
+                                               headers: ["Idempotency-Key": "fork-once"])
+        XCTAssertEqual(keyed.status, 201, keyed.text)
+        XCTAssertEqual(again.status, 201, again.text)
+        XCTAssertEqual(again.header("Idempotent-Replayed"), "true")
+        XCTAssertEqual(again.object["session"] as? String, keyed.object["session"] as? String)
+        let other = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":2}"#,
+                                               headers: ["Idempotency-Key": "fork-once"])
+        XCTAssertEqual(other.status, 422, "the key named another fork: \(other.text)")
     }
 
     func testAStateOlderThanTheHistoryIsA404NamingTheOldestKept() throws {

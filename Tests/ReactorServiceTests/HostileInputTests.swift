@@ -285,6 +285,21 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    func testAQueryTooLargeForThePoolIs414NotADroppedConnection() throws {
+        // Parsed into the connection's pool, 60 short arguments (or 25 long ones) ran it dry, and
+        // libmicrohttpd closed the connection without a word.
+        let short = (0..<60).map { "a\($0)=1" }.joined(separator: "&")
+        let long = (0..<25).map { "a\($0)=" + String(repeating: "x", count: 100) }.joined(separator: "&")
+        for query in [short, long] {
+            assertProblem(try raw("GET /sessions/x/actions?\(query) HTTP/1.1\r\nHost: t\r\n\r\n"), 414,
+                          mentions: ["too many arguments"])
+        }
+        // What clients send is still served: a few arguments, and as many as fit.
+        let fitting = (0..<30).map { "a\($0)=1" }.joined(separator: "&")
+        XCTAssertEqual(try raw("GET /healthz?\(fitting) HTTP/1.1\r\nHost: t\r\n\r\n")?.status, 200)
+        try assertUnchangedAndAlive()
+    }
+
     func testLongPaths() throws {
         // A request head that fits the connection's 4 KiB memory pool is ours to answer: 404.
         let path = "/sessions/" + String(repeating: "a", count: 3 * 1024)

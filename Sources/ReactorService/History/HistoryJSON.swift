@@ -71,15 +71,15 @@ enum HistoryJSON {
         return out
     }
 
-    /// 404 for a state older than the history keeps, naming the oldest kept (`oldestVersion`).
-    static func notKept(_ version: UInt64, oldest: UInt64, history: Int) -> Response {
-        var json = Array(#"{"type":"about:blank","title":"Not Found","status":404,"detail":"#.utf8)
-        StateJSONEncoder.appendString("the state at version \(version) is no longer kept: the oldest kept is version "
-            + "\(oldest) (--history keeps each session's newest \(history) events)", into: &json)
-        json.append(contentsOf: #","oldestVersion":"#.utf8)
-        StateJSONEncoder.appendUnsigned(oldest, into: &json)
-        json.append(UInt8(ascii: "}"))
-        return Response(status: 404, headers: HTTPHeaders([("Content-Type", "application/problem+json")]), body: json)
+    /// `status` (404, 422) for a state older than the history keeps, naming the oldest kept (`oldestVersion`).
+    static func notKept(_ version: UInt64, oldest: UInt64, history: Int, status: Int) -> Response {
+        var response = Response.problem(status: status, detail: "the state at version \(version) is no longer kept: the "
+            + "oldest kept is version \(oldest) (--history keeps each session's newest \(history) events)")
+        response.body.removeLast()   // the document's closing brace: one member more
+        response.body.append(contentsOf: #","oldestVersion":"#.utf8)
+        StateJSONEncoder.appendUnsigned(oldest, into: &response.body)
+        response.body.append(UInt8(ascii: "}"))
+        return response
     }
 
     static let noLog = Response.problem(

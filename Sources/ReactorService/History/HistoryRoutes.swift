@@ -93,7 +93,7 @@ extension RouteTable {
                 case let .failure(refusal): return .response(refusal.response)
                 }
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
-                    switch Self.state(of: session, at: version, context) {
+                    switch Self.state(of: session, at: version, context, missing: 404) {
                     case let .success(json): return .json(HistoryJSON.state(of: session.id, version: version, json))
                     case let .failure(refusal): return refusal.response
                     }
@@ -114,12 +114,20 @@ extension RouteTable {
                     return .response(.problem(status: 409, detail: "this server no longer has the reactor '\(session.kind)'"))
                 }
                 // The committed state: forking from what a crash could take back would fork a fiction.
-                switch Self.state(of: session, at: version ?? session.hub.snapshot.version, context) {
-                case let .success(json):
-                    return Self.open(session.kind, factory, for: principal, request, ticket: nil, restoring: json, context)
-                case let .failure(refusal):
-                    return .response(refusal.response)
+                // A version the session does not have is the body's fault: 422, the session being there.
+                let json: [UInt8]
+                switch Self.state(of: session, at: version ?? session.hub.snapshot.version, context, missing: 422) {
+                case let .success(found): json = found
+                case let .failure(refusal): return .response(refusal.response)
                 }
+                // Under an Idempotency-Key, a repeat gets the first fork back instead of a second one.
+                var ticket: IdempotencyLedger.Ticket?
+                switch Self.admit(request, principal, .fork, session: session.id, body: request.body[...], context) {
+                case let .answer(response): return .response(response)
+                case let .run(admitted): ticket = admitted
+                case nil: break
+                }
+                return Self.open(session.kind, factory, for: principal, request, ticket: ticket, restoring: json, context)
             }
         }
     }
@@ -156,9 +164,10 @@ extension RouteTable {
         }
     }
 
-    /// The state `session` had at `version`, or the 404 that says why it cannot be shown.
-    private static func state(of session: any Session, at version: UInt64,
-                              _ context: ServiceContext) -> Result<[UInt8], Refused> {
+    /// The state `session` had at `version`, or the problem that says why it cannot be had:
+    /// `missing` (404, 422) for a version the session does not have (or no longer keeps).
+    private static func state(of session: any Session, at version: UInt64, _ context: ServiceContext,
+                              missing: Int) -> Result<[UInt8], Refused> {
         let found: StateAtVersion
         if let engine = context.persistence?.engine {
             do throws(StoreError) {
@@ -172,9 +181,11 @@ extension RouteTable {
         switch found {
         case let .found(json): return .success(json)
         case let .notRetained(oldest):
-            return .failure(Refused(HistoryJSON.notKept(version, oldest: oldest, history: context.configuration.historyLength)))
+            return .failure(Refused(HistoryJSON.notKept(version, oldest: oldest, history: context.configuration.historyLength,
+                                                        status: missing)))
         case let .notYet(current):
-            return .failure(Refused(.problem(status: 404, detail: "version \(version) does not exist: the session is at version \(current)")))
+            return .failure(Refused(.problem(status: missing,
+                                             detail: "version \(version) does not exist: the session is at version \(current)")))
         case .noSession:
             return .failure(Refused(Problems.session(.unknown)))
         }

@@ -13,7 +13,7 @@ struct IdempotentRequest: Sendable {
     /// What a key may name. Both action routes are one kind: the same action of the same session.
     enum Kind: String {
         case action, createSession = "create-session", deleteSession = "delete-session"
-        case setUser = "set-user", clearUser = "clear-user"
+        case setUser = "set-user", clearUser = "clear-user", fork
     }
 
     /// The caller's subject, or "" without authentication (one shared space).
