@@ -6,7 +6,8 @@
 1. POST /action, wrk with 64 keep-alive connections over 64 `counter` sessions: two SQLite
    servers of the same release build, one with the log (the default, 1000 entries a session) and
    one with `--action-log 0`, each on a file of its own; rounds alternate between them. The ratio
-   of the medians is the figure (target >= 0.85).
+   of the medians is the figure (target >= 0.85). Each server's bytes written (write syscalls,
+   the WAL and its checkpoints), write calls and CPU time per action, from /proc, over all rounds.
 2. Storage per action: the log's rows (rows of the `events` table, beside the events) as row
    payload, and the table's pages per row (from SQLite's dbstat).
 
@@ -24,6 +25,13 @@ from action_load import actions_per_second, build
 from store_bench import Server
 
 
+def process_usage(pid):
+    """(bytes written by write calls, write calls, CPU seconds) of process `pid` so far."""
+    fields = dict(line.split(": ") for line in open("/proc/%d/io" % pid).read().splitlines() if line)
+    stat = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return int(fields["wchar"]), int(fields["syscw"]), (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -37,15 +45,31 @@ def main():
         on = Server(binary, "sqlite:" + logged_path)
         off_sessions, on_sessions = off.counters(64), on.counters(64)
         without, with_log = [], []
+        usage = {off: [0.0, 0.0, 0.0, 0.0], on: [0.0, 0.0, 0.0, 0.0]}   # bytes, writes, CPU s, actions
+
+        def measured(server, sessions):
+            before = process_usage(server.process.pid)
+            rate = actions_per_second(server.port, sessions, args.seconds, folder)
+            after = process_usage(server.process.pid)
+            totals = usage[server]
+            for index in range(3):
+                totals[index] += after[index] - before[index]
+            totals[3] += rate * (args.seconds + 2)   # wrk's 2 s warm-up runs at about the same rate
+            return rate
+
         try:
             for round_ in range(args.rounds):
-                without.append(actions_per_second(off.port, off_sessions, args.seconds, folder))
-                with_log.append(actions_per_second(on.port, on_sessions, args.seconds, folder))
+                without.append(measured(off, off_sessions))
+                with_log.append(measured(on, on_sessions))
                 print("round %d: actions/s with --action-log 0 %.0f, with the log %.0f (%.2fx)"
                       % (round_ + 1, without[-1], with_log[-1], with_log[-1] / without[-1]), flush=True)
         finally:
             off.stop()
             on.stop()
+        for name, server in (("--action-log 0", off), ("with the log", on)):
+            written, writes, cpu, actions = usage[server]
+            print("%s: %.0f bytes written, %.2f write calls, %.0f us of CPU per action"
+                  % (name, written / actions, writes / actions, cpu / actions * 1e6), flush=True)
         reference = statistics.median(without)
         print("throughput actions/s without the log=%.0f with=%.0f (%.2fx; medians of %d rounds; target >= 0.85)"
               % (reference, statistics.median(with_log), statistics.median(with_log) / reference, args.rounds),

@@ -66,10 +66,10 @@ public struct ReactorClient: Sendable {
 
     /// The decoded answer, and whether it was a replay (`Idempotent-Replayed: true`).
     func request<Reply: Decodable>(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-                                   idempotencyKey: String? = nil, retriesTransport: Bool = true,
+                                   idempotencyKey: String? = nil,
                                    expect status: Int = 200) async throws -> (Reply, replayed: Bool) {
         let answer = try await send(method, path, query: query, body: body, idempotencyKey: idempotencyKey,
-                                    retriesTransport: retriesTransport, expect: status)
+                                    expect: status)
         do {
             return (try JSONDecoder().decode(Reply.self, from: answer.body), answer.replayed)
         } catch {
@@ -79,11 +79,9 @@ public struct ReactorClient: Sendable {
 
     /// One request, retried under `retry` with the same `idempotencyKey` until it gets an
     /// answer that retrying cannot change; throws the last failure when the retries run out.
-    /// `retriesTransport` false: a request that may not be repeated (no key protects it) is
-    /// tried again only when the connection could not be made, never after it may have run.
     @discardableResult
     func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-              idempotencyKey: String? = nil, retriesTransport: Bool = true, expect status: Int) async throws -> Answer {
+              idempotencyKey: String? = nil, expect status: Int) async throws -> Answer {
         var request = URLRequest(url: url(path, query: query))
         request.httpMethod = method
         request.setValue("application/json", forHTTPHeaderField: "Accept")
@@ -104,13 +102,9 @@ public struct ReactorClient: Sendable {
                 }
                 failure = .problem(Problem(status: response.statusCode, body: data))
                 retryAfter = RetryPolicy.retryAfter(response.value(forHTTPHeaderField: "Retry-After"))
-                // 504: a forwarded request whose outcome is unknown; only a key makes it safe to repeat.
                 guard RetryPolicy.retries(status: response.statusCode, keyed: idempotencyKey != nil,
-                                          hasRetryAfter: retryAfter != nil),
-                      retriesTransport || response.statusCode != 504 else { throw failure }
-            } catch let ReactorClientError.transport(error)
-                where retriesTransport ? RetryPolicy.retries(transport: error)
-                    : (error as? URLError)?.code == .cannotConnectToHost {
+                                          hasRetryAfter: retryAfter != nil) else { throw failure }
+            } catch let ReactorClientError.transport(error) where RetryPolicy.retries(transport: error) {
                 failure = .transport(error)
             }
             guard attempt < retry.maxRetries else { throw failure }
@@ -229,14 +223,14 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     /// `POST /sessions/{id}/fork`: a new session of the same kind that starts, at version 0,
     /// from the state this one had at `version` (nil: its current version).
     ///
-    /// The server takes no `Idempotency-Key` for a fork, so it is tried again only when the
-    /// connection could not be made, or on a 503 (nothing was done), never after a lost answer
-    /// or a 504 (its outcome unknown): that could make a second fork.
+    /// It is sent under an `Idempotency-Key` (a fresh one unless `idempotencyKey` is given) and
+    /// retried as an action is: a repeat gets the first fork back, never a second one.
     /// - Returns: a handle on the new session, with its ``ReactorSession/initial`` state.
-    public func fork(at version: UInt64? = nil) async throws -> ReactorSession<State> {
+    public func fork(at version: UInt64? = nil, idempotencyKey: String? = nil) async throws -> ReactorSession<State> {
         let body = try JSONSerialization.data(withJSONObject: version.map { ["version": NSNumber(value: $0)] } ?? [:])
         let (reply, _): (SessionReply<State>, Bool) = try await client.request(
-            "POST", "sessions/\(id)/fork", body: body, retriesTransport: false, expect: 201)
+            "POST", "sessions/\(id)/fork", body: body, idempotencyKey: idempotencyKey ?? IdempotencyKey.make(),
+            expect: 201)
         return ReactorSession(client: client, id: reply.session, reactor: reply.reactor,
                               initial: Snapshot(version: reply.version, state: reply.state, replayed: false))
     }

@@ -71,6 +71,11 @@ final class HistoryTests: XCTestCase {
         XCTAssertEqual(fork.reactor, "counter")
         XCTAssertEqual(fork.initial?.version, 0)
         XCTAssertEqual(fork.initial?.state.count, 3)
+        // Under one key, a repeated fork is the first one (a retry after a lost answer makes no second).
+        let keyed = try await session.fork(at: 2, idempotencyKey: "fork-\(session.id)")
+        let repeated = try await session.fork(at: 2, idempotencyKey: "fork-\(session.id)")
+        XCTAssertEqual(repeated.id, keyed.id)
+        XCTAssertEqual(repeated.initial?.state.count, 2)
         let forkNow = try await fork.current()
         XCTAssertEqual(forkNow.version, 0)
         XCTAssertEqual(forkNow.state.count, 3)
@@ -104,7 +109,7 @@ final class HistoryTests: XCTestCase {
             _ = try await session.fork(at: 99)
             XCTFail("a fork from a version not reached should be refused")
         } catch let ReactorClientError.problem(problem) {
-            XCTAssertEqual(problem.status, 404, problem.description)
+            XCTAssertEqual(problem.status, 422, "the session is there; the body names a version it does not have: \(problem.description)")
         }
         do {
             _ = try await session.actions(limit: 0)
