@@ -9,10 +9,7 @@
 /// `debounce` in `transform(state:)`) come with no cause.
 @_spi(Lock) public enum ChangeCause {
     /// The calling thread's cause.
-    public static var current: UInt64 {
-        get { ThreadContext.current.cause }
-        set { ThreadContext.current.cause = newValue }
-    }
+    public static var current: UInt64 { ThreadContext.current.cause }
 
     /// Runs `body` with `cause` as the calling thread's cause.
     @inline(__always)

@@ -77,9 +77,10 @@ public struct SessionSummary: Sendable, Equatable {
 /// The log reads every engine answers.
 public protocol ActionLogReading {
     /// `session`'s log entries whose `version` is after `version` (nil: from the first, those
-    /// that changed nothing at version 0 included), oldest first: at most `limit`, except that a
-    /// page never ends between two entries of the same version (entries that changed nothing
-    /// share the version before them), so paging by the last one's version misses nothing.
+    /// that changed nothing at version 0 included), by version and then number (an entry made
+    /// while an action ran comes before that action's, which ends later): at most `limit`, except
+    /// that a page never ends between two entries of the same version (entries that changed
+    /// nothing share the version before them), so paging by the last one's version misses nothing.
     func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction]
 
     /// The state `session` had at `version`: the current one, or one kept in its event history.

@@ -114,7 +114,8 @@ public enum StoreChange: Sendable {
     case answer(StoredAnswer)
     /// Forgets at most `limit` answers that expired before `time` (seconds since 1970).
     case forgetAnswers(expiredBefore: Double, limit: Int)
-    /// Forgets at most `limit` action log entries logged before `time` (seconds since 1970).
+    /// Forgets at most `limit` action log entries logged before `time` (seconds since 1970); each
+    /// session's newest entry stays, so that its numbering goes on after it.
     case forgetLoggedActions(before: Double, limit: Int)
 }
 

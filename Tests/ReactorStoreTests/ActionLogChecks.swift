@@ -89,6 +89,10 @@ enum ActionLogChecks {
         XCTAssertEqual(try numbers("s1"), [3])
         XCTAssertEqual(try numbers("s2"), [2])
         XCTAssertEqual(try store.session("s1", historyLength: 10)?.lastLoggedAction, 3)
+        // A session's newest entry stays whatever its age: its numbering goes on after it.
+        try store.commit([.forgetLoggedActions(before: 9_000, limit: 10)], historyLength: 10, actionLogLength: 100)
+        XCTAssertEqual(try numbers("s1"), [3])
+        XCTAssertEqual(try store.session("s2", historyLength: 10)?.lastLoggedAction, 2)
 
         try store.commit([.delete(id: "s1", reason: "deleted")], historyLength: 10, actionLogLength: 100)
         XCTAssertEqual(try numbers("s1"), [])

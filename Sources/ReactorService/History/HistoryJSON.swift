@@ -5,10 +5,27 @@ import ReactorStore
 enum HistoryJSON {
     static let defaultPage = 100
     static let largestPage = 1_000
+    /// Bytes of actions' JSON a page holds at most (an action may be as large as the body limit),
+    /// and an export.
+    static let largestPageBytes = 4 << 20
+    static let largestExport = 64 << 20
+
+    /// `entries` (a page read with `limit`) cut to `largestPageBytes` of actions, at a change of
+    /// version; `more`: entries may follow (the page was full, or cut).
+    static func bounded(_ entries: [LoggedAction], limit: Int) -> (page: ArraySlice<LoggedAction>, more: Bool) {
+        var bytes = 0
+        for (index, entry) in entries.enumerated() {
+            bytes += entry.json?.count ?? 0
+            if bytes > largestPageBytes, index > 0, entries[index - 1].version != entry.version {
+                return (entries[..<index], true)
+            }
+        }
+        return (entries[...], entries.count >= limit)
+    }
 
     /// `{"session":..,"actions":[..],"next":V}`: `next` (the `after` of the next page) only when
-    /// the page is full, so more may follow.
-    static func page(of session: String, _ entries: [LoggedAction], limit: Int) -> [UInt8] {
+    /// more may follow.
+    static func page(of session: String, _ entries: ArraySlice<LoggedAction>, more: Bool) -> [UInt8] {
         var out = Array(#"{"session":"#.utf8)
         StateJSONEncoder.appendString(session, into: &out)
         out.append(contentsOf: #","actions":["#.utf8)
@@ -17,7 +34,7 @@ enum HistoryJSON {
             LoggedActionJSON.append(entry, to: &out)
         }
         out.append(UInt8(ascii: "]"))
-        if entries.count >= limit, let last = entries.last {
+        if more, let last = entries.last {
             out.append(contentsOf: #","next":"#.utf8)
             StateJSONEncoder.appendUnsigned(last.version, into: &out)
         }

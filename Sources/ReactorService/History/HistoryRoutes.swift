@@ -63,22 +63,30 @@ extension RouteTable {
                     }
                     do throws(StoreError) {
                         guard ndjson else {
-                            return .json(HistoryJSON.page(of: session.id, try read(after, limit), limit: limit))
+                            let (page, more) = HistoryJSON.bounded(try read(after, limit), limit: limit)
+                            return .json(HistoryJSON.page(of: session.id, page, more: more))
                         }
-                        // The whole log (bounded by --action-log), a page at a time.
+                        // The whole log (bounded by --action-log), a page at a time, up to the export's
+                        // size; past it the export ends where the next one starts (`Reactord-Next-After`).
                         var body: [UInt8] = []
                         var cursor = after
+                        var next: UInt64?
                         while true {
-                            let page = try read(cursor, limit)
+                            let (page, more) = HistoryJSON.bounded(try read(cursor, limit), limit: limit)
                             for entry in page {
                                 LoggedActionJSON.append(entry, to: &body)
                                 body.append(UInt8(ascii: "\n"))
                             }
-                            guard page.count >= limit, let last = page.last else { break }
+                            guard more, let last = page.last else { break }
                             cursor = last.version
+                            if body.count >= HistoryJSON.largestExport {
+                                next = last.version
+                                break
+                            }
                         }
-                        return Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/x-ndjson")]),
-                                        body: body)
+                        var headers = HTTPHeaders([("Content-Type", "application/x-ndjson")])
+                        if let next { headers.add("Reactord-Next-After", String(next)) }
+                        return Response(status: 200, headers: headers, body: body)
                     } catch {
                         return Problems.store(error)
                     }
@@ -101,7 +109,12 @@ extension RouteTable {
             }
         }
         add(.POST, "/sessions/{id}/fork") { request in
-            Self.withReadableSession(request, context) { session, principal in
+            // A repeat of a fork whose session has gone since still gets its answer.
+            let kept = { (principal: Principal?) in
+                Self.keptAnswer(request, principal, .fork, session: request.pathParameters["id"] ?? "",
+                                body: request.body[...], context)
+            }
+            return Self.withReadableSession(request, context, keptWhenUnknown: kept) { session, principal in
                 var version: UInt64?
                 if !request.body.isEmpty {
                     do throws(RequestError) {
@@ -113,19 +126,20 @@ extension RouteTable {
                 guard let factory = context.registry.factory(for: session.kind) else {
                     return .response(.problem(status: 409, detail: "this server no longer has the reactor '\(session.kind)'"))
                 }
+                // Under an Idempotency-Key, a repeat gets the first fork back instead of a second one
+                // (first: the version it forked may be gone from the history since).
+                var ticket: IdempotencyLedger.Ticket?
+                switch Self.admit(request, principal, .fork, session: session.id, body: request.body[...], context) {
+                case let .answer(response): return .response(response)
+                case let .run(admitted): ticket = admitted
+                case nil: break
+                }
                 // The committed state: forking from what a crash could take back would fork a fiction.
                 // A version the session does not have is the body's fault: 422, the session being there.
                 let json: [UInt8]
                 switch Self.state(of: session, at: version ?? session.hub.snapshot.version, context, missing: 422) {
                 case let .success(found): json = found
                 case let .failure(refusal): return .response(refusal.response)
-                }
-                // Under an Idempotency-Key, a repeat gets the first fork back instead of a second one.
-                var ticket: IdempotencyLedger.Ticket?
-                switch Self.admit(request, principal, .fork, session: session.id, body: request.body[...], context) {
-                case let .answer(response): return .response(response)
-                case let .run(admitted): ticket = admitted
-                case nil: break
                 }
                 return Self.open(session.kind, factory, for: principal, request, ticket: ticket, restoring: json, context)
             }
@@ -144,7 +158,9 @@ extension RouteTable {
 
     /// Runs `body` with the session the path names, once the caller may read it; forwards the
     /// request to the node holding it (cluster mode).
+    /// `keptWhenUnknown`: the answer kept under the request's key, for a session that is gone.
     private static func withReadableSession(_ request: Request, _ context: ServiceContext,
+                                            keptWhenUnknown: (Principal?) -> Response? = { _ in nil },
                                             _ body: (any Session, Principal?) -> Reply) -> Reply {
         let reader: (principal: Principal?, isAdmin: Bool)
         switch context.access.authenticateReader(request) {
@@ -159,6 +175,8 @@ extension RouteTable {
             return body(session, reader.principal)
         case let .failure(.heldElsewhere(address)):
             return forward(request, to: address, context)
+        case .failure(.unknown):
+            return .response(keptWhenUnknown(reader.principal) ?? Problems.session(.unknown))
         case let .failure(error):
             return .response(Problems.session(error))
         }

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// An action type whose fields must not reach the action log: the value of every member with
 /// one of these names, at any depth of the action's JSON, is logged as `"[redacted]"`.
 ///
@@ -7,7 +13,7 @@
 /// }
 /// ```
 public protocol RedactedInActionLog {
-    /// The member names whose values the log replaces, compared as the JSON spells them.
+    /// The member names whose values the log replaces (escapes in the JSON decoded, as the action's decoder reads them).
     static var redactedFields: Set<String> { get }
 }
 
@@ -50,7 +56,7 @@ enum SensitiveFields {
                 }
                 let keyStart = index
                 skipString(json, &index)
-                let key = String(decoding: json[(keyStart + 1)..<max(keyStart + 1, index - 1)], as: UTF8.self)
+                let key = memberName(json[keyStart..<index])
                 out.append(contentsOf: json[keyStart..<index])
                 skipSpace(json, &index, &out)
                 guard index < json.endIndex else { return }
@@ -92,6 +98,15 @@ enum SensitiveFields {
             while index < json.endIndex, !Self.ends(json[index]) { index += 1 }
             out.append(contentsOf: json[start..<index])
         }
+    }
+
+    /// A member's name as the decoder reads it: `"pass\u0077ord"` is `password`.
+    private static func memberName(_ quoted: ArraySlice<UInt8>) -> String {
+        guard quoted.count >= 2 else { return "" }
+        guard quoted.contains(UInt8(ascii: "\\")) else {
+            return String(decoding: quoted.dropFirst().dropLast(), as: UTF8.self)
+        }
+        return (try? JSONDecoder().decode(String.self, from: Data(quoted))) ?? ""
     }
 
     private static func ends(_ byte: UInt8) -> Bool {

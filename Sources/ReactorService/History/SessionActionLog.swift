@@ -23,6 +23,7 @@ final class SessionActionLog {
     /// is never version 0).
     private var running: UInt64 = 0
     private var runningFirstVersion: UInt64 = 0
+    private var runningLastVersion: UInt64 = 0
     /// Not yet taken by the journal (durable store), or all that is kept (memory store).
     private(set) var entries: [LoggedAction] = []
 
@@ -30,8 +31,9 @@ final class SessionActionLog {
 
     init(settings: ActionLogSettings, session key: SessionKey, lastNumber: UInt64) {
         self.settings = settings
-        // 31 bits of the session's random id, never 0 (no cause) nor all ones (the user).
-        tagBase = ((key.high >> 33) | 1) << 32
+        // 30 bits of the session's random id: never 0 (no cause), and the top bit clear, so never
+        // all ones (the user).
+        tagBase = ((key.high >> 34) | 1) << 32
         self.lastNumber = lastNumber
     }
 
@@ -43,10 +45,12 @@ final class SessionActionLog {
         return tagBase | (lastNumber & 0xFFFF_FFFF)
     }
 
-    /// The running action is done; the session is at `version`.
+    /// The running action is done; the session is at `version` (its own last change's, or, when it
+    /// changed nothing, this one, the version it ran at).
     func end(_ source: ActionSource, version: UInt64, redacting sensitive: Set<String>) {
         guard running != 0 else { return }
         let number = running, firstVersion = runningFirstVersion == 0 ? nil : runningFirstVersion
+        let version = firstVersion == nil ? version : runningLastVersion
         running = 0
         let json = sensitive.isEmpty ? Array(source.json) : SensitiveFields.redacting(sensitive, in: source.json)
         insert(LoggedAction(number: number, cause: .action, firstVersion: firstVersion, version: version, json: json,
@@ -57,6 +61,7 @@ final class SessionActionLog {
     func record(first: UInt64, last: UInt64, cause: UInt64) {
         if running != 0, cause == tagBase | (running & 0xFFFF_FFFF) {
             if runningFirstVersion == 0 { runningFirstVersion = first }
+            runningLastVersion = last
             return
         }
         let kind: LoggedAction.Cause = cause == Self.userCause ? .user : .effect
@@ -73,12 +78,14 @@ final class SessionActionLog {
     }
 
     /// The kept entries after `version` (nil: from the first), at most `limit` (memory store),
-    /// by the store's page rule.
+    /// in the store's order and by its page rule (`ActionLogReading`).
     func page(after version: UInt64?, limit: Int) -> [LoggedAction] {
         let cutoff = WallClock.now - settings.age
+        let kept = entries.dropFirst(max(0, entries.count - settings.length)).filter { entry in
+            version.map { entry.version > $0 } ?? true && entry.time >= cutoff
+        }
         var page: [LoggedAction] = []
-        for entry in entries.dropFirst(max(0, entries.count - settings.length))
-        where version.map({ entry.version > $0 }) ?? true && entry.time >= cutoff {
+        for entry in kept.sorted(by: { ($0.version, $0.number) < ($1.version, $1.number) }) {
             if page.count >= limit, page.last?.version != entry.version { break }
             page.append(entry)
         }

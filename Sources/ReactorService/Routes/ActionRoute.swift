@@ -140,7 +140,8 @@ extension RouteTable {
     private typealias ActionDecoding = (_ principal: Principal?, _ userInfo: [CodingUserInfoKey: Any], _ decoder: JSONDecoder,
                                         _ found: inout (any Session)?) throws(RequestError) -> ActionRequest
 
-    /// `actionJSON`: the action as sent, read only when the request has an idempotency key.
+    /// `actionJSON`: the action as sent, read only when the request has an idempotency key or the
+    /// session keeps an action log.
     private static func act(on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
                             userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder, _ decode: ActionDecoding) -> Reply {
         guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }

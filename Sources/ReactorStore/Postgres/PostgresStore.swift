@@ -171,7 +171,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 case let .forgetLoggedActions(time, limit):
                     try connection.execute("""
                         DELETE FROM reactord_action_log WHERE (session, number) IN
-                            (SELECT session, number FROM reactord_action_log WHERE time < $1 LIMIT $2)
+                            (SELECT session, number FROM reactord_action_log l WHERE time < $1
+                                AND number < (SELECT max(number) FROM reactord_action_log m WHERE m.session = l.session)
+                             LIMIT $2)
                         """, [String(time), String(max(limit, 0))])
                 }
             }
@@ -195,14 +197,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             let rows = try connection.execute("""
                 WITH p AS (
                     SELECT \(Self.logColumns) FROM reactord_action_log
-                    WHERE session = $1 AND version > $2 ORDER BY number LIMIT $3),
-                last AS (SELECT number, version FROM p ORDER BY number DESC LIMIT 1)
+                    WHERE session = $1 AND version > $2 ORDER BY version, number LIMIT $3),
+                last AS (SELECT number, version FROM p ORDER BY version DESC, number DESC LIMIT 1)
                 SELECT * FROM p
                 UNION ALL
                 SELECT \(Self.logColumns) FROM reactord_action_log
                 WHERE session = $1 AND (SELECT count(*) FROM p) = $3
                     AND version = (SELECT version FROM last) AND number > (SELECT number FROM last)
-                ORDER BY number
+                ORDER BY version, number
                 """, [session, String(version.map { Int64(clamping: $0) } ?? -1), String(max(limit, 0))])
             return try (0..<rows.count).map { (row) throws(StoreError) in try Self.loggedAction(rows, row) }
         }

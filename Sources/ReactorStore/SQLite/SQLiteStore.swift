@@ -189,10 +189,10 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
         try reading { connection in
-            // Keys run backwards: the oldest entry has the largest.
+            // By version, then number (keys run backwards: the lower number has the larger key).
             let columns = "seq, cause, origin, first_version, version, data, subject, idempotency_key, time"
             let page = try connection.statement(
-                "SELECT \(columns) FROM events WHERE session = ? AND seq > ? AND version > ? ORDER BY seq DESC LIMIT ?")
+                "SELECT \(columns) FROM events WHERE session = ? AND seq > ? AND version > ? ORDER BY version, seq DESC LIMIT ?")
             try page.bind(.text(session), .integer(SQLiteLogRows.base), .integer(version.map { Int64(clamping: $0) } ?? -1),
                           .integer(Int64(max(limit, 0))))
             var entries: [LoggedAction] = []
@@ -331,7 +331,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     /// where the last one stopped (no index on the time: it would cost every commit a page).
     private var forgetCursor = ""
 
-    /// Forgets log entries logged before `time` (at most `limit`) of the next few sessions, by id.
+    /// Forgets log entries logged before `time` (at most `limit`) of the next few sessions, by id;
+    /// a session's newest entry stays, whatever its age, so that its numbering goes on from it.
     private func forgetLoggedActions(before time: Double, limit: Int, on writer: SQLiteConnection) throws {
         let sessions = try writer.statement("SELECT id FROM sessions WHERE id > ? ORDER BY id LIMIT 64")
         try sessions.bind(.text(forgetCursor))
@@ -341,9 +342,10 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         var left = Int64(limit)
         for id in ids where left > 0 {
             try writer.statement("""
-                DELETE FROM events WHERE session = ? AND seq IN
-                    (SELECT seq FROM events WHERE session = ? AND seq > ? AND time < ? LIMIT ?)
-                """).bind(.text(id), .text(id), .integer(SQLiteLogRows.base), .real(time), .integer(left)).run()
+                DELETE FROM events WHERE session = ?1 AND seq IN
+                    (SELECT seq FROM events WHERE session = ?1 AND seq > ?2 AND time < ?3
+                        AND seq > (SELECT min(seq) FROM events WHERE session = ?1 AND seq > ?2) LIMIT ?4)
+                """).bind(.text(id), .integer(SQLiteLogRows.base), .real(time), .integer(left)).run()
             left -= Int64(writer.changes)
         }
     }
