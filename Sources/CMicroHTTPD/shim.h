@@ -101,7 +101,8 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
 /// `marks`, which the access handler answers 400. A query larger than `query_budget` would run
 /// the connection's pool dry as libmicrohttpd parses it, and it would then close the connection
 /// without an answer: its arguments are cut off here (the '?' ends the target) and the request
-/// starts with `marks + 2`, answered 414. Any other starts with `marks + 1`. (With this callback
+/// starts with `marks + 2`, answered 414. Any other starts with `marks + 1`. (Written for 0.9.75,
+/// which finds the '?' before this call and parses the arguments after it: see `MHD_VERSION`.) (With this callback
 /// installed, libmicrohttpd reports every request whose line it read as completed, also those
 /// it ends before the access handler's first call: the marks tell them apart.)
 static inline void *
