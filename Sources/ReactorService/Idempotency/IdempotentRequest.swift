@@ -84,7 +84,7 @@ enum JSONWhitespace {
                 }
             } else if byte == UInt8(ascii: "\"") {
                 inString = true
-            } else if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D {
+            } else if JSONScan.isSpace(byte) {
                 continue
             }
             out.append(byte)
@@ -93,48 +93,11 @@ enum JSONWhitespace {
 
     /// The bytes of the top-level object's member `name` (its value as sent), or nil when the
     /// body is not an object with that member as written.
-    static func member(_ name: String, of json: [UInt8]) -> ArraySlice<UInt8>? {
-        var index = 0
-        func skipSpace() {
-            while index < json.count, [0x20, 0x09, 0x0A, 0x0D].contains(json[index]) { index += 1 }
-        }
-        /// Moves past one value; false when the text ends first.
-        func skipValue() -> Bool {
-            var depth = 0
-            var inString = false
-            var escaped = false
-            while index < json.count {
-                let byte = json[index]
-                index += 1
-                if inString {
-                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") {
-                        inString = false
-                        if depth == 0 { return true }
-                    }
-                    continue
-                }
-                switch byte {
-                case UInt8(ascii: "\""): inString = true
-                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
-                case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                    depth -= 1
-                    if depth == 0 { return true }
-                    if depth < 0 { return false }
-                case UInt8(ascii: ","):
-                    if depth == 0 {
-                        index -= 1
-                        return true
-                    }
-                default:
-                    // A scalar ends at the next delimiter.
-                    if depth == 0, index < json.count,
-                       [UInt8(ascii: ","), UInt8(ascii: "}"), 0x20, 0x09, 0x0A, 0x0D].contains(json[index]) {
-                        return true
-                    }
-                }
-            }
-            return depth == 0 && !inString
-        }
+    static func member(_ name: String, of body: [UInt8]) -> ArraySlice<UInt8>? {
+        let json = body[...]
+        var index = json.startIndex
+        func skipSpace() { JSONScan.skipSpace(json, &index) }
+        func skipValue() -> Bool { JSONScan.skipValue(json, &index) }
         skipSpace()
         guard index < json.count, json[index] == UInt8(ascii: "{") else { return nil }
         index += 1

@@ -1,0 +1,57 @@
+/// Moving over JSON text as sent, for the codecs that read a body's bytes rather than decode it
+/// (an idempotency key's digest, the action log's redaction): whitespace, and one value whole.
+enum JSONScan {
+    static func isSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+    }
+
+    /// Moves `index` past whitespace.
+    static func skipSpace(_ json: ArraySlice<UInt8>, _ index: inout Int) {
+        while index < json.endIndex, isSpace(json[index]) { index += 1 }
+    }
+
+    /// Moves `index` past the one value that starts there (a string, a container with all it
+    /// holds, or a scalar, which ends at the next delimiter); false when the text ends first or
+    /// a container closes that was not opened.
+    static func skipValue(_ json: ArraySlice<UInt8>, _ index: inout Int) -> Bool {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        while index < json.endIndex {
+            let byte = json[index]
+            index += 1
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                    if depth == 0 { return true }
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                if depth == 0 { return true }
+                if depth < 0 { return false }
+            case UInt8(ascii: ","):
+                if depth == 0 {
+                    index -= 1
+                    return true
+                }
+            default:
+                if depth == 0, index < json.endIndex, isDelimiter(json[index]) { return true }
+            }
+        }
+        return depth == 0 && !inString
+    }
+
+    /// What ends a scalar.
+    private static func isDelimiter(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") || isSpace(byte)
+    }
+}
