@@ -41,6 +41,7 @@ class ActionLogTests: XCTestCase {
         return try XCTUnwrap(created.object["session"] as? String)
     }
 
+    @discardableResult
     private func act(_ fixture: ServerFixture, _ session: String, _ action: String,
                      headers: [String: String] = [:]) throws -> TestResponse {
         let response = try fixture.client.request("POST", "/sessions/\(session)/actions", body: action, headers: headers)

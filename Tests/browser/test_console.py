@@ -22,13 +22,18 @@ def state(browser):
     return json.loads(text) if text.startswith("{") else None
 
 
-def test_console_sends_typed_actions_and_shows_state_and_pulses(start_reactord, browser):
-    server = start_reactord()
+def open_counter_session(browser, server):
+    """Loads the console, whose kinds come from the spec, and opens a counter session in it."""
     browser.get(server.url + "/")
     wait_until(browser, lambda: [o.text for o in Select(browser.find_element(By.ID, "kind")).options] == ["counter"],
                "the kinds come from the spec")
     browser.find_element(By.ID, "open").click()
     wait_until(browser, lambda: (state(browser) or {}).get("count") == 0, "the new session's state shows")
+
+
+def test_console_sends_typed_actions_and_shows_state_and_pulses(start_reactord, browser):
+    server = start_reactord()
+    open_counter_session(browser, server)
     forms = [legend.text for legend in browser.find_elements(By.CSS_SELECTOR, "#actions legend")]
     assert forms == ["increase", "decrease", "alert", "doSomeAction"], forms
 
@@ -93,11 +98,7 @@ def asked(browser, fragment):
 
 def test_console_history_timeline_scrub_diff_and_fork(start_reactord, browser):
     server = start_reactord()
-    browser.get(server.url + "/")
-    wait_until(browser, lambda: [o.text for o in Select(browser.find_element(By.ID, "kind")).options] == ["counter"],
-               "the kinds come from the spec")
-    browser.find_element(By.ID, "open").click()
-    wait_until(browser, lambda: (state(browser) or {}).get("count") == 0, "the new session's state shows")
+    open_counter_session(browser, server)
     original = browser.find_element(By.ID, "session").text.removeprefix("session ")
     # The history panel follows the session the console opened: it is the one selected.
     assert Select(browser.find_element(By.ID, "sessions")).first_selected_option.get_attribute("value") == original
