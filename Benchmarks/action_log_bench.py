@@ -8,8 +8,8 @@
    one with `--action-log 0`, each on a file of its own; rounds alternate between them. The ratio
    of the medians is the figure (target >= 0.85). Each server's bytes written (write syscalls,
    the WAL and its checkpoints), write calls and CPU time per action, from /proc, over all rounds.
-2. Storage per action: the log's rows (rows of the `events` table, beside the events) as row
-   payload, and the table's pages per row (from SQLite's dbstat).
+2. Storage per action: the log's share of the `events` table's rows as payload, and the table's
+   pages per event with the log and without (from SQLite's dbstat).
 
 Uses the release build (.build-bench, as bench.sh) unless REACTORD_BIN names one; wrk from
 Debian's packages.
@@ -74,22 +74,27 @@ def main():
         print("throughput actions/s without the log=%.0f with=%.0f (%.2fx; medians of %d rounds; target >= 0.85)"
               % (reference, statistics.median(with_log), statistics.median(with_log) / reference, args.rounds),
               flush=True)
-        # SQLite keeps the log as rows of `events` (cause NOT NULL), beside the session's events.
+        # SQLite keeps an entry on the row of the event it ended on (cause NOT NULL), or as a row of
+        # its own (key above 2^62) when there is none.
         db = sqlite3.connect(logged_path)
         count, payload = db.execute(
-            "SELECT count(*), sum(length(session) + 8 + length(cause) + 8 + 8 + 8 + length(data) "
-            "+ coalesce(length(subject), 0) + coalesce(length(idempotency_key), 0) + 8) "
+            "SELECT count(*), sum(8 + length(cause) + 8 + 8 + coalesce(length(action), 0) + coalesce(length(subject), 0) "
+            "+ coalesce(length(idempotency_key), 0) + 8 "
+            "+ CASE WHEN seq > (1 << 62) THEN length(session) + 8 + length(data) ELSE 0 END) "
             "FROM events WHERE cause IS NOT NULL").fetchone()
-        rows = db.execute("SELECT count(*) FROM events").fetchone()[0]
-        try:
-            pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'events'").fetchone()[0]
-        except sqlite3.OperationalError:
-            pages = None   # this SQLite has no dbstat
         db.close()
+        pages = {}
+        for name, path in (("with the log", logged_path), ("--action-log 0", os.path.join(folder, "off.sqlite"))):
+            db = sqlite3.connect(path)
+            events = db.execute("SELECT count(*) FROM events WHERE seq < (1 << 62)").fetchone()[0]
+            try:
+                pages[name] = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'events'").fetchone()[0] / events
+            except sqlite3.OperationalError:
+                pass   # this SQLite has no dbstat
+            db.close()
         if count:
-            print("storage: %d entries kept, %.0f bytes of row payload per entry%s"
-                  % (count, payload / count, "" if pages is None else
-                     ", %.0f bytes of pages per row of the events table (events and entries alike)" % (pages / rows)))
+            print("storage: %d entries kept, %.0f bytes of row payload per entry; the events table's pages per event: %s"
+                  % (count, payload / count, ", ".join("%.0f bytes %s" % (size, name) for name, size in pages.items())))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -9,8 +9,10 @@ makes them): 64 sessions with 1,000-odd events each; each commit updates `--per-
 rows, adds an event to each (and trims the history in steps of 64), and logs each action:
 
 - none:   no log (`--action-log 0`);
-- events: the log as rows of `events`, keys counting down from 2^62 + 2^61 (reactord's layout):
-          a session's newest entry lands beside its newest event;
+- riding: each entry on the row of the event it made (reactord's layout; an entry without an
+          event of its commit gets a row as in `events`);
+- events: the log as rows of `events`, keys counting down from 2^62 + 2^61: a session's newest
+          entry lands beside its newest event (shipped before `riding`);
 - table:  a table of its own keyed (session, number), as first built.
 
 and prints the WAL's growth per commit, in pages.
@@ -36,7 +38,7 @@ def pages_per_commit(layout, commits, per_commit, sessions=64):
                "WITHOUT ROWID")
     db.execute("CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, pulse TEXT, data TEXT NOT NULL, "
                "cause TEXT, origin INTEGER, first_version INTEGER, version INTEGER, subject TEXT, "
-               "idempotency_key TEXT, time REAL, PRIMARY KEY (session, seq)) WITHOUT ROWID")
+               "idempotency_key TEXT, time REAL, number INTEGER, action TEXT, PRIMARY KEY (session, seq)) WITHOUT ROWID")
     db.execute("CREATE TABLE action_log (session TEXT NOT NULL, number INTEGER NOT NULL, cause TEXT NOT NULL, "
                "origin INTEGER, first_version INTEGER, version INTEGER NOT NULL, action TEXT, subject TEXT, "
                "idempotency_key TEXT, time REAL NOT NULL, PRIMARY KEY (session, number)) WITHOUT ROWID")
@@ -52,9 +54,14 @@ def pages_per_commit(layout, commits, per_commit, sessions=64):
             version = versions[session]
             state = '{"alertMessage":null,"count":%d,"user":null}' % version
             db.execute("UPDATE sessions SET state = ?, version = ? WHERE id = ?", (state, version, session))
-            db.execute("INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, NULL, ?)",
-                       (session, version, state))
             entry = ("action", version, version, '{"type":"increase"}', time.time())
+            if layout == "riding":
+                db.execute("INSERT OR REPLACE INTO events (session, seq, pulse, data, number, cause, first_version, "
+                           "version, action, time) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)",
+                           (session, version, state, version, *entry))
+            else:
+                db.execute("INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, NULL, ?)",
+                           (session, version, state))
             if layout == "events":
                 db.execute("INSERT OR REPLACE INTO events (session, seq, cause, first_version, version, data, time) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?)", (session, BASE + SPAN - version, *entry))
@@ -63,7 +70,11 @@ def pages_per_commit(layout, commits, per_commit, sessions=64):
                            "time) VALUES (?, ?, ?, ?, ?, ?, ?)", (session, version, *entry))
             if version % 64 == 0 and version > 1024:
                 db.execute("DELETE FROM events WHERE session = ? AND seq <= ?", (session, version - 1024))
-                if layout == "events":
+                if layout == "riding":   # the log keeps fewer than the history: its trim clears the entries
+                    db.execute("UPDATE events SET number = NULL, cause = NULL, first_version = NULL, version = NULL, "
+                               "action = NULL, time = NULL WHERE session = ? AND seq < ? AND number <= ?",
+                               (session, BASE, version - 1000))
+                elif layout == "events":
                     db.execute("DELETE FROM events WHERE session = ? AND seq >= ?", (session, BASE + SPAN - (version - 1000)))
                 elif layout == "table":
                     db.execute("DELETE FROM action_log WHERE session = ? AND number <= ?", (session, version - 1000))
@@ -87,7 +98,7 @@ def main():
     parser.add_argument("--commits", type=int, default=3000)
     parser.add_argument("--per-commit", type=int, default=2)
     args = parser.parse_args()
-    for layout in ("none", "events", "table"):
+    for layout in ("none", "riding", "events", "table"):
         print("%-6s %.2f pages per commit (%d actions a commit)"
               % (layout, pages_per_commit(layout, args.commits, args.per_commit), args.per_commit), flush=True)
 

@@ -144,4 +144,66 @@ enum ActionLogChecks {
         XCTAssertEqual(try store.sessions(after: "é", limit: 10), [])
         XCTAssertEqual(try store.sessions(after: "", limit: 0), [])
     }
+
+    /// Entries written with the events they made, as the service writes them: read back whole
+    /// whether the history keeps fewer versions than the log keeps entries (the history's trim
+    /// must not take them along) or more (the log's trims and its age must not take the events);
+    /// the newest number comes back with the session whichever entry it is.
+    static func checkEntriesWithTheirEvents(_ store: some StoreEngine) throws {
+        func state(_ version: UInt64) -> [UInt8] { Array(#"{"count":\#(version)}"#.utf8) }
+        try store.commit([write("short", version: 0, isNew: true), write("long", version: 0, isNew: true)], historyLength: 10)
+
+        // "short": history 10, log 100. Ten actions a commit, one event each, but the tenth changes nothing.
+        var version: UInt64 = 0, written: [LoggedAction] = []
+        for _ in 0..<20 {
+            var events: [StoredEvent] = [], logged: [LoggedAction] = []
+            for index in 0..<10 {
+                if index < 9 {
+                    version += 1
+                    events.append(StoredEvent(seq: version, pulse: nil, json: state(version)))
+                }
+                logged.append(entry(UInt64(written.count + logged.count + 1), version: version, changed: index < 9))
+            }
+            try store.commit([write("short", version: version, events: events, logged: logged)],
+                             historyLength: 10, actionLogLength: 100)
+            written += logged
+        }
+        // The last trim of the log came when its oldest kept passed 64 (at 170): 71...200 are kept.
+        let kept = Array(written.dropFirst(70))
+        XCTAssertEqual(try store.loggedActions(of: "short", after: nil, limit: 1_000), kept)
+        var paged: [LoggedAction] = [], after: UInt64? = nil
+        while let page = Optional(try store.loggedActions(of: "short", after: after, limit: 7)), let last = page.last {
+            paged += page
+            after = last.version
+        }
+        XCTAssertEqual(paged, kept, "pages of 7, each ending between versions")
+        XCTAssertEqual(try store.state(of: "short", at: version - 5), .found(state(version - 5)))
+        XCTAssertEqual(try store.session("short", historyLength: 10)?.lastLoggedAction, 200, "an entry of its own")
+        try store.commit([write("short", version: version + 1, events: [StoredEvent(seq: version + 1, pulse: nil,
+                                                                                     json: state(version + 1))],
+                                logged: [entry(201, version: version + 1)])], historyLength: 10, actionLogLength: 100)
+        XCTAssertEqual(try store.session("short", historyLength: 10)?.lastLoggedAction, 201, "an entry with its event")
+        XCTAssertEqual(try store.session("short", historyLength: 0)?.lastLoggedAction, 201, "read with no history")
+
+        // "long": history 1000, log 10; entry n logged at time n.
+        let logged = (1...100).map { entry($0, version: $0, time: Double($0)) }
+        for batch in 0..<10 {
+            let range = batch * 10..<(batch + 1) * 10
+            try store.commit([write("long", version: UInt64(range.upperBound),
+                                    events: range.map { StoredEvent(seq: UInt64($0 + 1), pulse: nil, json: state(UInt64($0 + 1))) },
+                                    logged: Array(logged[range]))], historyLength: 1_000, actionLogLength: 10)
+        }
+        XCTAssertEqual(try store.loggedActions(of: "long", after: nil, limit: 1_000).map(\.number), Array(71...100))
+        try store.commit([.forgetLoggedActions(before: 80.5, limit: 100)], historyLength: 1_000, actionLogLength: 10)
+        XCTAssertEqual(try store.loggedActions(of: "long", after: nil, limit: 1_000).map(\.number), Array(81...100))
+        try store.commit([.forgetLoggedActions(before: 1e9, limit: 10_000)], historyLength: 1_000, actionLogLength: 10)
+        XCTAssertEqual(try store.loggedActions(of: "long", after: nil, limit: 1_000).map(\.number), [100], "the newest stays")
+        XCTAssertEqual(try store.session("long", historyLength: 1_000)?.lastLoggedAction, 100)
+        for kept in [1, 50, 75, 100] as [UInt64] {
+            XCTAssertEqual(try store.state(of: "long", at: kept), .found(state(kept)), "the log's trims leave event \(kept)")
+        }
+        try store.commit([.delete(id: "long", reason: "deleted")], historyLength: 1_000, actionLogLength: 10)
+        XCTAssertEqual(try store.loggedActions(of: "long", after: nil, limit: 1_000), [])
+        XCTAssertEqual(try store.state(of: "long", at: 50), .noSession)
+    }
 }

@@ -399,6 +399,10 @@ final class PostgresStoreTests: XCTestCase {
 
     func testStateAtAVersion() throws { try ActionLogChecks.checkStateAtVersion(try open(try database())) }
 
+    func testActionLogEntriesWithTheirEventsOutliveEitherTrim() throws {
+        try ActionLogChecks.checkEntriesWithTheirEvents(try open(try database()))
+    }
+
     func testSessionsAreListedInPagesInByteOrder() throws {
         try ActionLogChecks.checkSessionsInPages(try open(try database()))
     }

@@ -186,7 +186,59 @@ extension SQLiteStoreTests {
 
     func testStateAtAVersion() throws { try onAFreshStore(ActionLogChecks.checkStateAtVersion) }
 
+    func testActionLogEntriesWithTheirEventsOutliveEitherTrim() throws {
+        try onAFreshStore(ActionLogChecks.checkEntriesWithTheirEvents)
+    }
+
     func testSessionsAreListedInPagesInByteOrder() throws { try onAFreshStore(ActionLogChecks.checkSessionsInPages) }
+
+    /// A file of schema 5 kept every entry as a row of its own, its number in its key: migrated in
+    /// place, its entries read as before, and the next ones, riding on their events, follow them.
+    func testAVersionFiveActionLogIsMigratedAndContinued() throws {
+        let path = folder.appendingPathComponent("v5.sqlite").path
+        let top = (1 << 62) + (1 << 61)
+        let v5 = """
+            CREATE TABLE reactord_schema (version INTEGER NOT NULL); INSERT INTO reactord_schema VALUES (5);
+            CREATE TABLE sessions (id TEXT PRIMARY KEY NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+              version INTEGER NOT NULL, created_at REAL NOT NULL, last_active REAL NOT NULL, owner TEXT) WITHOUT ROWID;
+            CREATE INDEX sessions_by_last_active ON sessions (last_active);
+            CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner IS NOT NULL;
+            CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, pulse TEXT, data TEXT NOT NULL,
+              cause TEXT, origin INTEGER, first_version INTEGER, version INTEGER, subject TEXT, idempotency_key TEXT,
+              time REAL, PRIMARY KEY (session, seq)) WITHOUT ROWID;
+            CREATE TABLE global_user (only INTEGER PRIMARY KEY CHECK (only = 1), data TEXT NOT NULL);
+            CREATE TABLE answers (scope TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, status INTEGER NOT NULL,
+              headers TEXT NOT NULL, body TEXT NOT NULL, expires REAL NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID;
+            CREATE INDEX answers_by_expiry ON answers (expires);
+            INSERT INTO sessions VALUES ('old', 'counter', '{"count":2}', 2, 1000, 1000, NULL);
+            INSERT INTO events (session, seq, data) VALUES ('old', 1, '{"count":1}'), ('old', 2, '{"count":2}');
+            INSERT INTO events (session, seq, data, cause, first_version, version, time) VALUES
+              ('old', \(top - 1), '{"type":"increment"}', 'action', 1, 1, 1000.5),
+              ('old', \(top - 2), '', 'user', 2, 2, 1001.5);
+            """
+        let sqlite = Process()
+        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        sqlite.arguments = [path, v5]
+        try sqlite.run()
+        sqlite.waitUntilExit()
+        XCTAssertEqual(sqlite.terminationStatus, 0)
+
+        let store = try SQLiteStore(path: path)
+        defer { store.close() }
+        let old = [LoggedAction(number: 1, cause: .action, firstVersion: 1, version: 1, json: Array(#"{"type":"increment"}"#.utf8),
+                                time: 1000.5),
+                   LoggedAction(number: 2, cause: .user, firstVersion: 2, version: 2, time: 1001.5)]
+        XCTAssertEqual(try store.loggedActions(of: "old", after: nil, limit: 10), old)
+        XCTAssertEqual(try store.session("old", historyLength: 10)?.lastLoggedAction, 2)
+        let next = ActionLogChecks.entry(3, version: 3)
+        try store.commit([ActionLogChecks.write("old", version: 3, events: [StoredEvent(seq: 3, pulse: nil,
+                                                                                       json: Array(#"{"count":3}"#.utf8))],
+                                                logged: [next])], historyLength: 10, actionLogLength: 10)
+        XCTAssertEqual(try store.loggedActions(of: "old", after: nil, limit: 10), old + [next])
+        XCTAssertEqual(try store.loggedActions(of: "old", after: 1, limit: 1), [old[1]])
+        XCTAssertEqual(try store.session("old", historyLength: 10)?.lastLoggedAction, 3)
+        XCTAssertEqual(try store.state(of: "old", at: 2), .found(Array(#"{"count":2}"#.utf8)))
+    }
 
     /// The newest entry's number survives a restart (it numbers the next one).
     func testTheLastLoggedActionIsReadAfterAReopen() throws {

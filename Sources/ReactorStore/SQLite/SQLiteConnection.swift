@@ -108,7 +108,10 @@ final class SQLiteStatement {
     }
 
     @discardableResult
-    func bind(_ values: SQLiteValue...) throws -> SQLiteStatement {
+    func bind(_ values: SQLiteValue...) throws -> SQLiteStatement { try bind(values) }
+
+    @discardableResult
+    func bind(_ values: [SQLiteValue]) throws -> SQLiteStatement {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let code: Int32

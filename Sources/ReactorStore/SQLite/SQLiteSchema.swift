@@ -46,7 +46,7 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         CREATE INDEX answers_by_expiry ON answers (expires);
         """,
-        // 5: each session's action log, as rows of `events` beside its events (see `SQLiteLogRows`):
+        // 5: each session's action log, as rows of `events` beside its events (see `SQLiteActionLog`):
         // cause is NULL for an event, else action, effect or user; data holds an action's JSON
         // ('' for the others); first_version NULL: it changed nothing.
         """
@@ -57,6 +57,12 @@ enum SQLiteSchema {
         ALTER TABLE events ADD COLUMN subject TEXT;
         ALTER TABLE events ADD COLUMN idempotency_key TEXT;
         ALTER TABLE events ADD COLUMN time REAL;
+        """,
+        // 6: an entry rides on the row of the event it ended on (`SQLiteActionLog`): its number
+        // (else in the key of a row of its own) and its action (else in `data`).
+        """
+        ALTER TABLE events ADD COLUMN number INTEGER;
+        ALTER TABLE events ADD COLUMN action TEXT;
         """,
     ]
 

@@ -86,20 +86,20 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 id: id, kind: row.string(0), owner: row.isNull(5) ? nil : row.string(5), stateJSON: row.bytes(1),
                 version: try storedCount(row.int64(2), "version"), createdAt: row.double(3), lastActive: row.double(4),
                 events: [])
+            let oldestRead = Int64(clamping: session.version) - Int64(historyLength)
             let events = try connection.statement(
-                "SELECT seq, pulse, data FROM events WHERE session = ? AND seq > ? AND seq < ? ORDER BY seq")
-            try events.bind(.text(id), .integer(Int64(clamping: session.version) - Int64(historyLength)),
-                            .integer(SQLiteLogRows.base))
+                "SELECT seq, pulse, data, number FROM events WHERE session = ? AND seq > ? AND seq < ? ORDER BY seq")
+            try events.bind(.text(id), .integer(oldestRead), .integer(SQLiteActionLog.base))
             while try events.next() {
                 session.events.append(StoredEvent(
                     seq: try storedCount(events.int64(0), "event id"), pulse: events.isNull(1) ? nil : events.string(1),
                     json: events.bytes(2)))
+                if !events.isNull(3) {
+                    session.lastLoggedAction = max(session.lastLoggedAction, try storedCount(events.int64(3), "action log number"))
+                }
             }
-            let lastLogged = try connection.statement("SELECT min(seq) FROM events WHERE session = ? AND seq > ?")
-            try lastLogged.bind(.text(id), .integer(SQLiteLogRows.base))
-            if try lastLogged.next(), !lastLogged.isNull(0) {
-                session.lastLoggedAction = try storedCount(SQLiteLogRows.number(lastLogged.int64(0)), "action log number")
-            }
+            let older = try SQLiteActionLog.newestNumber(of: id, eventsThrough: oldestRead, on: connection)
+            session.lastLoggedAction = max(session.lastLoggedAction, older ?? 0)
             return session
         }
     }
@@ -145,10 +145,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 for change in changes {
                     switch change {
                     case let .session(write):
-                        if try !apply(write, historyLength: historyLength, on: writer) {
+                        let logged = actionLogLength > 0 ? write.loggedActions : []
+                        if try !apply(write, logging: logged, historyLength: historyLength, on: writer) {
                             gone.insert(write.id)
-                        } else if actionLogLength > 0 {
-                            try log(write, keeping: actionLogLength, on: writer)
+                        } else {
+                            try trimLog(of: write.id, after: logged, keeping: actionLogLength, on: writer)
                         }
                     case let .delete(id, _, idleBefore):
                         if let idleBefore {
@@ -188,25 +189,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     }
 
     public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
-        try reading { connection in
-            // By version, then number (keys run backwards: the lower number has the larger key).
-            let columns = "seq, cause, origin, first_version, version, data, subject, idempotency_key, time"
-            let page = try connection.statement(
-                "SELECT \(columns) FROM events WHERE session = ? AND seq > ? AND version > ? ORDER BY version, seq DESC LIMIT ?")
-            try page.bind(.text(session), .integer(SQLiteLogRows.base), .integer(version.map { Int64(clamping: $0) } ?? -1),
-                          .integer(Int64(max(limit, 0))))
-            var entries: [LoggedAction] = []
-            while try page.next() { entries.append(try Self.loggedAction(page)) }
-            guard entries.count == limit, let last = entries.last else { return entries }
-            // A page ends between versions (see the protocol): the rest of its last one.
-            let rest = try connection.statement("""
-                SELECT \(columns) FROM events WHERE session = ? AND seq > ? AND seq < ? AND version = ? ORDER BY seq DESC
-                """)
-            try rest.bind(.text(session), .integer(SQLiteLogRows.base), .integer(SQLiteLogRows.key(last.number)),
-                          .integer(Int64(clamping: last.version)))
-            while try rest.next() { entries.append(try Self.loggedAction(rest)) }
-            return entries
-        }
+        try reading { connection in try SQLiteActionLog.entries(of: session, after: version, limit: limit, on: connection) }
     }
 
     public func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
@@ -224,7 +207,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             if try kept.next() { return .found(kept.bytes(0)) }
             let oldest = try connection.statement(
                 "SELECT seq FROM events WHERE session = ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1")
-            try oldest.bind(.text(session), .integer(SQLiteLogRows.base))
+            try oldest.bind(.text(session), .integer(SQLiteActionLog.base))
             return .notRetained(oldest: try oldest.next() ? try storedCount(oldest.int64(0), "event id") : current)
         }
     }
@@ -261,9 +244,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     private static let trimStep: Int64 = 64
 
-    /// Writes the session's change; false when there is no such session any more (deleted
-    /// meanwhile: it stays deleted, and its late events and answers are not kept).
-    private func apply(_ write: SessionWrite, historyLength: Int, on writer: SQLiteConnection) throws -> Bool {
+    /// Writes the session's change and the entries `logged` for it; false when there is no such
+    /// session any more (deleted meanwhile: it stays deleted, and its late events, entries and
+    /// answers are not kept).
+    private func apply(_ write: SessionWrite, logging logged: [LoggedAction], historyLength: Int,
+                       on writer: SQLiteConnection) throws -> Bool {
         if write.isNew {
             try writer.statement("""
                 INSERT INTO sessions (id, kind, state, version, created_at, last_active, owner) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -283,47 +268,48 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             if writer.changes == 0 { return false }
         }
         for answer in write.answers { try keep(answer, on: writer) }
-        guard historyLength > 0, !write.events.isEmpty else { return true }
+        guard historyLength > 0, !write.events.isEmpty else {
+            for entry in logged { try SQLiteActionLog.insert(entry, of: write.id, on: writer) }
+            return true
+        }
+        // An entry that ends on one of these events rides on its row (SQLiteActionLog).
+        var riding: [UInt64: LoggedAction] = [:]
+        var alone: [LoggedAction] = []
+        for entry in logged {
+            if entry.firstVersion != nil, riding[entry.version] == nil { riding[entry.version] = entry } else { alone.append(entry) }
+        }
         let insert = "INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, ?, ?)"
         for event in write.events {
+            if let entry = riding.removeValue(forKey: event.seq) {
+                try SQLiteActionLog.insert(event, carrying: entry, of: write.id, on: writer)
+                continue
+            }
             try writer.statement(insert)
                 .bind(.text(write.id), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
                       .utf8(event.json)).run()
         }
+        for entry in alone + riding.values { try SQLiteActionLog.insert(entry, of: write.id, on: writer) }
         // Trimmed in steps of `trimStep` events, not on every write: a session keeps between
         // `historyLength` and `historyLength + trimStep` of them, and reads take the newest.
         let oldestKept = Int64(clamping: write.version) - Int64(historyLength)
         let previous = Int64(clamping: write.events[0].seq) - 1 - Int64(historyLength)
         if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
+            try SQLiteActionLog.release(write.id, throughEvent: oldestKept, on: writer)
             try writer.statement("DELETE FROM events WHERE session = ? AND seq <= ?")
                 .bind(.text(write.id), .integer(oldestKept)).run()
         }
         return true
     }
 
-    /// Appends the write's log entries, keeping the session's newest `length` (trimmed in steps,
+    /// Keeps the session's newest `length` entries after `logged` was written (trimmed in steps,
     /// as its events are).
-    private func log(_ write: SessionWrite, keeping length: Int, on writer: SQLiteConnection) throws {
-        guard let first = write.loggedActions.first, let last = write.loggedActions.last else { return }
-        let insert = """
-            INSERT OR REPLACE INTO events
-                (session, seq, cause, origin, first_version, version, data, subject, idempotency_key, time)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """
-        for entry in write.loggedActions {
-            try writer.statement(insert)
-                .bind(.text(write.id), .integer(SQLiteLogRows.key(entry.number)), .text(entry.cause.rawValue),
-                      entry.origin.map { .integer(Int64(clamping: $0)) } ?? .null,
-                      entry.firstVersion.map { .integer(Int64(clamping: $0)) } ?? .null,
-                      .integer(Int64(clamping: entry.version)), entry.json.map(SQLiteValue.utf8) ?? .text(""),
-                      entry.subject.map(SQLiteValue.text) ?? .null, entry.idempotencyKey.map(SQLiteValue.text) ?? .null,
-                      .real(entry.time)).run()
-        }
+    private func trimLog(of session: String, after logged: [LoggedAction], keeping length: Int,
+                         on writer: SQLiteConnection) throws {
+        guard let first = logged.first, let last = logged.last else { return }
         let oldestKept = Int64(clamping: last.number) - Int64(length)
         let previous = Int64(clamping: first.number) - 1 - Int64(length)
         if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
-            try writer.statement("DELETE FROM events WHERE session = ? AND seq >= ?")
-                .bind(.text(write.id), .integer(SQLiteLogRows.key(UInt64(oldestKept)))).run()
+            try SQLiteActionLog.drop(session, through: UInt64(oldestKept), on: writer)
         }
     }
 
@@ -341,12 +327,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         forgetCursor = ids.count == 64 ? ids[63] : ""
         var left = Int64(limit)
         for id in ids where left > 0 {
-            try writer.statement("""
-                DELETE FROM events WHERE session = ?1 AND seq IN
-                    (SELECT seq FROM events WHERE session = ?1 AND seq > ?2 AND time < ?3
-                        AND seq > (SELECT min(seq) FROM events WHERE session = ?1 AND seq > ?2) LIMIT ?4)
-                """).bind(.text(id), .integer(SQLiteLogRows.base), .real(time), .integer(left)).run()
-            left -= Int64(writer.changes)
+            left -= try SQLiteActionLog.forget(id, before: time, limit: left, on: writer)
         }
     }
 
@@ -357,20 +338,6 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             """)
             .bind(.text(answer.scope), .text(answer.key), .text(answer.request), .integer(Int64(answer.status)),
                   .text(answer.headerText), .utf8(answer.body), .real(answer.expires)).run()
-    }
-
-    private static func loggedAction(_ row: SQLiteStatement) throws -> LoggedAction {
-        guard let cause = LoggedAction.Cause(rawValue: row.string(1)) else {
-            throw StoreError.damaged("its stored action log is damaged", cause: "unknown cause \(row.string(1))")
-        }
-        let json = row.bytes(5)
-        return LoggedAction(
-            number: try storedCount(SQLiteLogRows.number(row.int64(0)), "action log number"), cause: cause,
-            origin: row.isNull(2) ? nil : try storedCount(row.int64(2), "action log origin"),
-            firstVersion: row.isNull(3) ? nil : try storedCount(row.int64(3), "first version"),
-            version: try storedCount(row.int64(4), "version"), json: json.isEmpty ? nil : json,
-            subject: row.isNull(6) ? nil : row.string(6), idempotencyKey: row.isNull(7) ? nil : row.string(7),
-            time: row.double(8))
     }
 
     private func reading<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
