@@ -154,7 +154,7 @@ class ActionLogTests: XCTestCase {
         let lines = export.text.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         XCTAssertEqual(lines.compactMap { $0?["number"] as? Int }, Array(1...9))
         for (query, problem) in [("?limit=0", "limit"), ("?limit=1001", "limit"), ("?after=-1", "after"),
-                                 ("?format=xml", "format")] {
+                                 ("?after=%2B5", "after"), ("?limit=+5", "limit"), ("?format=xml", "format")] {
             let refused = try fixture.client.request("GET", "/sessions/\(session)/actions\(query)")
             XCTAssertEqual(refused.status, 400, query)
             XCTAssertTrue((refused.object["detail"] as? String ?? "").contains(problem), refused.text)
