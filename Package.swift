@@ -37,6 +37,9 @@ let package = Package(
         // Hands the answers libmicrohttpd makes itself (414, 431, ...) to MicroHTTP before they
         // are sent, so that they carry the server's fields too (MicroHTTP/OwnAnswers.swift).
         .target(name: "CMicroHTTPDAnswers", dependencies: ["CMicroHTTPD"]),
+        // The package's one mutex, condition, lock box and thread start (pthreads, no Foundation):
+        // `package` API for the other targets, in no product.
+        .target(name: "ConcurrencyPrimitives", swiftSettings: [.swiftLanguageMode(.v6)]),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "CMicroHTTPDAnswers"]),
         .systemLibrary(
             name: "CSQLite",
@@ -89,6 +92,8 @@ let package = Package(
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
         .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore", "TestSupport"]),
+        .testTarget(name: "ConcurrencyPrimitivesTests", dependencies: ["ConcurrencyPrimitives"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore", "TestSupport"]),
         // The raw-socket test clients and `Locked`, one piece of code shared by the test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
