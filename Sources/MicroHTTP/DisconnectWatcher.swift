@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
@@ -25,7 +26,7 @@ import Darwin
 /// an event stream has nothing more to receive from its client (nginx ends such a streaming
 /// request too).
 final class DisconnectWatcher: @unchecked Sendable {
-    private let lock = Lock()
+    private let lock = Mutex()
     // Guarded by `lock`.
     private var streams: [UInt64: EventStream] = [:]
     private var nextToken: UInt64 = 1   // 0 is the wake-up eventfd
@@ -34,7 +35,7 @@ final class DisconnectWatcher: @unchecked Sendable {
     #if os(Linux)
     private let epoll: Int32
     private let wakeup: Int32
-    private var thread = pthread_t()
+    private var thread: PlatformThread?
     #endif
     private var running = false
 
@@ -46,13 +47,9 @@ final class DisconnectWatcher: @unchecked Sendable {
         epoll = mhd_shim_watch_create(&wakeupFD)
         guard epoll >= 0 else { return nil }
         wakeup = wakeupFD
-        let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
-        guard pthread_create(&thread, nil, { raw in
-            let watcher = Unmanaged<DisconnectWatcher>.fromOpaque(raw!).takeRetainedValue()
-            watcher.run()
-            return nil
-        }, me) == 0 else {
-            Unmanaged<DisconnectWatcher>.fromOpaque(me).release()
+        do {
+            thread = try PlatformThread.joinable { [self] in run() }   // holds self until it ends
+        } catch {
             close(wakeup)
             close(epoll)
             return nil
@@ -105,7 +102,7 @@ final class DisconnectWatcher: @unchecked Sendable {
         lock.unlock()
         var one: UInt64 = 1
         _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
-        pthread_join(thread, nil)
+        thread?.join()
         lock.withLock { streams.removeAll() }
         close(wakeup)
         close(epoll)

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
@@ -29,7 +30,7 @@ final class EdgeGuard: @unchecked Sendable {
     /// nil when there is neither a head deadline nor a per-address limit: nothing is tracked.
     private let table: UnsafeMutableRawPointer?
 
-    private let lock = Lock()
+    private let lock = Mutex()
     // Guarded by `lock`: connections per address, and the address each counted socket holds.
     private var counts: [IPAddress: Int] = [:]
     private var counted: [Int32: IPAddress] = [:]

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -31,7 +32,7 @@ public final class EventStream: PendingResume, @unchecked Sendable {
     /// 256 still 0.24 KiB. (An HTTP/1.0 client, not chunked, is read through it, in small reads.)
     static let blockSize = 16
 
-    private let lock = Lock()
+    private let lock = Mutex()
     private let connection: Connection
     let socket: Int32
     private let queueLimit: Int

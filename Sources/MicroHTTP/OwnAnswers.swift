@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import CMicroHTTPD
 import CMicroHTTPDAnswers
 
@@ -12,7 +13,7 @@ import CMicroHTTPDAnswers
 /// field on the line just before the one that overflowed, or any field after a request line
 /// that overflowed (414), is not among them (`RequestHead.hasAllFields` is false).
 enum OwnAnswers {
-    private static let lock = Lock()
+    private static let lock = Mutex()
     /// The running servers, by their daemons. Guarded by `lock`.
     nonisolated(unsafe) private static var servers: [OpaquePointer: Unmanaged<HTTPServer>] = [:]
 

@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// Answers a `.deferred` request, once, from any thread. A Responder dropped without an
 /// answer answers 500, so a forgotten request never holds its connection forever.
 public final class Responder: @unchecked Sendable {
@@ -25,7 +27,7 @@ public final class Responder: @unchecked Sendable {
 /// The state of one suspended request, shared by the MHD thread and the answering thread.
 /// Resume only after the suspend, only once, never after completion, all under `lock`.
 final class DeferredExchange: PendingResume, @unchecked Sendable {
-    private let lock = Lock()
+    private let lock = Mutex()
     private let connection: Connection
 
     // Guarded by `lock`.

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
@@ -14,8 +15,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// Head deadlines and the per-address connection limit (see EdgeGuard.swift).
     let edge: EdgeGuard
 
-    private let lock = Lock()
-    private let stopLock = Lock()   // serialises stop() calls
+    private let lock = Mutex()
+    private let stopLock = Mutex()   // serialises stop() calls
     // Guarded by `lock`.
     /// One libmicrohttpd daemon per thread (empty until started, and again once stopped).
     private var daemons: [OpaquePointer] = []
@@ -30,7 +31,7 @@ public final class HTTPServer: @unchecked Sendable {
     private var heartbeat: Heartbeat?
     private var disconnectWatcher: DisconnectWatcher?
     private var acceptor: Acceptor?
-    private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
+    private let logLock = Mutex()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
     /// Released after MHD_stop_daemon; nil when it could not be made.
     private var batchTicker: BatchTicker?
