@@ -64,7 +64,7 @@ let package = Package(
         // ES256, public keys from PEM); `package` API, not part of any product's.
         .target(name: "JWSSignatures", dependencies: ["CLibCrypto"]),
         // The store seam and its engines; SQL lives here and nowhere else.
-        .target(name: "ReactorStore", dependencies: ["CSQLite", "CLibPQ"]),
+        .target(name: "ReactorStore", dependencies: ["ConcurrencyPrimitives", "CSQLite", "CLibPQ"]),
         .target(
             name: "ReactorService",
             dependencies: [

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -29,7 +30,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// node's address that last renewed before it was this node before a restart.
     private var openedAt = 0.0
 
-    private let writeLock = StoreLock()
+    private let writeLock = Mutex()
     private var writer: PostgresConnection?   // guarded by writeLock; nil until (re)connected
     private let pool: PostgresPool
 
@@ -41,7 +42,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         var since: Double
     }
 
-    private let leaseLock = StoreLock()
+    private let leaseLock = Mutex()
     // Guarded by leaseLock.
     private var leases: [String: Lease] = [:]
     private var address = ""
@@ -750,8 +751,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     // MARK: - Connections
 
     private static func connector(url: String, secrets: [String], timeout: Int = 5)
-        -> () throws(PostgresError) -> PostgresConnection {
-        { () throws(PostgresError) in try PostgresConnection(uri: url, secrets: secrets, connectTimeout: timeout) }
+        -> @Sendable () throws(PostgresError) -> PostgresConnection {
+        { @Sendable () throws(PostgresError) in try PostgresConnection(uri: url, secrets: secrets, connectTimeout: timeout) }
     }
 
     private func writerConnection() throws(StoreError) -> PostgresConnection {

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import CSQLite
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -17,8 +18,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     public let name: String
     private let path: String
     private let lockFile: Int32
-    private let writeLock = StoreLock()
-    private let readLock = StoreLock()
+    private let writeLock = Mutex()
+    private let readLock = Mutex()
     // Guarded by writeLock and readLock; nil once closed.
     private var writer: SQLiteConnection?
     private var reader: SQLiteConnection?
