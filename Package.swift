@@ -83,7 +83,7 @@ let package = Package(
         .target(
             name: "ReactorServiceCLI",
             dependencies: [
-                "ReactorService", "MicroHTTP",
+                "ConcurrencyPrimitives", "ReactorService", "MicroHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
