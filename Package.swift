@@ -40,7 +40,8 @@ let package = Package(
         // The package's one mutex, condition, lock box and thread start (pthreads, no Foundation):
         // `package` API for the other targets, in no product.
         .target(name: "ConcurrencyPrimitives", swiftSettings: [.swiftLanguageMode(.v6)]),
-        .target(name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD", "CMicroHTTPDAnswers"]),
+        .target(name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD", "CMicroHTTPDAnswers"],
+                swiftSettings: [.swiftLanguageMode(.v6)]),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",

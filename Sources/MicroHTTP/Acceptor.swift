@@ -1,5 +1,5 @@
-import ConcurrencyPrimitives
-import CMicroHTTPD
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -23,6 +23,7 @@ import Darwin
 ///
 /// The thread also keeps the server's `BatchTicker` going while it runs, and at each tick has
 /// the guard cut the connections past their head deadline.
+// why: hands sockets to libmicrohttpd daemons (C handles) on its one thread; `stopping` is under `lock`.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemons: [OpaquePointer]

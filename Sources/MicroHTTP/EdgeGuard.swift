@@ -1,5 +1,5 @@
-import ConcurrencyPrimitives
-import CMicroHTTPD
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -19,6 +19,7 @@ import Darwin
 ///
 /// The per-address count lives here too, not in libmicrohttpd (whose limit cannot exempt
 /// trusted proxies): the acceptor asks `admit` at each accept.
+// why: owns the C head-deadline table (mhd_shim_heads_*, atomic per slot); its counts are under `lock`.
 final class EdgeGuard: @unchecked Sendable {
     /// Milliseconds a head may take from the accept; 0: no deadline.
     private let headMilliseconds: Int64

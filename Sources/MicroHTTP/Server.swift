@@ -1,5 +1,5 @@
-import ConcurrencyPrimitives
-import CMicroHTTPD
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -9,6 +9,7 @@ import Darwin
 /// An HTTP server on libmicrohttpd: one epoll thread per `threads`, handlers inline on them,
 /// SSE streams and deferred replies by suspend/resume. A started server stays alive until
 /// `stop()` returns.
+// why: owns the libmicrohttpd daemons and their C logger and parse states; its fields are under `lock`.
 public final class HTTPServer: @unchecked Sendable {
     let configuration: HTTPServerConfiguration
     let router: Router
