@@ -1,4 +1,4 @@
-import ConcurrencyPrimitives
+internal import ConcurrencyPrimitives
 #if canImport(Glibc)
 import Glibc
 #endif

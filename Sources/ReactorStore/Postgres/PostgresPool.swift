@@ -1,4 +1,4 @@
-import ConcurrencyPrimitives
+internal import ConcurrencyPrimitives
 
 /// A few connections for the calls that come from any thread (reads, claims, renewals): each
 /// call takes one, waiting while all are busy. A connection found broken is dropped and a new

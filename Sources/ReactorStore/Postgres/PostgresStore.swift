@@ -1,4 +1,4 @@
-import ConcurrencyPrimitives
+internal import ConcurrencyPrimitives
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -18,6 +18,7 @@ import Glibc
 /// each node also keeps, per lease, its fence and a deadline on its own monotonic clock, taken
 /// before the statement that set the lease was sent, less a margin: `holds` turns false
 /// before any other node can take the session over.
+// why: owns a libpq writer connection (C) under `writeLock`; leases and listener are under `leaseLock`.
 public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public let name: String
     public let nodeID: String
@@ -28,7 +29,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     private let secrets: [String]
     /// The database's clock when this store opened (seconds since 1970): a holder at this
     /// node's address that last renewed before it was this node before a restart.
-    private var openedAt = 0.0
+    private let openedAt: Double
 
     private let writeLock = Mutex()
     private var writer: PostgresConnection?   // guarded by writeLock; nil until (re)connected
