@@ -65,7 +65,7 @@ let package = Package(
         ),
         // The typed wall over CLibCrypto: exactly what JWS verification needs (HS256, RS256,
         // ES256, public keys from PEM); `package` API, not part of any product's.
-        .target(name: "JWSSignatures", dependencies: ["CLibCrypto"]),
+        .target(name: "JWSSignatures", dependencies: ["CLibCrypto"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // The store seam and its engines; SQL lives here and nowhere else.
         .target(name: "ReactorStore", dependencies: ["ConcurrencyPrimitives", "CSQLite", "CLibPQ"],
                 swiftSettings: [.swiftLanguageMode(.v6)]),
