@@ -81,8 +81,9 @@ let package = Package(
                         .embedInCode("Resources/openapi.yaml")]
         ),
         .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"]),
-        // Foundation only (FoundationNetworking on Linux): no server code in an app.
-        .target(name: "ReactorClient"),
+        // Foundation only (FoundationNetworking on Linux) and the package's lock box: no server
+        // code in an app.
+        .target(name: "ReactorClient", dependencies: ["ConcurrencyPrimitives"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // reactord's command line (flags, REACTORD_* variables, logging), for any server binary.
         .target(
             name: "ReactorServiceCLI",
