@@ -91,7 +91,8 @@ let package = Package(
                 "ConcurrencyPrimitives", "ReactorService", "MicroHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(name: "reactord", dependencies: ["ReactorServiceCLI", "Examples"]),
         .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),

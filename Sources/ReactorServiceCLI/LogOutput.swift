@@ -1,4 +1,4 @@
-import ConcurrencyPrimitives
+internal import ConcurrencyPrimitives
 import Logging
 #if canImport(Glibc)
 import Glibc
