@@ -1,4 +1,4 @@
-import CLibCrypto
+internal import CLibCrypto
 
 /// An HMAC-SHA256 key (RFC 2104), as JWS's HS256 uses it: the MAC is OpenSSL's, the comparison
 /// constant-time (`CRYPTO_memcmp`), so a forger learns nothing from how long a refusal takes.

@@ -1,4 +1,4 @@
-import CLibCrypto
+internal import CLibCrypto
 
 /// SHA-256 (FIPS 180-4), OpenSSL's: for digests that stand for a longer text (an idempotent
 /// request), not only for signatures.

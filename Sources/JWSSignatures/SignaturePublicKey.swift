@@ -1,4 +1,4 @@
-import CLibCrypto
+internal import CLibCrypto
 
 /// A public key JWS signatures are checked with, read from PEM by OpenSSL: an RSA key (RS256:
 /// RSASSA-PKCS1-v1_5 with SHA-256) or a P-256 key (ES256: ECDSA with SHA-256). The kind of key
@@ -6,6 +6,7 @@ import CLibCrypto
 ///
 /// Immutable once made: OpenSSL allows one `EVP_PKEY` to be used for verification by many
 /// threads at once as long as nobody changes it, hence `@unchecked Sendable`.
+// why: wraps an immutable EVP_PKEY (C), which OpenSSL lets many threads verify with at once.
 package final class SignaturePublicKey: @unchecked Sendable {
     package enum Kind: Equatable, Sendable {
         /// RS256; `bits` is the modulus' size.
@@ -151,6 +152,6 @@ package final class SignaturePublicKey: @unchecked Sendable {
         var name = [CChar](repeating: 0, count: 64)
         var length = 0
         guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return nil }
-        return String(cString: name)
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -1,4 +1,5 @@
-import CMicroHTTPD
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -22,18 +23,19 @@ import Darwin
 ///
 /// The thread also keeps the server's `BatchTicker` going while it runs, and at each tick has
 /// the guard cut the connections past their head deadline.
+// why: hands sockets to libmicrohttpd daemons (C handles) on its one thread; `stopping` is under `lock`.
 final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemons: [OpaquePointer]
     private let edge: EdgeGuard
     private var nextDaemon = 0      // the acceptor thread's own
     private let gate: any AcceptorGate
-    private let lock = Lock()
+    private let lock = Mutex()
     private var stopping = false    // guarded by `lock`
     #if os(Linux)
     private let wakeup: Int32
     private let ticker: BatchTicker?
-    private var thread = pthread_t()
+    private var thread: PlatformThread?
     #endif
 
     /// Starts accepting on `listener` (non-blocking, listening) for `daemons`. Nil when the
@@ -48,12 +50,9 @@ final class Acceptor: @unchecked Sendable {
         self.ticker = ticker
         wakeup = mhd_shim_wakeup_create()
         guard wakeup >= 0 else { return nil }
-        let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
-        guard pthread_create(&thread, nil, { raw in
-            Unmanaged<Acceptor>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, me) == 0 else {
-            Unmanaged<Acceptor>.fromOpaque(me).release()
+        do {
+            thread = try PlatformThread.joinable { [self] in run() }   // holds self until it ends
+        } catch {
             close(wakeup)
             return nil
         }
@@ -78,7 +77,7 @@ final class Acceptor: @unchecked Sendable {
         }
         guard first else { return }
         #if os(Linux)
-        pthread_join(thread, nil)
+        thread?.join()
         close(wakeup)   // roomFreed() writes only before `stopping`, which it reads under the lock
         #endif
         close(listener)

@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -11,7 +11,7 @@ import Darwin
 ///
 /// One thread at a time calls `tick()` when `timer` is readable: the acceptor's while it runs,
 /// then the thread that stops the server, so that a stop's drain has the ticks too.
-final class BatchTicker: @unchecked Sendable {
+final class BatchTicker: Sendable {
     /// How long at most a full batch waits: 20 idle wake-ups a second of each daemon.
     static let milliseconds = 50
 

@@ -1,5 +1,5 @@
-import CMicroHTTPD
-import CMicroHTTPDAnswers
+internal import CMicroHTTPD
+internal import CMicroHTTPDAnswers
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -10,6 +10,7 @@ import Darwin
 /// and the rest of MicroHTTP. Its methods must be called on the connection's MHD thread,
 /// except `resume` and `shutdownSocket`, which the stream and responder call from any thread
 /// under their own lock (see EventStream).
+// why: an MHD_Connection handle (C); libmicrohttpd allows resume and the socket from any thread.
 struct Connection: @unchecked Sendable {
     let raw: OpaquePointer
 
@@ -61,7 +62,7 @@ struct Connection: @unchecked Sendable {
                 var addr = v6.pointee.sin6_addr
                 return inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count)) != nil
             }
-            return ok ? String(cString: text) : nil
+            return ok ? text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : nil
         default:
             return nil
         }

@@ -1,4 +1,5 @@
-import CMicroHTTPD
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -24,19 +25,21 @@ import Darwin
 /// A client that half-closes (FIN after its request) but goes on reading is treated as gone:
 /// an event stream has nothing more to receive from its client (nginx ends such a streaming
 /// request too).
-final class DisconnectWatcher: @unchecked Sendable {
-    private let lock = Lock()
-    // Guarded by `lock`.
-    private var streams: [UInt64: EventStream] = [:]
-    private var nextToken: UInt64 = 1   // 0 is the wake-up eventfd
-    private var stopping = false
+final class DisconnectWatcher: Sendable {
+    private struct Table {
+        var streams: [UInt64: EventStream] = [:]
+        var nextToken: UInt64 = 1   // 0 is the wake-up eventfd
+        var stopping = false
+    }
+
+    private let table = Locked(Table())
 
     #if os(Linux)
     private let epoll: Int32
     private let wakeup: Int32
-    private var thread = pthread_t()
+    /// Set once the thread runs; taken by `stop()`, which joins it.
+    private let thread = Locked<PlatformThread?>(nil)
     #endif
-    private var running = false
 
     /// Nil where the platform has no epoll or it cannot be set up: the heartbeat still finds
     /// dead clients then, only later.
@@ -46,18 +49,14 @@ final class DisconnectWatcher: @unchecked Sendable {
         epoll = mhd_shim_watch_create(&wakeupFD)
         guard epoll >= 0 else { return nil }
         wakeup = wakeupFD
-        let me = Unmanaged.passRetained(self).toOpaque()  // released by the thread when it ends
-        guard pthread_create(&thread, nil, { raw in
-            let watcher = Unmanaged<DisconnectWatcher>.fromOpaque(raw!).takeRetainedValue()
-            watcher.run()
-            return nil
-        }, me) == 0 else {
-            Unmanaged<DisconnectWatcher>.fromOpaque(me).release()
+        do {
+            let started = try PlatformThread.joinable { [self] in run() }   // holds self until it ends
+            thread.withLock { $0 = started }
+        } catch {
             close(wakeup)
             close(epoll)
             return nil
         }
-        running = true
         #else
         return nil
         #endif
@@ -68,14 +67,14 @@ final class DisconnectWatcher: @unchecked Sendable {
     func watch(_ stream: EventStream, socket: Int32) -> UInt64 {
         #if os(Linux)
         guard socket >= 0 else { return 0 }
-        lock.lock()
-        defer { lock.unlock() }
-        if stopping { return 0 }
-        let token = nextToken
-        nextToken += 1
-        guard mhd_shim_watch_add(epoll, socket, token) == 0 else { return 0 }
-        streams[token] = stream
-        return token
+        return table.withLock { table in
+            if table.stopping { return 0 }
+            let token = table.nextToken
+            table.nextToken += 1
+            guard mhd_shim_watch_add(epoll, socket, token) == 0 else { return 0 }
+            table.streams[token] = stream
+            return token
+        }
         #else
         return 0
         #endif
@@ -86,27 +85,22 @@ final class DisconnectWatcher: @unchecked Sendable {
     func unwatch(_ token: UInt64, socket: Int32) {
         #if os(Linux)
         guard token != 0 else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        guard streams.removeValue(forKey: token) != nil, !stopping else { return }
-        _ = mhd_shim_watch_remove(epoll, socket)
+        table.withLock { table in
+            guard table.streams.removeValue(forKey: token) != nil, !table.stopping else { return }
+            _ = mhd_shim_watch_remove(epoll, socket)
+        }
         #endif
     }
 
     /// Ends the thread and waits for it. After this no stream is aborted by the watcher.
     func stop() {
         #if os(Linux)
-        lock.lock()
-        if stopping || !running {
-            lock.unlock()
-            return
-        }
-        stopping = true
-        lock.unlock()
+        guard let running = thread.withLock({ running in defer { running = nil }; return running }) else { return }
+        table.withLock { $0.stopping = true }
         var one: UInt64 = 1
         _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
-        pthread_join(thread, nil)
-        lock.withLock { streams.removeAll() }
+        running.join()
+        table.withLock { $0.streams.removeAll() }
         close(wakeup)
         close(epoll)
         #endif
@@ -122,17 +116,16 @@ final class DisconnectWatcher: @unchecked Sendable {
         while true {
             let count = mhd_shim_watch_wait(epoll, tokens, Int32(capacity))
             if count < 0 { return }
-            lock.lock()
-            if stopping {
-                lock.unlock()
-                return
+            let stopping = table.withLock { table in
+                if table.stopping { return true }
+                for index in 0..<Int(count) {
+                    let token = tokens[index]
+                    if token == 0 { continue }
+                    if let stream = table.streams.removeValue(forKey: token) { gone.append(stream) }
+                }
+                return false
             }
-            for index in 0..<Int(count) {
-                let token = tokens[index]
-                if token == 0 { continue }
-                if let stream = streams.removeValue(forKey: token) { gone.append(stream) }
-            }
-            lock.unlock()
+            if stopping { return }
             if gone.isEmpty { continue }
             // Resumed together at the batch's end: libmicrohttpd's thread walks its list of
             // suspended connections once per wake-up, not once per few resumes (EventStream).

@@ -1,4 +1,5 @@
-import CMicroHTTPD
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -18,6 +19,7 @@ import Darwin
 ///
 /// The per-address count lives here too, not in libmicrohttpd (whose limit cannot exempt
 /// trusted proxies): the acceptor asks `admit` at each accept.
+// why: owns the C head-deadline table (mhd_shim_heads_*, atomic per slot); its counts are under `lock`.
 final class EdgeGuard: @unchecked Sendable {
     /// Milliseconds a head may take from the accept; 0: no deadline.
     private let headMilliseconds: Int64
@@ -29,7 +31,7 @@ final class EdgeGuard: @unchecked Sendable {
     /// nil when there is neither a head deadline nor a per-address limit: nothing is tracked.
     private let table: UnsafeMutableRawPointer?
 
-    private let lock = Lock()
+    private let lock = Mutex()
     // Guarded by `lock`: connections per address, and the address each counted socket holds.
     private var counts: [IPAddress: Int] = [:]
     private var counted: [Int32: IPAddress] = [:]

@@ -1,3 +1,4 @@
+internal import ConcurrencyPrimitives
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -24,6 +25,7 @@ public enum StreamCloseReason: Sendable, Equatable {
 ///   (returning 0 without suspending is a busy loop at 100 % CPU);
 /// - a sender resumes only a connection the reader suspended (`suspended`), and never after
 ///   libmicrohttpd reported the request completed (`completed`).
+// why: drives an MHD connection (C) by suspend/resume; its queue and flags are under `lock`.
 public final class EventStream: PendingResume, @unchecked Sendable {
     /// The buffer size given to MHD_create_response_from_callback. libmicrohttpd mallocs it for
     /// every stream, but a chunked response is read straight into the connection's write buffer
@@ -31,7 +33,7 @@ public final class EventStream: PendingResume, @unchecked Sendable {
     /// 256 still 0.24 KiB. (An HTTP/1.0 client, not chunked, is read through it, in small reads.)
     static let blockSize = 16
 
-    private let lock = Lock()
+    private let lock = Mutex()
     private let connection: Connection
     let socket: Int32
     private let queueLimit: Int

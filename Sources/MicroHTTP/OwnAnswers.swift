@@ -1,5 +1,6 @@
-import CMicroHTTPD
-import CMicroHTTPDAnswers
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
+internal import CMicroHTTPDAnswers
 
 /// The answers libmicrohttpd makes itself, before any callback of ours: 414 and 431 for a
 /// request line or head too large for the connection's memory pool, 400 or 413 for a
@@ -12,27 +13,26 @@ import CMicroHTTPDAnswers
 /// field on the line just before the one that overflowed, or any field after a request line
 /// that overflowed (414), is not among them (`RequestHead.hasAllFields` is false).
 enum OwnAnswers {
-    private static let lock = Lock()
-    /// The running servers, by their daemons. Guarded by `lock`.
-    nonisolated(unsafe) private static var servers: [OpaquePointer: Unmanaged<HTTPServer>] = [:]
+    /// The running servers, by their daemons' addresses.
+    private static let servers = Locked<[UInt: Unmanaged<HTTPServer>]>([:])
 
     /// `server` is kept alive by its own start() until after MHD_stop_daemon, when it leaves.
     static func enter(_ server: HTTPServer, daemons: [OpaquePointer]) {
-        lock.withLock {
+        servers.withLock { servers in
             if servers.isEmpty { mhd_answers_set_handler(mhdOwnAnswer) }
-            for daemon in daemons { servers[daemon] = Unmanaged.passUnretained(server) }
+            for daemon in daemons { servers[UInt(bitPattern: daemon)] = Unmanaged.passUnretained(server) }
         }
     }
 
     static func leave(daemons: [OpaquePointer]) {
-        lock.withLock {
-            for daemon in daemons { servers[daemon] = nil }
+        servers.withLock { servers in
+            for daemon in daemons { servers[UInt(bitPattern: daemon)] = nil }
         }
     }
 
     static func server(of connection: Connection) -> Unmanaged<HTTPServer>? {
         guard let daemon = mhd_shim_connection_daemon(connection.raw) else { return nil }
-        return lock.withLock { servers[daemon] }
+        return servers.withLock { $0[UInt(bitPattern: daemon)] }
     }
 }
 

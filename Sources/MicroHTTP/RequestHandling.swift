@@ -1,4 +1,4 @@
-import CMicroHTTPD
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -7,20 +7,22 @@ import Darwin
 
 /// Marks, in `con_cls`, a request without a body between its first and final call: the common
 /// case needs no per-request allocation here.
-let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+// Marks are addresses compared, never read or written through: shared by every thread safely.
+nonisolated(unsafe) let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
 /// What `mhd_shim_check_target` puts in `con_cls` once a request line is in, before the first
 /// call: `malformedTargetMark` for a target with whitespace or a control character in it,
 /// `oversizedQueryMark` for a query too large for the connection's pool (its arguments cut off),
 /// `unseenRequestMark` for any other. A request libmicrohttpd ends before that call (a head it
 /// answers itself, a client gone mid-head) still has its mark when it completes.
-let requestMarks = UnsafeMutableRawPointer.allocate(byteCount: 3, alignment: 1)
-let malformedTargetMark = requestMarks
-let unseenRequestMark = requestMarks + 1
-let oversizedQueryMark = requestMarks + 2
+nonisolated(unsafe) let requestMarks = UnsafeMutableRawPointer.allocate(byteCount: 3, alignment: 1)
+nonisolated(unsafe) let malformedTargetMark = requestMarks
+nonisolated(unsafe) let unseenRequestMark = requestMarks + 1
+nonisolated(unsafe) let oversizedQueryMark = requestMarks + 2
 
 /// Marks, in a connection's socket context, one accepted past the connection limit.
-let overLimitMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+// A mark like those above: compared, never read or written through.
+nonisolated(unsafe) let overLimitMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
 /// What happens on libmicrohttpd's thread for each call of the access handler.
 ///

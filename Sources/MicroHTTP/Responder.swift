@@ -1,19 +1,37 @@
+internal import ConcurrencyPrimitives
+
 /// Answers a `.deferred` request, once, from any thread. A Responder dropped without an
 /// answer answers 500, so a forgotten request never holds its connection forever.
-public final class Responder: @unchecked Sendable {
+public final class Responder: Sendable {
     let exchange: DeferredExchange
+    private struct Extras {
+        var headers = HTTPHeaders()
+        var onRespond: (@Sendable (Response) -> Void)?
+    }
+
+    /// Set before the responder is handed on, read when it answers (on another thread).
+    private let extras = Locked(Extras())
+
     /// Fields added to the answer, e.g. CORS headers; set before the responder is handed on.
-    public var extraHeaders = HTTPHeaders()
+    public var extraHeaders: HTTPHeaders {
+        get { extras.withLock { $0.headers } }
+        set { extras.withLock { $0.headers = newValue } }
+    }
+
     /// Sees the answer as it is given (on the answering thread), e.g. for an access log or
     /// request metrics; set before the responder is handed on.
-    public var onRespond: (@Sendable (Response) -> Void)?
+    public var onRespond: (@Sendable (Response) -> Void)? {
+        get { extras.withLock { $0.onRespond } }
+        set { extras.withLock { $0.onRespond = newValue } }
+    }
 
     init(exchange: DeferredExchange) { self.exchange = exchange }
 
     public func respond(_ response: Response) {
         var response = response
-        for (name, value) in extraHeaders { response.headers.add(name, value) }
-        onRespond?(response)
+        let extras = self.extras.current
+        for (name, value) in extras.headers { response.headers.add(name, value) }
+        extras.onRespond?(response)
         exchange.answer(response)
     }
 
@@ -24,8 +42,9 @@ public final class Responder: @unchecked Sendable {
 
 /// The state of one suspended request, shared by the MHD thread and the answering thread.
 /// Resume only after the suspend, only once, never after completion, all under `lock`.
+// why: resumes an MHD connection (C) from the answering thread; its mutable fields are under `lock`.
 final class DeferredExchange: PendingResume, @unchecked Sendable {
-    private let lock = Lock()
+    private let lock = Mutex()
     private let connection: Connection
 
     // Guarded by `lock`.

@@ -1,4 +1,5 @@
-import CMicroHTTPD
+internal import ConcurrencyPrimitives
+internal import CMicroHTTPD
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -8,14 +9,15 @@ import Darwin
 /// An HTTP server on libmicrohttpd: one epoll thread per `threads`, handlers inline on them,
 /// SSE streams and deferred replies by suspend/resume. A started server stays alive until
 /// `stop()` returns.
+// why: owns the libmicrohttpd daemons and their C logger and parse states; its fields are under `lock`.
 public final class HTTPServer: @unchecked Sendable {
     let configuration: HTTPServerConfiguration
     let router: Router
     /// Head deadlines and the per-address connection limit (see EdgeGuard.swift).
     let edge: EdgeGuard
 
-    private let lock = Lock()
-    private let stopLock = Lock()   // serialises stop() calls
+    private let lock = Mutex()
+    private let stopLock = Mutex()   // serialises stop() calls
     // Guarded by `lock`.
     /// One libmicrohttpd daemon per thread (empty until started, and again once stopped).
     private var daemons: [OpaquePointer] = []
@@ -30,7 +32,7 @@ public final class HTTPServer: @unchecked Sendable {
     private var heartbeat: Heartbeat?
     private var disconnectWatcher: DisconnectWatcher?
     private var acceptor: Acceptor?
-    private let logLock = Lock()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
+    private let logLock = Mutex()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
     /// Released after MHD_stop_daemon; nil when it could not be made.
     private var batchTicker: BatchTicker?

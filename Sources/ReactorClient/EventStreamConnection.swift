@@ -1,3 +1,4 @@
+internal import ConcurrencyPrimitives
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -10,22 +11,24 @@ import FoundationNetworking
 /// FoundationNetworking has no `URLSession.bytes(for:)`, which is why mattt/EventSource 1.1.1
 /// does not build here; the delegate API works on Linux and Apple platforms alike, keeps
 /// https, proxies and the session configuration, and the parser stays a plain value type.
-final class EventStreamConnection: @unchecked Sendable {
+final class EventStreamConnection: Sendable {
     private let url: URL
     private let configuration: URLSessionConfiguration
     private let reconnectDelay: Duration?
-    private var parser: ServerSentEventParser
+    private let lastEventID: String?
 
     init(url: URL, configuration: URLSessionConfiguration, lastEventID: String?, reconnectDelay: Duration?) {
         self.url = url
         self.configuration = configuration
         self.reconnectDelay = reconnectDelay
-        parser = ServerSentEventParser(lastEventID: lastEventID)
+        self.lastEventID = lastEventID
     }
 
     /// Connects, and reconnects, until `handle` returns false (done), an answer retrying
-    /// cannot fix (a 4xx other than 408/429), or cancellation.
+    /// cannot fix (a 4xx other than 408/429), or cancellation. The parser (and so the last
+    /// event id and retry time) lives as long as the run, across its reconnects.
     func run(_ handle: (ServerSentEvent) throws -> Bool) async throws {
+        var parser = ServerSentEventParser(lastEventID: lastEventID)
         while true {
             try Task.checkCancellation()
             parser.reset()
@@ -78,10 +81,11 @@ final class EventStreamConnection: @unchecked Sendable {
         }
     }
 
-    private final class Delegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private final class Delegate: NSObject, URLSessionDataDelegate, Sendable {
         private let continuation: AsyncThrowingStream<Part, any Error>.Continuation
-        private var rejectedStatus: Int?
-        private var rejectedBody = Data()
+        /// A refused answer's status and the start of its body. URLSession calls a delegate one
+        /// call at a time, but not always on the same thread.
+        private let rejected = Locked<(status: Int, body: Data)?>(nil)
 
         init(_ continuation: AsyncThrowingStream<Part, any Error>.Continuation) {
             self.continuation = continuation
@@ -93,21 +97,22 @@ final class EventStreamConnection: @unchecked Sendable {
             let status = http?.statusCode ?? 0
             let type = http?.value(forHTTPHeaderField: "Content-Type")?.lowercased() ?? ""
             if status != 200 || !type.hasPrefix("text/event-stream") {
-                rejectedStatus = status == 200 ? 406 : status
+                rejected.withLock { $0 = (status: status == 200 ? 406 : status, body: Data()) }
             }
             completionHandler(.allow)
         }
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-            if rejectedStatus != nil {
-                if rejectedBody.count < 64 * 1024 { rejectedBody.append(data) }
-            } else {
-                continuation.yield(.bytes(data))
+            let isRejected = rejected.withLock { rejected in
+                guard rejected != nil else { return false }
+                if rejected!.body.count < 64 * 1024 { rejected!.body.append(data) }
+                return true
             }
+            if !isRejected { continuation.yield(.bytes(data)) }
         }
 
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-            if let rejectedStatus { continuation.yield(.rejected(status: rejectedStatus, body: rejectedBody)) }
+            if let (status, body) = rejected.current { continuation.yield(.rejected(status: status, body: body)) }
             if let error {
                 continuation.finish(throwing: error)
             } else {

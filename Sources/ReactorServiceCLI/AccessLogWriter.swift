@@ -1,3 +1,4 @@
+internal import ConcurrencyPrimitives
 import Logging
 import MicroHTTP
 import ReactorService
@@ -182,47 +183,50 @@ struct AccessLineFormatter: AccessLineWriter {
 
 /// The log's timestamps, formatted once a second: `strftime` and `localtime` per line were a
 /// good part of an access line's cost.
-final class LogTimestamps: @unchecked Sendable {
+final class LogTimestamps: Sendable {
     static let shared = LogTimestamps()
 
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    /// `StreamLogHandler`'s: local time, `%Y-%m-%dT%H:%M:%S%z`.
-    private var localSecond = -1
-    private var local: [UInt8] = []
-    /// `JSONLogHandler`'s, up to the seconds: UTC, `%Y-%m-%dT%H:%M:%S`.
-    private var utcSecond = -1
-    private var utc: [UInt8] = []
+    private struct Seconds {
+        /// `StreamLogHandler`'s: local time, `%Y-%m-%dT%H:%M:%S%z`.
+        var localSecond = -1
+        var local: [UInt8] = []
+        /// `JSONLogHandler`'s, up to the seconds: UTC, `%Y-%m-%dT%H:%M:%S`.
+        var utcSecond = -1
+        var utc: [UInt8] = []
+    }
 
-    private init() { pthread_mutex_init(mutex, nil) }
+    private let seconds = Locked(Seconds())
+
+    private init() {}
 
     func appendLocal(to out: inout [UInt8]) {
         let now = time(nil)
-        pthread_mutex_lock(mutex)
-        if now != localSecond {
-            var seconds = now
-            var parts = tm()
-            localtime_r(&seconds, &parts)
-            local = Self.format(&parts, "%Y-%m-%dT%H:%M:%S%z")
-            localSecond = now
+        seconds.withLock { formatted in
+            if now != formatted.localSecond {
+                var seconds = now
+                var parts = tm()
+                localtime_r(&seconds, &parts)
+                formatted.local = Self.format(&parts, "%Y-%m-%dT%H:%M:%S%z")
+                formatted.localSecond = now
+            }
+            out += formatted.local
         }
-        out += local
-        pthread_mutex_unlock(mutex)
     }
 
     /// With milliseconds and `Z`: `2026-11-23T13:19:05.123Z`.
     func appendUTC(to out: inout [UInt8]) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        pthread_mutex_lock(mutex)
-        if now.tv_sec != utcSecond {
-            var seconds = now.tv_sec
-            var parts = tm()
-            gmtime_r(&seconds, &parts)
-            utc = Self.format(&parts, "%Y-%m-%dT%H:%M:%S")
-            utcSecond = now.tv_sec
+        seconds.withLock { formatted in
+            if now.tv_sec != formatted.utcSecond {
+                var seconds = now.tv_sec
+                var parts = tm()
+                gmtime_r(&seconds, &parts)
+                formatted.utc = Self.format(&parts, "%Y-%m-%dT%H:%M:%S")
+                formatted.utcSecond = now.tv_sec
+            }
+            out += formatted.utc
         }
-        out += utc
-        pthread_mutex_unlock(mutex)
         let millis = UInt8(truncatingIfNeeded: now.tv_nsec / 1_000_000 / 100)
         let rest = Int(now.tv_nsec / 1_000_000 % 100)
         out.append(UInt8(ascii: "."))

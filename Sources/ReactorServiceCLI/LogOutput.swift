@@ -1,3 +1,4 @@
+internal import ConcurrencyPrimitives
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -13,34 +14,34 @@ import Darwin
 /// Nothing of a graceful stop is lost: a line at warning or above is written out at once, with
 /// every line before it, and the buffer is written out when the process exits (`atexit`: a
 /// return from `main` after SIGTERM, or `exit`). A `kill -9` loses at most the last 50 ms.
-final class LogOutput: @unchecked Sendable {
+final class LogOutput: Sendable {
     static let standardError = LogOutput(descriptor: STDERR_FILENO)
 
-    private static let delayNanoseconds = 50_000_000
+    private static let delaySeconds = 0.05
     /// Past this the writer is woken at once; a request thread still never writes.
     private static let soon = 256 << 10
     /// Past this a request thread writes the buffer out itself: the writer is stuck (a blocked
     /// pipe), and the log may not take all memory.
     private static let limit = 16 << 20
 
+    private struct Buffers {
+        var pending: [UInt8] = []
+        /// The buffer last written out, emptied, to be `pending` next: a new buffer per batch was
+        /// page faults (a fresh mapping, ~2,000 a second at 40k lines a second) under the lock.
+        var spare: [UInt8] = []
+        var writerRunning = false
+    }
+
     private let descriptor: Int32
-    /// Guards `pending` and `writerRunning`.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let buffers = Locked(Buffers())
     /// Signalled when `pending` gets its first line, and when it passes `soon`.
-    private let lineArrived = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// Held for each write(2), taken while `mutex` is held: batches leave in the order they were cut.
-    private let writing = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var pending: [UInt8] = []
-    /// The buffer last written out, emptied, to be `pending` next: a new buffer per batch was
-    /// page faults (a fresh mapping, ~2,000 a second at 40k lines a second) under `mutex`.
-    private var spare: [UInt8] = []
-    private var writerRunning = false
+    private let lineArrived = Condition()
+    /// Held for each write(2), taken while `buffers` is locked: batches leave in the order they
+    /// were cut.
+    private let writing = Mutex()
 
     private init(descriptor: Int32) {
         self.descriptor = descriptor
-        pthread_mutex_init(mutex, nil)
-        pthread_mutex_init(writing, nil)
-        pthread_cond_init(lineArrived, nil)
         atexit { LogOutput.standardError.flush() }
     }
 
@@ -56,33 +57,41 @@ final class LogOutput: @unchecked Sendable {
     }
 
     private func write(bytes: UnsafeRawBufferPointer) {
-        pthread_mutex_lock(mutex)
-        let wasEmpty = pending.isEmpty
-        pending.append(contentsOf: bytes)
-        if pending.count >= Self.limit || !startWriterLocked() {
-            writeOutLocked()   // unlocks `mutex`
-            return
+        enum Next { case done, signal, writeOut([UInt8]) }
+        let next = buffers.withLock { buffers -> Next in
+            let wasEmpty = buffers.pending.isEmpty
+            buffers.pending.append(contentsOf: bytes)
+            if buffers.pending.count >= Self.limit || !startWriter(&buffers) { return .writeOut(cut(&buffers)) }
+            // At 40k lines a second `soon` fills in ~25 ms: the writer writes it, not this thread.
+            if wasEmpty || (buffers.pending.count >= Self.soon && buffers.pending.count - bytes.count < Self.soon) {
+                return .signal
+            }
+            return .done
         }
-        // At 40k lines a second `soon` fills in ~25 ms: the writer writes it, not this thread.
-        if wasEmpty || (pending.count >= Self.soon && pending.count - bytes.count < Self.soon) {
-            pthread_cond_signal(lineArrived)
+        switch next {
+        case .done: break
+        case .signal: lineArrived.signal()
+        case let .writeOut(batch): writeOut(batch)
         }
-        pthread_mutex_unlock(mutex)
     }
 
     /// Writes out what is buffered.
     func flush() {
-        pthread_mutex_lock(mutex)
-        writeOutLocked()
+        writeOut(buffers.withLock { cut(&$0) })
     }
 
-    /// Cuts the buffer and writes it; called with `mutex` held, returns with it released.
-    private func writeOutLocked() {
+    /// Cuts the buffer for a write: called with `buffers` locked, returns with `writing` taken.
+    private func cut(_ buffers: inout Buffers) -> [UInt8] {
         var batch: [UInt8] = []
-        swap(&batch, &pending)
-        swap(&pending, &spare)
-        pthread_mutex_lock(writing)
-        pthread_mutex_unlock(mutex)
+        swap(&batch, &buffers.pending)
+        swap(&buffers.pending, &buffers.spare)
+        writing.lock()
+        return batch
+    }
+
+    /// Writes a batch `cut` made, releases `writing`, and keeps the emptied batch as the spare.
+    private func writeOut(_ batch: [UInt8]) {
+        var batch = batch
         batch.withUnsafeBytes { bytes in
             var offset = 0
             while offset < bytes.count {
@@ -92,41 +101,31 @@ final class LogOutput: @unchecked Sendable {
                 offset += written
             }
         }
-        pthread_mutex_unlock(writing)
-        // Back as the spare (after `writing`: `mutex` is never taken while `writing` is held).
+        writing.unlock()
+        // Back as the spare (after `writing`: `buffers` is never locked while `writing` is held).
         batch.removeAll(keepingCapacity: true)
-        pthread_mutex_lock(mutex)
-        if spare.capacity < batch.capacity { swap(&spare, &batch) }
-        pthread_mutex_unlock(mutex)
+        buffers.withLock { buffers in
+            if buffers.spare.capacity < batch.capacity { swap(&buffers.spare, &batch) }
+        }
     }
 
     /// Starts the writer thread on first use; false when no thread can be made (lines are then
     /// written by their callers).
-    private func startWriterLocked() -> Bool {
-        if writerRunning { return true }
-        var thread = pthread_t()
-        let me = Unmanaged.passUnretained(self).toOpaque()   // `standardError` lives for the process
-        guard pthread_create(&thread, nil, { raw in
-            Unmanaged<LogOutput>.fromOpaque(raw!).takeUnretainedValue().runWriter()
-            return nil
-        }, me) == 0 else { return false }
-        pthread_detach(thread)
-        writerRunning = true
+    private func startWriter(_ buffers: inout Buffers) -> Bool {
+        if buffers.writerRunning { return true }
+        // `standardError` lives for the process, and so does its writer.
+        guard (try? PlatformThread.detached({ [self] in runWriter() })) != nil else { return false }
+        buffers.writerRunning = true
         return true
     }
 
     private func runWriter() {
         while true {
-            pthread_mutex_lock(mutex)
-            while pending.isEmpty { pthread_cond_wait(lineArrived, mutex) }
+            buffers.withLock(waitingOn: lineArrived, until: { !$0.pending.isEmpty }) { _, _ in }
             // Let the lines of the next 50 ms join this write, unless they fill `soon` first.
-            var deadline = timespec()
-            clock_gettime(CLOCK_REALTIME, &deadline)   // the condition's clock
-            let nanoseconds = Int(deadline.tv_nsec) + Self.delayNanoseconds
-            deadline.tv_sec += nanoseconds / 1_000_000_000
-            deadline.tv_nsec = nanoseconds % 1_000_000_000
-            while pending.count < Self.soon, pthread_cond_timedwait(lineArrived, mutex, &deadline) != ETIMEDOUT {}
-            writeOutLocked()   // unlocks `mutex`
+            let batch = buffers.withLock(waitingOn: lineArrived, until: { $0.pending.count >= Self.soon },
+                                         deadline: .after(seconds: Self.delaySeconds)) { buffers, _ in cut(&buffers) }
+            writeOut(batch)
         }
     }
 }

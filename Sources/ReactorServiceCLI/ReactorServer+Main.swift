@@ -63,7 +63,8 @@ extension ReactorServer {
             return try Command.parse(arguments)
         } catch {
             guard Command.exitCode(for: error) == .validationFailure else { Command.exit(withError: error) }
-            fputs(Command.fullMessage(for: error) + "\n", stderr)
+            LogOutput.standardError.write(Command.fullMessage(for: error) + "\n")
+            LogOutput.standardError.flush()
             Glibc.exit(2)
         }
     }

@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,7 +14,8 @@ struct PostgresError: Error, CustomStringConvertible {
 
 /// One blocking libpq connection. Not thread-safe: its owner serialises the calls (the store
 /// gives each call a connection of its own). C stays in this file.
-final class PostgresConnection {
+// why: a PGconn handle handed between threads (pool, writer, listener), used by one at a time.
+final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
     /// Scrubbed from every message: libpq seldom repeats a password, but a DSN in an error can.
     private let secrets: [String]

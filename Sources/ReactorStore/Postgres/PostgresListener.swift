@@ -1,3 +1,4 @@
+internal import ConcurrencyPrimitives
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -5,48 +6,37 @@ import Glibc
 /// The store's wake-ups: a connection of its own on a thread of its own, `LISTEN reactord`,
 /// polling its socket. A lost connection is made again with backoff, then `.reconnected` tells
 /// the service that anything may have been missed meanwhile.
-final class PostgresListener: @unchecked Sendable {
+final class PostgresListener: Sendable {
     static let channel = "reactord"
 
-    private let connect: () throws(PostgresError) -> PostgresConnection
+    private let connect: @Sendable () throws(PostgresError) -> PostgresConnection
     private let wake: @Sendable (StoreWakeup) -> Void
-    private let lock = StoreLock()
-    private var stopped = false   // guarded by lock
-    private var thread: pthread_t?
+    private let stopped = Locked(false)
+    private let thread = Locked<PlatformThread?>(nil)
 
-    init(connect: @escaping () throws(PostgresError) -> PostgresConnection,
+    init(connect: @escaping @Sendable () throws(PostgresError) -> PostgresConnection,
          wake: @escaping @Sendable (StoreWakeup) -> Void) {
         self.connect = connect
         self.wake = wake
     }
 
-    func start() {
-        let box = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        pthread_create(&thread, nil, { argument in
-            let listener = Unmanaged<PostgresListener>.fromOpaque(argument!).takeRetainedValue()
-            listener.run()
-            return nil
-        }, box)
-        self.thread = thread
+    /// Starts the thread; false when none can be made.
+    @discardableResult
+    func start() -> Bool {
+        guard let started = try? PlatformThread.joinable({ [self] in run() }) else { return false }
+        thread.withLock { $0 = started }
+        return true
     }
 
     /// Stops the thread and waits for it (at most one poll interval).
     func stop() {
-        lock.lock()
-        stopped = true
-        lock.unlock()
-        if let thread {
-            pthread_join(thread, nil)
-            self.thread = nil
+        stopped.withLock { $0 = true }
+        if let running = thread.withLock({ running in defer { running = nil }; return running }) {
+            running.join()
         }
     }
 
-    private var isStopped: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return stopped
-    }
+    private var isStopped: Bool { stopped.current }
 
     private func run() {
         var connection: PostgresConnection?

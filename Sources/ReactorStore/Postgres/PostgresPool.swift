@@ -1,45 +1,37 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+internal import ConcurrencyPrimitives
 
 /// A few connections for the calls that come from any thread (reads, claims, renewals): each
 /// call takes one, waiting while all are busy. A connection found broken is dropped and a new
 /// one made on the next call, so the store recovers by itself once PostgreSQL is back.
-final class PostgresPool: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let available = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private let limit: Int
-    private let connect: () throws(PostgresError) -> PostgresConnection
-    // Guarded by mutex.
-    private var idle: [PostgresConnection] = []
-    private var opened = 0
-    private var closed = false
-
-    init(limit: Int, connect: @escaping () throws(PostgresError) -> PostgresConnection) {
-        self.limit = limit
-        self.connect = connect
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(available, nil)
+final class PostgresPool: Sendable {
+    private struct State {
+        var idle: [PostgresConnection] = []
+        var opened = 0
+        var closed = false
     }
 
-    deinit {
-        pthread_cond_destroy(available)
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-        available.deallocate()
+    private let state = Locked(State())
+    /// Signalled when a connection comes back or its slot frees, and when the pool closes.
+    private let available = Condition()
+    private let limit: Int
+    private let connect: @Sendable () throws(PostgresError) -> PostgresConnection
+
+    init(limit: Int, connect: @escaping @Sendable () throws(PostgresError) -> PostgresConnection) {
+        self.limit = limit
+        self.connect = connect
     }
 
     /// Runs `body` on a connection of its own; nil when the pool is closed.
     func with<T>(_ body: (PostgresConnection) throws -> T) throws -> T? {
-        pthread_mutex_lock(mutex)
-        while idle.isEmpty && opened >= limit && !closed { pthread_cond_wait(available, mutex) }
-        if closed {
-            pthread_mutex_unlock(mutex)
-            return nil
+        let limit = self.limit
+        let taken = state.withLock(waitingOn: available,
+                                   until: { !$0.idle.isEmpty || $0.opened < limit || $0.closed }) { state, _ in
+            if state.closed { return nil as PostgresConnection?? }
+            let connection = state.idle.popLast()
+            if connection == nil { state.opened += 1 }
+            return .some(connection)
         }
-        var connection = idle.popLast()
-        if connection == nil { opened += 1 }
-        pthread_mutex_unlock(mutex)
+        guard var connection = taken else { return nil }
         if let stale = connection, !stale.isUsableAfterIdle { connection = nil }   // its slot is reused
         if connection == nil {
             do {
@@ -55,24 +47,25 @@ final class PostgresPool: @unchecked Sendable {
 
     /// Drops the idle connections; busy ones are dropped when they come back.
     func close() {
-        pthread_mutex_lock(mutex)
-        closed = true
-        let dropped = idle
-        idle = []
-        opened -= dropped.count
-        pthread_cond_broadcast(available)
-        pthread_mutex_unlock(mutex)
-        _ = dropped
+        let dropped = state.withLock { state in
+            state.closed = true
+            let dropped = state.idle
+            state.idle = []
+            state.opened -= dropped.count
+            return dropped
+        }
+        available.broadcast()
+        _ = dropped   // closed here, outside the lock
     }
 
     private func giveBack(_ connection: PostgresConnection?) {
-        pthread_mutex_lock(mutex)
-        if let connection, !connection.isBroken, !closed {
-            idle.append(connection)
-        } else {
-            opened -= 1
+        state.withLock { state in
+            if let connection, !connection.isBroken, !state.closed {
+                state.idle.append(connection)
+            } else {
+                state.opened -= 1
+            }
         }
-        pthread_cond_signal(available)
-        pthread_mutex_unlock(mutex)
+        available.signal()
     }
 }

@@ -1,3 +1,4 @@
+internal import ConcurrencyPrimitives
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -17,6 +18,7 @@ import Glibc
 /// each node also keeps, per lease, its fence and a deadline on its own monotonic clock, taken
 /// before the statement that set the lease was sent, less a margin: `holds` turns false
 /// before any other node can take the session over.
+// why: owns a libpq writer connection (C) under `writeLock`; leases and listener are under `leaseLock`.
 public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public let name: String
     public let nodeID: String
@@ -27,9 +29,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     private let secrets: [String]
     /// The database's clock when this store opened (seconds since 1970): a holder at this
     /// node's address that last renewed before it was this node before a restart.
-    private var openedAt = 0.0
+    private let openedAt: Double
 
-    private let writeLock = StoreLock()
+    private let writeLock = Mutex()
     private var writer: PostgresConnection?   // guarded by writeLock; nil until (re)connected
     private let pool: PostgresPool
 
@@ -41,7 +43,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         var since: Double
     }
 
-    private let leaseLock = StoreLock()
+    private let leaseLock = Mutex()
     // Guarded by leaseLock.
     private var leases: [String: Lease] = [:]
     private var address = ""
@@ -750,8 +752,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     // MARK: - Connections
 
     private static func connector(url: String, secrets: [String], timeout: Int = 5)
-        -> () throws(PostgresError) -> PostgresConnection {
-        { () throws(PostgresError) in try PostgresConnection(uri: url, secrets: secrets, connectTimeout: timeout) }
+        -> @Sendable () throws(PostgresError) -> PostgresConnection {
+        { @Sendable () throws(PostgresError) in try PostgresConnection(uri: url, secrets: secrets, connectTimeout: timeout) }
     }
 
     private func writerConnection() throws(StoreError) -> PostgresConnection {

@@ -1,4 +1,4 @@
-import CSQLite
+internal import CSQLite
 
 /// An error from libsqlite3: its result code and message.
 struct SQLiteError: Error, CustomStringConvertible {

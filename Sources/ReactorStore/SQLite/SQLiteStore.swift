@@ -1,4 +1,5 @@
-import CSQLite
+internal import ConcurrencyPrimitives
+internal import CSQLite
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -13,12 +14,13 @@ import Glibc
 /// in one transaction per `commit` (the service batches every change that arrived while the
 /// previous commit ran); reads through a second one, so a restore never waits for a commit.
 /// `sync` says whether a commit is fsynced before it returns (see `SQLiteSync`).
+// why: owns two sqlite3 connections (C), the writer used only under `writeLock`, the reader under `readLock`.
 public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     public let name: String
     private let path: String
     private let lockFile: Int32
-    private let writeLock = StoreLock()
-    private let readLock = StoreLock()
+    private let writeLock = Mutex()
+    private let readLock = Mutex()
     // Guarded by writeLock and readLock; nil once closed.
     private var writer: SQLiteConnection?
     private var reader: SQLiteConnection?

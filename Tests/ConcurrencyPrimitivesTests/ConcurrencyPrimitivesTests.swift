@@ -1,0 +1,65 @@
+import ConcurrencyPrimitives
+import XCTest
+
+/// The package's mutex, lock box, condition and threads, on threads of their own (run under
+/// ThreadSanitizer too: scripts/test).
+final class ConcurrencyPrimitivesTests: XCTestCase {
+    func testLockedCountsEveryIncrementFromManyThreads() throws {
+        let counter = Locked(0)
+        let done = Locked(0)
+        let finished = Condition()
+        let threads = 4, increments = 10_000
+        for _ in 0..<threads {
+            try PlatformThread.detached {
+                for _ in 0..<increments { counter.withLock { $0 += 1 } }
+                done.withLock { $0 += 1 }
+                finished.broadcast()
+            }
+        }
+        let all = done.withLock(waitingOn: finished, until: { $0 == threads },
+                                deadline: .after(seconds: 30)) { _, ready in ready }
+        XCTAssertTrue(all)
+        XCTAssertEqual(counter.current, threads * increments)
+    }
+
+    func testMutexOrdersAJoinedThreadsWrites() throws {
+        let mutex = Mutex()
+        let log = Locked<[Int]>([])
+        mutex.lock()
+        let thread = try PlatformThread.joinable {
+            mutex.withLock { log.withLock { $0.append(2) } }
+        }
+        log.withLock { $0.append(1) }
+        mutex.unlock()
+        thread.join()
+        XCTAssertEqual(log.current, [1, 2])
+    }
+
+    func testTimedWaitEndsWhenTheTimeRunsOut() {
+        let mutex = Mutex()
+        let condition = Condition()
+        let start = ContinuousClock.now
+        let signalled = mutex.withLock { condition.wait(on: mutex, seconds: 0.05) }
+        XCTAssertFalse(signalled)
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .milliseconds(45))
+    }
+
+    func testWaitForAValueEndsAtTheSignalThatMakesItReady() throws {
+        let flag = Locked(false)
+        let changed = Condition()
+        try PlatformThread.detached {
+            flag.withLock { $0 = true }
+            changed.signal()
+        }
+        let ready = flag.withLock(waitingOn: changed, until: { $0 }, deadline: .after(seconds: 30)) { value, ready in
+            value && ready
+        }
+        XCTAssertTrue(ready)
+    }
+
+    func testWaitForAValueReportsTheDeadline() {
+        let flag = Locked(false)
+        let ready = flag.withLock(waitingOn: Condition(), until: { $0 }, deadline: .after(seconds: 0.02)) { _, ready in ready }
+        XCTAssertFalse(ready)
+    }
+}
