@@ -200,8 +200,16 @@ class ActionLogTests: XCTestCase {
         let entries = try log(fixture, session, count: 1_000 + 40)
         XCTAssertEqual(entries.filter { $0["cause"] as? String == "action" }.count, 1_000 - 20, "every action")
         XCTAssertEqual(entries.filter { $0["cause"] as? String == "user" }.count, 20)
+        // Each effect's two mutations: entries of their own, or, when the effect's task ran before
+        // its action's own run had ended (a loaded machine), versions of the action's entry.
         let effects = entries.filter { $0["cause"] as? String == "effect" }
-        XCTAssertEqual(effects.count, 40, "two mutations of each effect: \(effects.map { ($0["origin"] ?? "-", $0["from"] ?? "-", $0["version"] ?? "-") })")
+        let withinTheirActions = entries.filter { ($0["action"] as? [String: Any])?["type"] as? String == "addLater" }
+            .map { ($0["version"] as? Int ?? 0) - ($0["from"] as? Int ?? 0) }.reduce(0, +)
+        let adds = entries.filter { ($0["action"] as? [String: Any])?["type"] as? String == "add" }
+        XCTAssertEqual(adds.filter { $0["from"] != nil && $0["from"] as? Int != $0["version"] as? Int }.count, 0,
+                       "an add makes one version, its own (none when it adds 0)")
+        XCTAssertEqual(effects.count + withinTheirActions, 40,
+                       "two mutations of each effect: \(effects.map { ($0["origin"] ?? "-", $0["from"] ?? "-", $0["version"] ?? "-") })")
         XCTAssertEqual(entries.compactMap { $0["number"] as? Int }.sorted(), Array(1...entries.count), "numbered without gaps")
         let versions = entries.compactMap { $0["version"] as? Int }
         XCTAssertEqual(versions, versions.sorted(), "in the order of their versions")
