@@ -18,14 +18,9 @@ public enum StreamCloseReason: Sendable, Equatable {
 }
 
 /// One SSE subscriber's connection. `send` queues shared frames from any thread; libmicrohttpd's
-/// thread drains the queue through `read(into:capacity:)`.
-///
-/// The suspend/resume protocol (all under `lock`):
-/// - the reader, finding the queue empty, suspends the connection and only then returns 0
-///   (returning 0 without suspending is a busy loop at 100 % CPU);
-/// - a sender resumes only a connection the reader suspended (`suspended`), and never after
-///   libmicrohttpd reported the request completed (`completed`).
-// why: drives an MHD connection (C) by suspend/resume; its queue and flags are under `lock`.
+/// thread drains the queue through `read(into:capacity:)`. The rules (when to suspend, resume,
+/// end) are `EventStreamState`'s; this carries out its steps on the connection, under `lock`.
+// why: drives an MHD connection (C) by suspend/resume; its state is under `lock`.
 public final class EventStream: PendingResume, @unchecked Sendable {
     /// The buffer size given to MHD_create_response_from_callback. libmicrohttpd mallocs it for
     /// every stream, but a chunked response is read straight into the connection's write buffer
@@ -36,28 +31,18 @@ public final class EventStream: PendingResume, @unchecked Sendable {
     private let lock = Mutex()
     private let connection: Connection
     let socket: Int32
-    private let queueLimit: Int
     /// The server's `DisconnectWatcher` token (0: not watched). Set and read only on the
     /// connection's libmicrohttpd thread (when the stream opens and when it completes).
     var watchToken: UInt64 = 0
 
     // Guarded by `lock`.
-    private var queue: [Frame] = []
-    private var head = 0               // first frame not fully written
-    private var offset = 0             // bytes of queue[head] already written
-    private var queuedBytes = 0
-    private var suspended = false      // the reader suspended the connection
-    private var resumePending = false  // woken inside a resume batch: resumed when the batch ends
-    private var closing = false        // no more sends; end the response once the queue is written
-    private var aborting = false       // end the connection now, unsent bytes dropped
-    private var completed = false      // libmicrohttpd reported the request finished
-    private var reason: StreamCloseReason?
+    private var state: EventStreamState
     private var closeHandlers: [@Sendable (StreamCloseReason) -> Void] = []
 
     init(connection: Connection, queueLimit: Int) {
         self.connection = connection
         self.socket = connection.socket
-        self.queueLimit = queueLimit
+        state = EventStreamState(queueLimit: queueLimit)
     }
 
     /// Queues `frame` (any thread). False once the stream is closed; a frame that would put
@@ -66,16 +51,9 @@ public final class EventStream: PendingResume, @unchecked Sendable {
     public func send(_ frame: Frame) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        if closing || aborting || completed { return false }
-        if frame.bytes.isEmpty { return true }
-        if queuedBytes + frame.bytes.count > queueLimit {
-            abortLocked(.overflow)
-            return false
-        }
-        queue.append(frame)
-        queuedBytes += frame.bytes.count
-        resumeLocked()
-        return true
+        let (queued, wake) = state.send(frame, inBatch: ResumeBatch.current != nil)
+        perform(wake)
+        return queued
     }
 
     /// Ends the stream (any thread): what is queued, then `finalFrame`, is written, then the
@@ -85,13 +63,13 @@ public final class EventStream: PendingResume, @unchecked Sendable {
     }
 
     public var isClosed: Bool {
-        lock.withLock { closing || aborting || completed }
+        lock.withLock { state.isClosed }
     }
 
     /// `body` runs exactly once, on any thread, when the stream ends; at once if it already has.
     public func onClose(_ body: @escaping @Sendable (StreamCloseReason) -> Void) {
         lock.lock()
-        if completed, let reason {
+        if state.life == .completed, let reason = state.reason {
             lock.unlock()
             body(reason)
             return
@@ -102,101 +80,52 @@ public final class EventStream: PendingResume, @unchecked Sendable {
 
     // MARK: - Server side
 
-    func close(finalFrame: Frame?, reason closeReason: StreamCloseReason) {
-        lock.lock()
-        defer { lock.unlock() }
-        if closing || aborting || completed { return }
-        closing = true
-        reason = closeReason
-        if let finalFrame, !finalFrame.bytes.isEmpty {
-            queue.append(finalFrame)
-            queuedBytes += finalFrame.bytes.count
-        }
-        resumeLocked()
+    func close(finalFrame: Frame?, reason: StreamCloseReason) {
+        lock.withLock { perform(state.close(finalFrame: finalFrame, reason: reason, inBatch: ResumeBatch.current != nil)) }
     }
 
     /// Ends the connection without flushing (the stop deadline passed).
-    func abort(_ abortReason: StreamCloseReason) {
-        lock.withLock { abortLocked(abortReason) }
+    func abort(_ reason: StreamCloseReason) {
+        lock.withLock { perform(state.abort(reason, inBatch: ResumeBatch.current != nil)) }
     }
 
     /// True while the reader has the connection suspended (stop must not leave any).
-    var isSuspended: Bool { lock.withLock { (suspended || resumePending) && !completed } }
+    var isSuspended: Bool { lock.withLock { state.isSuspended } }
 
     /// libmicrohttpd's content reader, on its thread: copies queued bytes into `buffer`.
     func read(into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
         lock.lock()
         defer { lock.unlock() }
-        if aborting { return -2 /* MHD_CONTENT_READER_END_WITH_ERROR */ }
-        if head == queue.count {
-            if closing { return -1 /* MHD_CONTENT_READER_END_OF_STREAM */ }
-            // Suspend first, then return 0: MHD will not call again until a resume.
-            suspended = true
+        switch state.read(into: buffer, capacity: capacity) {
+        case let .bytes(count): return count
+        case .suspend:
+            // Suspended before 0 is returned: MHD will not call again until a resume.
             connection.suspend()
             return 0
+        case .endOfStream: return -1     // MHD_CONTENT_READER_END_OF_STREAM
+        case .endWithError: return -2    // MHD_CONTENT_READER_END_WITH_ERROR
         }
-        var written = 0
-        while written < capacity, head < queue.count {
-            let bytes = queue[head].bytes
-            let count = min(bytes.count - offset, capacity - written)
-            bytes.withUnsafeBytes { source in
-                (buffer + written).copyMemory(from: source.baseAddress! + offset, byteCount: count)
-            }
-            written += count
-            offset += count
-            if offset == bytes.count {
-                head += 1
-                offset = 0
-            }
-        }
-        queuedBytes -= written
-        compactLocked()
-        return written
     }
 
     /// libmicrohttpd's completion notice, on its thread. `clientGone` says the request ended
     /// in an error or timeout rather than with the response's end.
     func complete(clientGone: Bool, daemonShutdown: Bool) {
         lock.lock()
-        if completed {
+        guard let reason = state.complete(clientGone: clientGone, daemonShutdown: daemonShutdown) else {
             lock.unlock()
             return
         }
-        completed = true
-        suspended = false
-        resumePending = false
-        let final = reason ?? (daemonShutdown ? .serverStopping : clientGone ? .clientGone : .closedByServer)
-        reason = final
-        queue.removeAll()
-        head = 0
-        queuedBytes = 0
         let handlers = closeHandlers
         closeHandlers.removeAll()
         lock.unlock()
-        for handler in handlers { handler(final) }
-    }
-
-    // MARK: - Under the lock
-
-    private func resumeLocked() {
-        if suspended && !completed {
-            suspended = false
-            if let batch = ResumeBatch.current {
-                resumePending = true
-                batch.add(self)
-            } else {
-                connection.resume()
-            }
-        }
+        for handler in handlers { handler(reason) }
     }
 
     /// The end of a resume batch: the deferred resume, if it is still due.
     func resumeIfPending() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard resumePending else { return }
-        resumePending = false
-        if !completed { connection.resume() }
+        lock.withLock {
+            if state.takePendingResume() { connection.resume() }
+        }
     }
 
     /// Runs `body` with the resumes of the streams it wakes deferred to its end, on this
@@ -217,29 +146,13 @@ public final class EventStream: PendingResume, @unchecked Sendable {
         return try body()
     }
 
-    private func abortLocked(_ abortReason: StreamCloseReason) {
-        if aborting || completed { return }
-        if reason == nil || !closing { reason = abortReason }
-        closing = true
-        aborting = true
-        queue.removeAll()
-        head = 0
-        offset = 0
-        queuedBytes = 0
-        if suspended {
-            resumeLocked()          // the reader will end the response with an error
-        } else if !resumePending {  // (a pending resume comes at its batch's end, to the same effect)
-            shutdownSocket(socket)  // MHD may be waiting to write to a peer that does not read
-        }
-    }
-
-    private func compactLocked() {
-        if head == queue.count {
-            queue.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 64, head * 2 >= queue.count {
-            queue.removeFirst(head)
-            head = 0
+    /// Carries out a step of `state` on the connection (under `lock`).
+    private func perform(_ wake: EventStreamState.Wake) {
+        switch wake {
+        case .none: break
+        case .resume: connection.resume()
+        case .resumeAtBatchEnd: ResumeBatch.current?.add(self)
+        case .shutDownSocket: shutdownSocket(socket)
         }
     }
 }
