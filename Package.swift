@@ -41,13 +41,15 @@ let package = Package(
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
-        // Hands the answers libmicrohttpd makes itself (414, 431, ...) to MicroHTTP before they
-        // are sent, so that they carry the server's fields too (MicroHTTP/OwnAnswers.swift).
-        .target(name: "CMicroHTTPDAnswers", dependencies: ["CMicroHTTPD"]),
+        // Interposes libmicrohttpd's MHD_queue_response, so that the answers it makes itself (414,
+        // 431, ...) can be MicroHTTP's own, with the server's fields (MicroHTTP/OwnAnswers.swift).
+        // Linked by what serves reactord (ReactorService), not by MicroHTTP: a binary that only
+        // links MicroHTTP keeps libmicrohttpd's function as it is.
+        .target(name: "CMicroHTTPDOwnAnswers", dependencies: ["CMicroHTTPD"]),
         // The package's one mutex, condition, lock box and thread start (pthreads, no Foundation):
         // `package` API for the other targets, in no product.
         .target(name: "ConcurrencyPrimitives", swiftSettings: [.swiftLanguageMode(.v6)]),
-        .target(name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD", "CMicroHTTPDAnswers"],
+        .target(name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD"],
                 swiftSettings: [.swiftLanguageMode(.v6)]),
         .systemLibrary(
             name: "CSQLite",
@@ -77,7 +79,7 @@ let package = Package(
         .target(
             name: "ReactorService",
             dependencies: [
-                "ReactorCore", "MicroHTTP", "ReactorStore", "JWSSignatures",
+                "ReactorCore", "MicroHTTP", "CMicroHTTPDOwnAnswers", "ReactorStore", "JWSSignatures",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,

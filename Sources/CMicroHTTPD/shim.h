@@ -23,6 +23,12 @@
 #include <unistd.h>
 #endif
 
+/// The libmicrohttpd whose internals the reads below marked with it were written against (where
+/// its pool keeps a field, when it parses the arguments). Built against another version, they
+/// fall back to what its public API promises: no obs-fold detection, no early 414 for a query
+/// larger than the pool (the connection is then closed without an answer, as libmicrohttpd does).
+#define MHD_SHIM_KNOWN_VERSION 0x00097500
+
 /// Where libmicrohttpd's error log goes instead of stderr: `handler(cls, line)`, the line
 /// formatted here (Swift cannot take a va_list apart). Owned by the server, alive until
 /// after MHD_stop_daemon.
@@ -102,7 +108,7 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
 /// the connection's pool dry as libmicrohttpd parses it, and it would then close the connection
 /// without an answer: its arguments are cut off here (the '?' ends the target) and the request
 /// starts with `marks + 2`, answered 414. Any other starts with `marks + 1`. (Written for 0.9.75,
-/// which finds the '?' before this call and parses the arguments after it: see `MHD_VERSION`.) (With this callback
+/// which finds the '?' before this call and parses the arguments after it: MHD_SHIM_KNOWN_VERSION.) (With this callback
 /// installed, libmicrohttpd reports every request whose line it read as completed, also those
 /// it ends before the access handler's first call: the marks tell them apart.)
 static inline void *
@@ -119,11 +125,16 @@ mhd_shim_check_target (void *cls, const char *uri, struct MHD_Connection *connec
     if ('?' == *p && NULL == query) { query = (char *) p; arguments = 1; }
     else if ('&' == *p && NULL != query) arguments++;
   }
+#if MHD_VERSION == MHD_SHIM_KNOWN_VERSION
   if (NULL != query && length + 64 * arguments > state->query_budget)
   {
     query[1] = '\0';   /* libmicrohttpd parses the arguments after the '?' it found: none now */
     return (char *) state->marks + 2;
   }
+#else
+  (void) query;
+  (void) arguments;
+#endif
   return (char *) state->marks + 1;
 }
 
@@ -231,10 +242,14 @@ struct mhd_shim_framing
 /// Every byte read lies in the pool: a field's line is followed by at least the blank line,
 /// and the pool's end holds libmicrohttpd's own records of the fields. (After a bare-LF blank
 /// line the second byte read is the body's first: one starting with SP or HTAB sent with bare
-/// LFs is taken for a fold.)
+/// LFs is taken for a fold.) Written against MHD_SHIM_KNOWN_VERSION's pool.
 static inline int
 mhd_shim_field_is_folded (const char *key, size_t key_size, const char *value, size_t value_size)
 {
+#if MHD_VERSION != MHD_SHIM_KNOWN_VERSION
+  (void) key; (void) key_size; (void) value; (void) value_size;
+  return 0;
+#else
   const char *after_colon = key + key_size + 1;
   if (NULL == value) return 0;
   if (value < after_colon || value - after_colon > 1024) return 1;
@@ -243,6 +258,7 @@ mhd_shim_field_is_folded (const char *key, size_t key_size, const char *value, s
   const char *next = value + value_size + 1;   /* past the NUL that ended the value's line */
   if ('\0' == *next) next++;                   /* the LF of a CRLF */
   return ' ' == *next || '\t' == *next;
+#endif
 }
 
 static inline enum MHD_Result

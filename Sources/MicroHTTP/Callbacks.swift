@@ -1,5 +1,4 @@
 internal import CMicroHTTPD
-internal import CMicroHTTPDAnswers
 
 // The C entry points libmicrohttpd calls, on its own threads. They live in a library file as
 // plain (nonisolated) functions — top-level code in an executable's main.swift would be

@@ -1,5 +1,4 @@
 internal import CMicroHTTPD
-internal import CMicroHTTPDAnswers
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -92,7 +91,7 @@ struct Connection: @unchecked Sendable {
         guard let mhdResponse = Self.makeResponse(response, closing: closing) else { return false }
         defer { MHD_destroy_response(mhdResponse) }
         let status = (100...999).contains(response.status) ? response.status : 500
-        return mhd_answers_queue(raw, UInt32(status), mhdResponse) == .YES
+        return MHD_queue_response(raw, UInt32(status), mhdResponse) == .YES
     }
 
     /// libmicrohttpd's copy of `response`'s fields and body: one reference, the caller's to
@@ -133,7 +132,7 @@ struct Connection: @unchecked Sendable {
         // A stream's end is the connection's end: nothing is pipelined behind an SSE response.
         _ = MHD_add_response_header(mhdResponse, "Connection", "close")
         Self.add(headers, to: mhdResponse)
-        return mhd_answers_queue(raw, 200, mhdResponse) == .YES
+        return MHD_queue_response(raw, 200, mhdResponse) == .YES
     }
 
     /// The head of every event stream, and of the answer to HEAD on a stream's route.

@@ -1,25 +1,30 @@
 internal import ConcurrencyPrimitives
 internal import CMicroHTTPD
-internal import CMicroHTTPDAnswers
 
 /// The answers libmicrohttpd makes itself, before any callback of ours: 414 and 431 for a
 /// request line or head too large for the connection's memory pool, 400 or 413 for a
 /// Content-Length it cannot read or a malformed chunked body, 400 or 505 for a bad HTTP
-/// version. CMicroHTTPDAnswers asks `mhdOwnAnswer` for each, and sends what it makes instead of
-/// libmicrohttpd's HTML page: a problem document with the same status, naming the problem, with
-/// the fields the server's `decorate` adds (CORS), as on MicroHTTP's own refusals.
+/// version. Where CMicroHTTPDOwnAnswers is linked and `handler` installed (a reactord server
+/// does both; MicroHTTP alone neither), each goes to `handler`, and what it makes is sent instead
+/// of libmicrohttpd's HTML page: a problem document with the same status, naming the problem,
+/// with the fields the server's `decorate` adds (CORS), as on MicroHTTP's own refusals.
 ///
 /// Known of the request then: the header fields libmicrohttpd had read before it gave up. A
 /// field on the line just before the one that overflowed, or any field after a request line
 /// that overflowed (414), is not among them (`RequestHead.hasAllFields` is false).
-enum OwnAnswers {
+package enum OwnAnswers {
+    /// What CMicroHTTPDOwnAnswers' `mhd_own_answers_install` takes: the answer to send in place
+    /// of libmicrohttpd's (a response the caller owns), or nil to send libmicrohttpd's.
+    package static let handler: @convention(c) (OpaquePointer?, UInt32) -> OpaquePointer? = { raw, status in
+        mhdOwnAnswer(raw: raw, status: status)
+    }
+
     /// The running servers, by their daemons' addresses.
     private static let servers = Locked<[UInt: Unmanaged<HTTPServer>]>([:])
 
     /// `server` is kept alive by its own start() until after MHD_stop_daemon, when it leaves.
     static func enter(_ server: HTTPServer, daemons: [OpaquePointer]) {
         servers.withLock { servers in
-            if servers.isEmpty { mhd_answers_set_handler(mhdOwnAnswer) }
             for daemon in daemons { servers[UInt(bitPattern: daemon)] = Unmanaged.passUnretained(server) }
         }
     }

@@ -7,6 +7,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+internal import CMicroHTTPDOwnAnswers
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -135,6 +136,8 @@ public final class ReactorServer: @unchecked Sendable {
     /// Opens the store (throws `StoreError.cannotOpen`, naming what is wrong, when it cannot),
     /// then listens.
     public func start() throws {
+        // libmicrohttpd's own answers (414, 431, ...) made this server's, with its fields (CORS).
+        _ = mhd_own_answers_install(OwnAnswers.handler)
         try context.openStore()
         if let engine = context.persistence?.engine {
             // Reachable: a one-row read on the store's reader connection answers.
