@@ -176,11 +176,13 @@ final class DurabilityTests: XCTestCase {
     /// so it shows the current user under the new version, as every later read does.
     func testTheFirstReadAfterARestartShowsAUserChangeMadeWhileStored() throws {
         let (session, restarted, again) = try restartedWithASessionOfUserU1()
-        XCTAssertEqual(try again.request("DELETE", "/user", headers: admin).status, 204)
-        for attempt in 1...2 {
-            let read = try again.request("GET", "/sessions/\(session)").object
-            XCTAssertEqual(read["version"] as? Int, 1, "read \(attempt)")
-            XCTAssertTrue((read["state"] as? [String: Any])?["user"] is NSNull, "read \(attempt): \(read)")
+        try withExtendedLifetime(restarted) {   // the server runs as long as its process object lives
+            XCTAssertEqual(try again.request("DELETE", "/user", headers: admin).status, 204)
+            for attempt in 1...2 {
+                let read = try again.request("GET", "/sessions/\(session)").object
+                XCTAssertEqual(read["version"] as? Int, 1, "read \(attempt)")
+                XCTAssertTrue((read["state"] as? [String: Any])?["user"] is NSNull, "read \(attempt): \(read)")
+            }
         }
     }
 

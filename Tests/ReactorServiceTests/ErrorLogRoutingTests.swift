@@ -15,10 +15,9 @@ final class ErrorLogRoutingTests: XCTestCase {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
-                 source: String, file: String, function: String, line: UInt) {
-            let merged = metadata.merging(extra ?? [:]) { $1 }
-            let record = Record(level: level, message: "\(message)", source: merged["source"].map { "\($0)" })
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            let record = Record(level: event.level, message: "\(event.message)", source: merged["source"].map { "\($0)" })
             capture.update { $0.append(record) }
         }
     }

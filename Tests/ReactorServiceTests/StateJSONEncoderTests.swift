@@ -90,7 +90,7 @@ final class StateJSONEncoderTests: XCTestCase {
         try assertSameAsFoundation(1)
         try assertSameAsFoundation("top")
         try assertSameAsFoundation(Optional<Int>.none)
-        try assertSameAsFoundation([Double]([0.1, 1, 1e20, 1e-7, 5e-324, .greatestFiniteMagnitude, 123456789.125]))
+        try assertSameAsFoundation([Double]([0.1, 1, 1e20, 1e-7, .leastNonzeroMagnitude, .greatestFiniteMagnitude, 123456789.125]))
         try assertSameAsFoundation([Float]([0.1, 1, 1e20, 16777216]))
     }
 
