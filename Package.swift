@@ -32,6 +32,7 @@ let package = Package(
         .target(
             name: "ReactorCore",
             dependencies: [
+                "ConcurrencyPrimitives",
                 .product(name: "OpenCombine", package: "OpenCombine",
                          condition: .when(platforms: [.linux, .windows, .android])),
             ]
