@@ -11,10 +11,22 @@ import Darwin
 /// `Sendable` itself (no `ManagedBuffer` is): `Mutex` and `Locked` say when they are.
 @usableFromInline
 final class LockStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+    /// `recursive`: the thread that holds the mutex may take it again (and must release it as
+    /// often as it took it).
     @inlinable
-    static func make(_ value: Value) -> LockStorage {
+    static func make(_ value: Value, recursive: Bool = false) -> LockStorage {
         let made = unsafeDowncast(create(minimumCapacity: 1) { _ in value }, to: LockStorage.self)
-        made.withUnsafeMutablePointerToElements { _ = pthread_mutex_init($0, nil) }
+        made.withUnsafeMutablePointerToElements { mutex in
+            if recursive {
+                var attributes = pthread_mutexattr_t()
+                pthread_mutexattr_init(&attributes)
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+                pthread_mutex_init(mutex, &attributes)
+                pthread_mutexattr_destroy(&attributes)
+            } else {
+                pthread_mutex_init(mutex, nil)
+            }
+        }
         return made
     }
 

@@ -6,8 +6,11 @@ package struct Mutex: @unchecked Sendable {  // why: the pthread mutex is the sy
     @usableFromInline
     let storage: LockStorage<Void>
 
+    /// `recursive`: the thread that holds the mutex may take it again, for a lock that guards
+    /// calls which can come back on the same thread (a subscriber delivering from inside a
+    /// delivery); it then releases it as often as it took it.
     @inlinable
-    package init() { storage = .make(()) }
+    package init(recursive: Bool = false) { storage = .make((), recursive: recursive) }
 
     /// Takes the lock, waiting for it.
     @inlinable

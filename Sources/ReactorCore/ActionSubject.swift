@@ -1,3 +1,5 @@
+internal import ConcurrencyPrimitives
+
 /// The subject a reactor's actions are sent to: `reactor.action.send(.increase)`.
 ///
 /// Like ReactorKit's `ActionSubject`, it never ends: completions sent to it, or from a
@@ -16,7 +18,7 @@ public final class ActionSubject<Element>: Subject {
 
     /// Guards the subscriber list here and each subscriber's state: the reactor's gate's lock,
     /// or one of its own for a free-standing subject.
-    let lock: Lock
+    let lock: Mutex
     @exclusivity(unchecked) private var conduits: ContiguousArray<ActionConduit> = []
     /// The reactor's gate; nil for a free-standing subject (or a stub's).
     let gate: SerialGate?
@@ -26,7 +28,7 @@ public final class ActionSubject<Element>: Subject {
     /// A free-standing subject, delivering on the sender's thread (like `PassthroughSubject`).
     public init() {
         gate = nil
-        lock = Lock.make()
+        lock = Mutex()
     }
 
     init(gate: SerialGate) {
@@ -99,7 +101,7 @@ class ActionConduit: Subscription {
 private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionConduit
 where Downstream.Input == Element, Downstream.Failure == Never {
     /// The subject's lock.
-    private let lock: Lock
+    private let lock: Mutex
     private weak var subject: ActionSubject<Element>?
     @exclusivity(unchecked) private var downstream: Box<Downstream>?
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none

@@ -7,13 +7,13 @@
 /// of the thread that queued it. A state subscriber reads `current` while it receives a state.
 /// States that an operator after the gate delivers on another thread (`receive(on:)`,
 /// `debounce` in `transform(state:)`) come with no cause.
-@_spi(Lock) public enum ChangeCause {
+package enum ChangeCause {
     /// The calling thread's cause.
-    public static var current: UInt64 { ThreadContext.current.cause }
+    package static var current: UInt64 { ThreadContext.current.cause }
 
     /// Runs `body` with `cause` as the calling thread's cause.
     @inline(__always)
-    public static func with<T>(_ cause: UInt64, _ body: () throws -> T) rethrows -> T {
+    package static func with<T>(_ cause: UInt64, _ body: () throws -> T) rethrows -> T {
         let context = ThreadContext.current
         let saved = context.cause
         context.cause = cause

@@ -1,3 +1,5 @@
+internal import ConcurrencyPrimitives
+
 /// Concatenates any number of publishers: each is subscribed when the one before has
 /// finished. Outstanding demand carries over to the next; a failure ends the whole; a
 /// long run of publishers that finish synchronously is walked in a loop, not recursion.
@@ -17,7 +19,7 @@ private final class ConcatSubscription<Downstream: Subscriber>: Subscription {
     typealias Output = Downstream.Input
     typealias Failure = Downstream.Failure
 
-    private let lock = Lock.make()
+    private let lock = Mutex()
     // Guarded by `lock`.
     private var downstream: Box<Downstream>?
     private var upstreams: [AnyPublisher<Output, Failure>]

@@ -1,3 +1,5 @@
+internal import ConcurrencyPrimitives
+
 /// Merges any number of publishers (OpenCombine has no `Merge`).
 ///
 /// - Demand: downstream demand is forwarded to every upstream; what arrives beyond it is
@@ -23,8 +25,8 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     typealias Output = Downstream.Input
     typealias Failure = Downstream.Failure
 
-    private let lock = Lock.make()
-    private let deliveryLock = Lock.make(recursive: true)
+    private let lock = Mutex()
+    private let deliveryLock = Mutex(recursive: true)
     // Guarded by `lock`.
     /// Not optional (an optional of a generic type costs a metadata lookup per use);
     /// `active` says whether it may still be called.

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+internal import ConcurrencyPrimitives
 
 /// The `flatMap(mutate)` stage of the pipeline: calls `mutate` for each action, under the
 /// gate, and merges the effects it returns. Effects run concurrently (like Rx's
@@ -53,7 +54,7 @@ protocol EffectTracking: AnyObject {
 /// (`Just.Inner<Subscriber>`, ...), and short keys are cheaper to look up.
 class EffectParent<Mutation> {
     /// Guards the stage's state and that of its effect subscribers: the gate's own lock.
-    let lock: Lock
+    let lock: Mutex
     let gate: SerialGate
 
     init(gate: SerialGate) {
@@ -378,7 +379,7 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
 #if DEBUG
 /// How many effect subscribers were made: a test's check that synchronous effects reuse one.
 enum EffectSubscriberCount {
-    private static let lock = Lock.make()
+    private static let lock = Mutex()
     nonisolated(unsafe) private static var count = 0
 
     static func made() { lock.withLock { count += 1 } }

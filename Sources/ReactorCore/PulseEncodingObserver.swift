@@ -23,8 +23,8 @@ public protocol PulseObservingEncoder: Encoder {
 /// Told of each `Pulse` encoded on this thread while `PulseRecording.recording(into:_:)` runs:
 /// for an encoder that knows where it stands itself, so no `codingPath` array is made and no
 /// cast of the encoder to `PulseObservingEncoder` is tried (~1,100 instructions a pulse).
-/// SPI: the server's state writer is its one user.
-@_spi(PulseRecording) public protocol PulseEncodingRecorder: AnyObject {
+/// Package API: the server's state writer is its one user.
+package protocol PulseEncodingRecorder: AnyObject {
     /// Records the pulse that `encoder` just encoded, with its `valueUpdatedCount` and value.
     /// False when `encoder` is none of the recorder's: the pulse then reports to the encoder's
     /// own observer, as without a recorder.
@@ -33,9 +33,9 @@ public protocol PulseObservingEncoder: Encoder {
 
 /// Where `Pulse.encode(to:)` finds a `PulseEncodingRecorder`: one per thread, for the span of
 /// one encoding.
-@_spi(PulseRecording) public enum PulseRecording {
+package enum PulseRecording {
     /// Runs `body` with `recorder` told of every pulse encoded on this thread meanwhile.
-    public static func recording<T>(into recorder: any PulseEncodingRecorder, _ body: () throws -> T) rethrows -> T {
+    package static func recording<T>(into recorder: any PulseEncodingRecorder, _ body: () throws -> T) rethrows -> T {
         let context = ThreadContext.current
         let outer = context.pulseRecorder
         context.pulseRecorder = recorder

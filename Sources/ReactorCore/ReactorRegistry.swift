@@ -1,3 +1,4 @@
+internal import ConcurrencyPrimitives
 import Dispatch
 
 /// Finds a reactor's storage by the reactor's identity (Linux has no associated objects),
@@ -17,7 +18,7 @@ final class ReactorRegistry {
     /// How many idle reactors one sweep checks.
     static let sliceSize = 2_048
 
-    private let lock = Lock.make()
+    private let lock = Mutex()
     private var storages: [ObjectIdentifier: AnyReactorStorage] = [:]
     private var sweepList: ContiguousArray<AnyReactorStorage> = []
     private var withEffects: [ObjectIdentifier: AnyReactorStorage] = [:]

@@ -1,3 +1,5 @@
+internal import ConcurrencyPrimitives
+
 /// Emits from inside a `.run` effect: `await send(.setItems(items))`.
 /// Values sent after the task was cancelled are dropped.
 public struct Send<Value>: Sendable {
@@ -32,9 +34,9 @@ private final class RunSubscription<Downstream: Subscriber>: Subscription, @unch
 where Downstream.Failure == Never {
     typealias Output = Downstream.Input
 
-    private let lock = Lock.make()
+    private let lock = Mutex()
     /// Serialises calls into the downstream: the operation may send from child tasks.
-    private let deliveryLock = Lock.make(recursive: true)
+    private let deliveryLock = Mutex(recursive: true)
     // Guarded by `lock`.
     private var downstream: Box<Downstream>?
     private var demand = Subscribers.Demand.none

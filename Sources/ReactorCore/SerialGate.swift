@@ -1,3 +1,5 @@
+internal import ConcurrencyPrimitives
+
 /// Work a gate runs for one kind of item (an action, a mutation, a state).
 /// A protocol rather than a closure so the common, uncontended path allocates nothing.
 protocol GateWork: AnyObject {
@@ -23,7 +25,10 @@ protocol GateWork: AnyObject {
 final class SerialGate {
     /// Also the lock of the reactor's small shared state (see `withLock`) and of the pipeline
     /// stages that belong to this reactor alone: sections under it are short and never call out.
-    let mutex = Lock.make()
+    let mutex = Mutex()
+    /// What `enter` waits on for a busy gate; made on the first such wait, under `mutex`, so an
+    /// uncontended reactor never pays for it.
+    @exclusivity(unchecked) private var condition: Condition?
     @exclusivity(unchecked) private var busy = false
     @exclusivity(unchecked) private var closed = false
     @exclusivity(unchecked) private var waiters = 0
@@ -62,7 +67,8 @@ final class SerialGate {
         mutex.lock()
         while busy && !closed {
             waiters += 1
-            mutex.wait()
+            let condition = self.condition ?? makeCondition()
+            condition.wait(on: mutex)
             waiters -= 1
         }
         guard !closed else {
@@ -75,6 +81,13 @@ final class SerialGate {
         return true
     }
 
+    /// Under `mutex`.
+    private func makeCondition() -> Condition {
+        let made = Condition()
+        condition = made
+        return made
+    }
+
     /// Runs what was queued meanwhile, then lets the gate go. Only the holder calls it.
     func exit(_ context: ThreadContext) {
         while true {
@@ -83,7 +96,7 @@ final class SerialGate {
                 let dropped = queue
                 queue = []
                 busy = false
-                if waiters > 0 { mutex.signal() }
+                if waiters > 0 { condition?.signal() }
                 mutex.unlock()
                 context.pop(self)
                 _ = dropped // released outside the lock
@@ -123,7 +136,7 @@ final class SerialGate {
         closed = true
         let dropped = queue
         queue = []
-        mutex.broadcast()
+        condition?.broadcast()
         mutex.unlock()
         _ = dropped
     }

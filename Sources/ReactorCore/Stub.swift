@@ -1,3 +1,5 @@
+internal import ConcurrencyPrimitives
+
 /// A reactor's stub, for testing what uses a reactor without running its logic
 /// (ReactorKit's `Stub`).
 ///
@@ -30,7 +32,7 @@ public final class Stub<R: Reactor> {
 final class StubCore<Action, State> {
     let state: CurrentValueSubject<State, Never>
     let action = ActionSubject<Action>()
-    private let lock = Lock.make()
+    private let lock = Mutex()
     private var recorded: [Action] = []
     private var enabled = false
     private var recording: AnyCancellable?

@@ -1,4 +1,4 @@
-@_spi(Lock) import ReactorCore
+import ReactorCore
 
 /// A value behind a lock: the one place the service's small shared states are guarded.
 final class Locked<Value>: @unchecked Sendable {

@@ -35,6 +35,22 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
         XCTAssertEqual(log.current, [1, 2])
     }
 
+    func testRecursiveMutexIsTakenAgainByItsHolderAndFreedByTheLastUnlock() throws {
+        let mutex = Mutex(recursive: true)
+        let log = Locked<[Int]>([])
+        mutex.lock()
+        mutex.withLock { mutex.withLock { log.withLock { $0.append(1) } } }   // would deadlock if not recursive
+        mutex.lock()
+        let thread = try PlatformThread.joinable {
+            mutex.withLock { log.withLock { $0.append(3) } }
+        }
+        mutex.unlock()   // still held once: the thread waits
+        log.withLock { $0.append(2) }
+        mutex.unlock()
+        thread.join()
+        XCTAssertEqual(log.current, [1, 2, 3])
+    }
+
     func testTimedWaitEndsWhenTheTimeRunsOut() {
         let mutex = Mutex()
         let condition = Condition()

@@ -77,7 +77,7 @@ final class EffectTests: XCTestCase {
     func testReleasedReactorIsDeallocatedWithSubscribers() {
         let probe = Probe()
         var reactor: TickReactor? = TickReactor(probe: probe)
-        weak var weakReactor = reactor
+        weak let weakReactor = reactor
         let cancellable = reactor!.state.sink { _ in }
         reactor!.action.send(.load)
         reactor = nil
@@ -88,7 +88,7 @@ final class EffectTests: XCTestCase {
     func testReleaseCancelsRunningEffectsAndNothingIsReducedAfter() {
         let probe = Probe()
         var reactor: TickReactor? = TickReactor(probe: probe)
-        weak var weakReactor = reactor
+        weak let weakReactor = reactor
         let subscriberTicks = Locked(0)
         let ticked = expectation(description: "ticked")
         let cancellable = reactor!.state.sink { state in
@@ -139,7 +139,7 @@ final class EffectTests: XCTestCase {
         var seen: [String?] = []
         let cancellable = reactor!.state.sink { seen.append($0) }
         XCTAssertEqual(reactor!.currentState, "a")
-        weak var weakReactor = reactor
+        weak let weakReactor = reactor
         reactor = nil
         XCTAssertNil(weakReactor)
         let reduced = probe.reduced

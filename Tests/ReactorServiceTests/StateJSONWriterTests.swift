@@ -1,5 +1,5 @@
 import Foundation
-@_spi(PulseRecording) import ReactorCore
+import ReactorCore
 import XCTest
 @testable import ReactorService
 

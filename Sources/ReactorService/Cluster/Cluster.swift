@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Dispatch
-@_spi(Lock) import ReactorCore
+import ReactorCore
 import MicroHTTP
 import ReactorStore
 

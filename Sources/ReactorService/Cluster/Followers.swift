@@ -1,4 +1,4 @@
-@_spi(Lock) import ReactorCore
+import ReactorCore
 import ReactorStore
 
 /// The event streams this node serves for sessions another node holds: one hub per followed

@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-@_spi(PulseRecording) import ReactorCore
+import ReactorCore
 
 /// Writes a state's JSON while its `encode(to:)` runs, straight into one buffer: no tree, no
 /// encoder or container object per field. The bytes are `JSONText.makeEncoder()`'s (sorted keys,

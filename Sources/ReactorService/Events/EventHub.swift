@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 #endif
 import MicroHTTP
-@_spi(Lock) import ReactorCore
+import ReactorCore
 import ReactorStore
 
 /// One session's events: its sequence, its last encoded state, its pulse counts, its

@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-@_spi(Lock) import ReactorCore
+import ReactorCore
 import Dispatch
 import Logging
 import ReactorStore

@@ -1,4 +1,4 @@
-@_spi(Lock) import ReactorCore
+import ReactorCore
 import Logging
 import ReactorStore
 

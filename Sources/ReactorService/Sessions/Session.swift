@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-@_spi(Lock) import ReactorCore
+import ReactorCore
 import ReactorStore
 
 /// One reactor instance behind a server-issued id, as the routes see it whatever its type.
