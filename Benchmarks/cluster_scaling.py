@@ -17,7 +17,10 @@ and of PostgreSQL (postmaster, its children, and children it reaped) across a wr
 the actions applied meanwhile (the nodes' `reactord_actions_total{outcome="applied"}`), less what
 each process spent idle (measured just before, for as long). Scenarios:
   served      wrk -> A, the holder; B and C do nothing but receive the commits' NOTIFY.
-  served+sub  the same with one subscriber of each session on A (what delivery on the holder costs).
+  served+key  the same with an Idempotency-Key of its own on every request (action.lua's
+              reactord-keyed mode, POST /action): what a forward costs the holder and PostgreSQL,
+              since a forwarding node sends every request under a key of its own.
+  served+sub  the same as served with one subscriber of each session on A (what delivery on the holder costs).
   forwarded   wrk -> B, which forwards every action to A. A's subscribers are kept: a holder hands
               a session over (docs/cluster.md, "Placement") only once it has no subscriber there,
               so none is handed over (checked: reactord_cluster_handovers_total stays 0, and B's
@@ -41,6 +44,7 @@ removed on the way out, whatever happens.
 Uses the release build (.build-bench) unless REACTORD_BIN names one; wrk and nginx from Debian.
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -100,6 +104,17 @@ def machine_busy_seconds():
     with open("/proc/stat") as f:
         ticks = [int(x) for x in f.readline().split()[1:]]
     return (sum(ticks[:8]) - ticks[3] - ticks[4]) / TICK
+
+
+def pg_commits(pg_dir):
+    """Transactions PostgreSQL has committed so far (group commits, and reads such as an
+    Idempotency-Key's lookup), all databases (pg_stat_database, which
+    backends update about once a second): over its unix socket, where the superuser is trusted."""
+    psql = shutil.which("psql") or sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
+    port = open(os.path.join(pg_dir, "port")).read().strip()
+    out = subprocess.run([psql, "-X", "-Atq", "-h", pg_dir, "-p", port, "-U", "postgres", "-d", "postgres", "-c",
+                          "SELECT sum(xact_commit) FROM pg_stat_database"], check=True, capture_output=True, text=True)
+    return int(out.stdout.strip())
 
 
 def postmaster(pg_dir):
@@ -191,24 +206,24 @@ class Subscribers:
 
 # --- part 1 ---------------------------------------------------------------------------------------
 
-def load(port, sessions, seconds, folder):
+def load(port, sessions, seconds, folder, mode="reactord-path"):
     ids = os.path.join(folder, "sessions-%d.txt" % port)
     with open(ids, "w") as out:
         out.write("\n".join(sessions) + "\n")
-    return requests_per_second(port, ["reactord-path", ids], seconds,
+    return requests_per_second(port, [mode, ids], seconds,
                                explain=lambda: "\nthe nodes' log:\n" + warnings(STARTED))
 
 
-def scenario(meter, nodes, port, sessions, seconds, folder):
+def scenario(meter, nodes, port, sessions, seconds, folder, pg_dir, mode="reactord-path"):
     """wrk against `port` (2 s warm-up, then `seconds`), metered: (µs per action by process,
-    actions applied, actions/s by wrk)."""
+    actions applied, actions/s by wrk, PostgreSQL commits a second)."""
     meter.idle()
-    before = applied(nodes)
+    before, commits = applied(nodes), pg_commits(pg_dir)
     meter.start()
-    rate = load(port, sessions, seconds, folder)
-    spent, _ = meter.stop()
-    actions = applied(nodes) - before
-    return {name: seconds_ * 1e6 / actions for name, seconds_ in spent.items()}, actions, rate
+    rate = load(port, sessions, seconds, folder, mode)
+    spent, wall = meter.stop()
+    actions, commits = applied(nodes) - before, pg_commits(pg_dir) - commits
+    return {name: seconds_ * 1e6 / actions for name, seconds_ in spent.items()}, actions, rate, commits / wall
 
 
 def cpu_round(binary, pg_dir, round_, seconds, folder):
@@ -221,14 +236,16 @@ def cpu_round(binary, pg_dir, round_, seconds, folder):
     sessions = [a.create() for _ in range(64)]
     found = {}
 
-    def run(name, port):
-        costs, actions, rate = scenario(meter, nodes, port, sessions, seconds, folder)
+    def run(name, port, mode="reactord-path"):
+        costs, actions, rate, commits = scenario(meter, nodes, port, sessions, seconds, folder, pg_dir, mode)
         found[name] = costs
-        print("round %d, %-10s %6.0f actions/s, %6d applied; µs per action: %s" % (
-            round_ + 1, name, rate, actions, ", ".join("%s %.1f" % item for item in costs.items())), flush=True)
+        print("round %d, %-12s %6.0f actions/s, %6d applied, %5.0f PostgreSQL transactions/s; µs per action: %s" % (
+            round_ + 1, name, rate, actions, commits, ", ".join("%s %.1f" % item for item in costs.items())),
+            flush=True)
         return actions
 
     run("served", a.port)
+    run("served+key", a.port, "reactord-keyed")
     held = Subscribers(a.port, sessions)
     run("served+sub", a.port)
     handovers = metric(a, "reactord_cluster_handovers_total")
@@ -261,7 +278,9 @@ def cpu_part(binary, pg_dir, rounds, seconds, folder):
         "forwarding node, beyond its notification": med["forwarded"]["B"] - notify,
         "holder, forwarded instead of direct": med["forwarded"]["A"] - med["served+sub"]["A"],
         "follower (subscriber on B), beyond its notification": med["followed"]["B"] - notify,
+        "holder, an Idempotency-Key's cost (every forward carries one)": med["served+key"]["A"] - med["served"]["A"],
         "PostgreSQL, served": med["served"]["PostgreSQL"],
+        "PostgreSQL, an Idempotency-Key's cost": med["served+key"]["PostgreSQL"] - med["served"]["PostgreSQL"],
     }
     print("\nCPU per action, medians of %d rounds (µs; utime+stime from /proc, idle subtracted):" % rounds)
     print("| scenario | A | B | C | PostgreSQL |")
@@ -288,8 +307,10 @@ every node listens), F = %.1f for a forward (forwarding node + the holder's extr
 subscriber on a node other than the holder; f = share of actions forwarded, g = share with a
 subscriber elsewhere. A consistent-hash balancer without placement: f = g = (n-1)/n; with placement
 (sessions live where their requests and streams hash): f = g = 0. The nodes share the load evenly,
-so n nodes of q cores each reach n*q/c(n) actions/s; PostgreSQL (outside the nodes) needs
-P = %.1f µs per action whatever n.""" % (S, N, F, L, P))
+so n nodes of q cores each reach n*q/c(n) actions/s. PostgreSQL (outside the nodes) needs
+P = %.1f µs per action in the served run; P is not fixed: its group commits get smaller as the load
+splits over more nodes (each node commits on its own), and a smaller commit costs more per action
+(the quota run prints PostgreSQL's transactions/s and µs per action for 1 and 3 nodes).""" % (S, N, F, L, P))
     print("| nodes | placement | c(n) µs | actions/s at 1/4 core a node | at 1 core a node | PostgreSQL cores at the 1/4-core rate |")
     print("|---|---|---|---|---|---|")
     for n in (1, 3, 10):
@@ -403,12 +424,12 @@ def quota_round(binary, pg_dir, quota, count, round_, seconds, sessions_wanted, 
         meter = Meter(probes)
         before = [quota.throttling(child) for child in children]
         forwarded = sum(metric(node, "reactord_cluster_forwarded_total") for node in nodes)
-        done = applied(nodes)
+        done, commits = applied(nodes), pg_commits(pg_dir)
         meter.start()
         rate = load(balancer.port, sessions, seconds, folder)
         spent, wall = meter.stop()
         forwarded = sum(metric(node, "reactord_cluster_forwarded_total") for node in nodes) - forwarded
-        done = applied(nodes) - done
+        done, commits = applied(nodes) - done, pg_commits(pg_dir) - commits
         after = [quota.throttling(child) for child in children]
         periods = sum(a[0] - b[0] for a, b in zip(after, before))
         throttled = sum(a[1] - b[1] for a, b in zip(after, before))
@@ -420,6 +441,10 @@ def quota_round(binary, pg_dir, quota, count, round_, seconds, sessions_wanted, 
                    spent["nginx"] / wall, spent["wrk"] / wall, spent["this script"] / wall,
                    (spent["machine"] - sum(v for k, v in spent.items() if k != "machine")) / wall,
                    spent["machine"] / wall, os.cpu_count(), throttled, periods))
+        line += "; µs per action: nodes %.1f, PostgreSQL %.1f, nginx %.1f" % tuple(
+            spent[k] * 1e6 / max(done, 1) for k in ("nodes", "PostgreSQL", "nginx"))
+        line += "; PostgreSQL %.0f transactions/s, %.1f actions a transaction, %.0f µs of its CPU a transaction" % (
+            commits / wall, done / max(commits, 1), spent["PostgreSQL"] * 1e6 / max(commits, 1))
         print(line, flush=True)
         return rate
     finally:
