@@ -8,6 +8,8 @@
 --       the same with random keys (as a client sending UUIDv4s)
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord-fresh SESSIONS_FILE
 --       the same without keys, formatted per request too (the keyed load's reference)
+--   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- reactord-path SESSIONS_FILE
+--       POST /sessions/ID/actions {"type":"increase"}, without keys: the route a balancer hashes on
 --   wrk -c64 -d10s -s action.lua http://127.0.0.1:PORT -- nchan 64
 --       POST /pub/bench0 .. /pub/bench63 with a 16-byte body (nchan publish, no subscribers)
 -- Requests are formatted once in init(); request() only picks the next one.
@@ -37,13 +39,20 @@ function init(args)
         reqs[#reqs + 1] = wrk.format("POST", "/action", { ["Content-Type"] = "application/json" }, body)
       end
     end
+  elseif mode == "reactord-path" then
+    for line in io.lines(args[2]) do
+      if #line > 0 then
+        reqs[#reqs + 1] = wrk.format("POST", "/sessions/" .. line .. "/actions", { ["Content-Type"] = "application/json" },
+                                     '{"type":"increase"}')
+      end
+    end
   elseif mode == "nchan" then
     local n = tonumber(args[2] or "64")
     for k = 0, n - 1 do
       reqs[#reqs + 1] = wrk.format("POST", "/pub/bench" .. k, { ["Content-Type"] = "text/plain" }, "1763700000000000")
     end
   else
-    error("action.lua: mode must be reactord, reactord-keyed, reactord-keyed-random, reactord-fresh or nchan")
+    error("action.lua: mode must be reactord, reactord-keyed, reactord-keyed-random, reactord-fresh, reactord-path or nchan")
   end
   if #reqs == 0 then error("action.lua: no requests") end
   i = math.random(#reqs) - 1   -- wrk threads start at different places
