@@ -33,6 +33,9 @@ let package = Package(
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // `Service`, so that a ReactorServer runs in a ServiceGroup beside a program's other
+        // services; it brings swift-async-algorithms and swift-collections (BENCHMARKS.md, "Build").
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -87,7 +90,9 @@ let package = Package(
             name: "ReactorService",
             dependencies: [
                 "ReactorCore", "MicroHTTP", "CMicroHTTPDOwnAnswers", "ReactorStore", "JWSSignatures",
+                "ConcurrencyPrimitives",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
             // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).
@@ -123,7 +128,8 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log")],
                 path: "Tests/ServerSupport"),
         .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport",
-                                                            "JWSSignatures", "ReactorServiceCLI"]),
+                                                            "JWSSignatures", "ReactorServiceCLI",
+                                                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "ServerSupport"]),
     ],
     swiftLanguageModes: [.v5]
