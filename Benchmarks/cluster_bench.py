@@ -43,6 +43,15 @@ PG = os.path.join(ROOT, "scripts", "postgres-test-server")
 STARTED = []   # every node, killed on the way out whatever happens
 
 
+def stop_all(pg_dir, folder):
+    """Kills every node started, stops PostgreSQL and removes the run's folder."""
+    for node in STARTED:
+        if node.process.poll() is None:
+            node.process.kill()
+    subprocess.run([PG, "stop", pg_dir], capture_output=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def createdb(pg_dir, name):
     """A fresh database on the benchmark's PostgreSQL server; its URL."""
     out = subprocess.run([PG, "createdb", pg_dir, name], check=True, capture_output=True, text=True).stdout
@@ -231,11 +240,7 @@ def main():
               "(target <= 10 s)" % (seconds, statuses), flush=True)
         peer_round(args.seconds)
     finally:
-        for node in STARTED:
-            if node.process.poll() is None:
-                node.process.kill()
-        subprocess.run([PG, "stop", pg_dir], capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
+        stop_all(pg_dir, folder)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ import threading
 import time
 
 from action_load import ROOT, build, free_port, requests_per_second
-from cluster_bench import PG, STARTED, Node, createdb, warnings
+from cluster_bench import PG, STARTED, Node, createdb, stop_all, warnings
 
 sys.path.insert(0, os.path.join(ROOT, "Tests", "cluster"))
 from test_nginx import Nginx  # noqa: E402  (the shipped nginx.conf, its addresses rewritten)
@@ -494,11 +494,7 @@ def main():
         if args.only != "cpu":
             quota_part(binary, pg_dir, args.rounds, args.seconds, args.sessions, args.quota, folder)
     finally:
-        for node in STARTED:
-            if node.process.poll() is None:
-                node.process.kill()
-        subprocess.run([PG, "stop", pg_dir], capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
+        stop_all(pg_dir, folder)
 
 
 if __name__ == "__main__":

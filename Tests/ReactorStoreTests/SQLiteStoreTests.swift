@@ -146,12 +146,7 @@ extension SQLiteStoreTests {
             CREATE TABLE global_user (only INTEGER PRIMARY KEY CHECK (only = 1), data TEXT NOT NULL);
             INSERT INTO sessions VALUES ('old', 'counter', '{"count":4}', 4, 1000, 1000);
             """
-        let sqlite = Process()
-        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        sqlite.arguments = [path, v1]
-        try sqlite.run()
-        sqlite.waitUntilExit()
-        XCTAssertEqual(sqlite.terminationStatus, 0)
+        try runSQLite(path, v1)
 
         let store = try SQLiteStore(path: path)
         defer { store.close() }
@@ -162,6 +157,19 @@ extension SQLiteStoreTests {
                                                 stateJSON: Array("{}".utf8), version: 0, createdAt: 1, lastActive: 1,
                                                 events: []))], historyLength: 10)
         XCTAssertEqual(try store.session("new", historyLength: 10)?.owner, "alice")
+    }
+}
+
+extension SQLiteStoreTests {
+    /// Runs `sql` on the file at `path` with the sqlite3 command: a file as another program (or an
+    /// older reactord) wrote it.
+    func runSQLite(_ path: String, _ sql: String) throws {
+        let sqlite = Process()
+        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        sqlite.arguments = [path, sql]
+        try sqlite.run()
+        sqlite.waitUntilExit()
+        XCTAssertEqual(sqlite.terminationStatus, 0, sql)
     }
 }
 
@@ -216,12 +224,7 @@ extension SQLiteStoreTests {
               ('old', \(top - 1), '{"type":"increment"}', 'action', 1, 1, 1000.5),
               ('old', \(top - 2), '', 'user', 2, 2, 1001.5);
             """
-        let sqlite = Process()
-        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        sqlite.arguments = [path, v5]
-        try sqlite.run()
-        sqlite.waitUntilExit()
-        XCTAssertEqual(sqlite.terminationStatus, 0)
+        try runSQLite(path, v5)
 
         let store = try SQLiteStore(path: path)
         defer { store.close() }
