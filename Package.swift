@@ -77,7 +77,7 @@ let package = Package(
         .target(
             name: "ReactorService",
             dependencies: [
-                "ReactorCore", "MicroHTTP", "ReactorStore", "JWSSignatures",
+                "ConcurrencyPrimitives", "ReactorCore", "MicroHTTP", "ReactorStore", "JWSSignatures",
                 .product(name: "Logging", package: "swift-log"),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ConcurrencyPrimitives
 import Logging
 import MicroHTTP
 import ReactorCore

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import ConcurrencyPrimitives
 
 /// The file a generated admin token is written to (mode 0600, never through a symbolic link),
 /// held under an exclusive `flock` while its server runs: a second server started in the same

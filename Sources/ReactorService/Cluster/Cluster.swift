@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ConcurrencyPrimitives
 import Dispatch
 @_spi(Lock) import ReactorCore
 import MicroHTTP

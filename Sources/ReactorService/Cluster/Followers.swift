@@ -1,5 +1,6 @@
 @_spi(Lock) import ReactorCore
 import ReactorStore
+import ConcurrencyPrimitives
 
 /// The event streams this node serves for sessions another node holds: one hub per followed
 /// session, fed with what the holder committed: the events a wake-up carries when they follow

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import MicroHTTP
 
 /// One condition `/readyz` asks about: `nil` when it holds, else why not (the 503's detail).

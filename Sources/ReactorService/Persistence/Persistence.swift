@@ -7,6 +7,7 @@ import Foundation
 import Dispatch
 import Logging
 import ReactorStore
+import ConcurrencyPrimitives
 
 /// Why a session cannot be served.
 enum SessionLookupError: Error {

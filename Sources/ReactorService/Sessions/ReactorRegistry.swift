@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import ReactorCore
 
 /// The reactor kinds a server can open sessions of, by name.

@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// The loaded sessions, in shards each behind its own lock, so actions on different sessions
 /// never wait for one another. Two counts: the sessions loaded (`capacity` bounds them) and,
 /// with a durable store, the sessions stored, loaded or not (`storedCapacity` bounds them; in a
