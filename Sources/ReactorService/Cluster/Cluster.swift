@@ -25,9 +25,10 @@ final class Cluster: @unchecked Sendable {
     /// Where sessions held elsewhere live, as a claim last found (by session, with when to ask
     /// again), so requests are forwarded without a database round trip each.
     private let holders = Locked<[SessionKey: (address: String, until: Double)]>([:])
-    private let keeper = ConditionLock()
-    private var stopping = false
-    private var stopped = false
+    /// The lease keeper's thread: asked to stop, and stopped.
+    private let keeper = Locked((stopping: false, stopped: false))
+    /// Signalled, under `keeper`'s lock, when either changes.
+    private let keeperChanged = Condition()
 
     init(store: any ClusterStore, configuration: ServiceConfiguration, metrics: ServiceMetrics) {
         self.store = store
@@ -63,27 +64,31 @@ final class Cluster: @unchecked Sendable {
             }
         }
         let interval = min(store.leaseDuration / 3, 1)
-        startThread(name: "reactord.leases") { [self, weak context] in
-            while waitOrStop(seconds: interval) {
-                guard let context else { break }
-                keepLeases(context)
-                followers.check()
+        do throws(PlatformThreadError) {
+            try PlatformThread.detached { [self, weak context] in
+                while waitOrStop(seconds: interval) {
+                    guard let context else { break }
+                    keepLeases(context)
+                    followers.check()
+                }
+                keeper.withLock { keeper in
+                    keeper.stopped = true
+                    keeperChanged.broadcast()
+                }
             }
-            keeper.withLock {
-                stopped = true
-                keeper.broadcast()
-            }
+        } catch {
+            preconditionFailure("cannot start the reactord.leases thread: error \(error.code)")
         }
     }
 
     /// Ends the lease keeper, the forwarding threads and the followers' streams (plain closes:
     /// clients resume elsewhere). The store's `close` gives the leases back.
     func stop() {
-        keeper.withLock {
-            stopping = true
-            keeper.broadcast()
-            while !stopped { keeper.wait() }
+        keeper.withLock { keeper in
+            keeper.stopping = true
+            keeperChanged.broadcast()
         }
+        keeper.withLock(waitingOn: keeperChanged, until: \.stopped) { _, _ in }
         forwarder.stop()
         followers.closeAll()
     }
@@ -163,9 +168,8 @@ final class Cluster: @unchecked Sendable {
     }
 
     private func waitOrStop(seconds: Double) -> Bool {
-        keeper.withLock {
-            if !stopping { _ = keeper.wait(seconds: seconds) }
-            return !stopping
+        keeper.withLock(waitingOn: keeperChanged, until: \.stopping, deadline: .after(seconds: seconds)) { keeper, _ in
+            !keeper.stopping
         }
     }
 }
