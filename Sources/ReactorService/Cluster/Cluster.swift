@@ -13,15 +13,15 @@ import ReactorStore
 /// let go when one is lost, the global user fed from the store, the streams of sessions other
 /// nodes hold, and the forwarding of requests to those nodes. Nodes never talk to each other
 /// except to forward a request; everything else goes through the store.
-final class Cluster: @unchecked Sendable {
+final class Cluster: Sendable {
     let store: any ClusterStore
     let forwarder: Forwarder
     let followers: Followers
     let metrics: ClusterMetrics
     let placement = Placement()
     /// The global user's version this node's `currentUser` has been given.
-    private let userFeed = Lock.make()
-    private var fedUserVersion: UInt64 = 0
+    /// Held while `currentUser` is fed, so changes reach it in order, once each.
+    private let fedUserVersion = Locked<UInt64>(0)
     /// Where sessions held elsewhere live, as a claim last found (by session, with when to ask
     /// again), so requests are forwarded without a database round trip each.
     private let holders = Locked<[SessionKey: (address: String, until: Double)]>([:])
@@ -43,7 +43,7 @@ final class Cluster: @unchecked Sendable {
     func loadUser() throws(StoreError) -> (user: [UInt8]?, version: UInt64) {
         let changes = try store.userChanges(after: 0)
         guard let last = changes.last else { return (try store.loadUser(), 0) }
-        userFeed.withLock { fedUserVersion = last.version }
+        fedUserVersion.withLock { $0 = last.version }
         return (last.json, last.version)
     }
 
@@ -96,7 +96,7 @@ final class Cluster: @unchecked Sendable {
     /// Gives `currentUser` every change of the global user it has not had yet, in order, once
     /// each: called after this node's own PUT /user commits, and on every wake-up of another's.
     func feedUser(_ context: ServiceContext) {
-        userFeed.withLock {
+        fedUserVersion.withLock { fedUserVersion in
             let changes: [UserChange]
             do throws(StoreError) {
                 changes = try store.userChanges(after: fedUserVersion)
