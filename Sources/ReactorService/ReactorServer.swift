@@ -7,6 +7,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import ConcurrencyPrimitives
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -19,12 +20,12 @@ import ReactorStore
 /// server.register("counter") { currentUser in CounterReactor(currentUser: currentUser) }
 /// try server.run()   // until SIGINT or SIGTERM
 /// ```
-public final class ReactorServer: @unchecked Sendable {
+public final class ReactorServer: Sendable {
     let context: ServiceContext
     private let http: HTTPServer
-    private var sweeper: SessionSweeper?
+    private let sweeper = Locked<SessionSweeper?>(nil)
     /// The generated admin token's file, locked while this server runs.
-    private var tokenFile: AdminTokenFile?
+    private let tokenFile = Locked<AdminTokenFile?>(nil)
 
     /// The global current user, handed to every reactor made by `register`'s factory.
     public var currentUser: CurrentValueSubject<User?, Never> { context.currentUser }
@@ -113,7 +114,7 @@ public final class ReactorServer: @unchecked Sendable {
     private func add<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R,
-        decode: @escaping ([UInt8]) throws -> R.State
+        decode: @escaping @Sendable ([UInt8]) throws -> R.State
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
@@ -160,7 +161,7 @@ public final class ReactorServer: @unchecked Sendable {
             if configuration.port == 0 { cluster.store.advertise(try advertisedAddress(port: http.port)) }
             cluster.start(context)
         }
-        sweeper = SessionSweeper(context: context)
+        sweeper.withLock { $0 = SessionSweeper(context: context) }
         // Only now, with the store open and the port bound: a start that fails must not replace
         // the token of a server that runs in the same folder.
         if configuration.adminToken == nil { announceGeneratedToken() }
@@ -190,13 +191,13 @@ public final class ReactorServer: @unchecked Sendable {
     /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
-        defer { tokenFile?.release() }   // last: another server may have the file from then on
+        defer { tokenFile.current?.release() }   // last: another server may have the file from then on
         defer { context.routes.withLock { $0 = Router() } }   // they hold the context: no cycle once stopped
         let started = DispatchTime.now().uptimeNanoseconds
         context.logger.info("reactord stopping", metadata: [
             "sessions": "\(context.sessions.sessionCount)", "streams": "\(http.openStreamCount)",
         ])
-        sweeper?.cancel()
+        sweeper.current?.cancel()
         guard let persistence = context.persistence else {
             let ended = context.sessions.removeAll()
             for session in ended { context.end(session, reason: "shutdown") }
@@ -309,7 +310,7 @@ public final class ReactorServer: @unchecked Sendable {
         if let path = configuration.adminTokenFile {
             switch AdminTokenFile.claim(path, token: adminToken) {
             case let .success(file):
-                tokenFile = file
+                tokenFile.withLock { $0 = file }
                 metadata["admin_token_file"] = "\(path)"
             case .failure(.inUse):
                 logger.warning("""

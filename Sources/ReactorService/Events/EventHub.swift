@@ -19,6 +19,7 @@ import ReactorStore
 /// them and holds them as pending; once the journal has committed them (`didCommit`) they
 /// join the history and reach the streams. Subscribers and readers see only what is
 /// committed, so no client ever sees an event a crash could take back.
+// why: its state is behind a recursive pthread lock (ReactorCore's `Lock`), which `Locked` cannot be.
 final class EventHub: @unchecked Sendable {
     struct Snapshot {
         let version: UInt64
