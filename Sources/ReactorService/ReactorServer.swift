@@ -324,7 +324,8 @@ public final class ReactorServer: Sendable {
             }
         }
         if isatty(STDERR_FILENO) == 1 {
-            fputs("reactord: this run's admin token (also in the file named in the log, if any): \(adminToken)\n", stderr)
+            let line = Array("reactord: this run's admin token (also in the file named in the log, if any): \(adminToken)\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
             metadata["printed_to"] = "stderr (a terminal)"
         }
         logger.info("no admin token configured; made one for this run (set REACTORD_ADMIN_TOKEN to choose it)",
