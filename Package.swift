@@ -86,11 +86,14 @@ let package = Package(
         // The store seam and its engines; SQL lives here and nowhere else.
         .target(name: "ReactorStore", dependencies: ["ConcurrencyPrimitives", "CSQLite", "CLibPQ"],
                 swiftSettings: [.swiftLanguageMode(.v6)]),
+        // Swift 5 mode still: in Swift 6 mode the reactor factories capture OpenCombine's
+        // CurrentValueSubject and the reactor's metatypes (R, R.State, R.Action: SendableMetatype),
+        // and JSONDecoder/JSONEncoder want Sendable userInfo values where the action route keeps `Any`
+        // and the pulse collector holds ReactorCore's `any Encodable` pulse values.
         .target(
             name: "ReactorService",
             dependencies: [
-                "ReactorCore", "MicroHTTP", "CMicroHTTPDOwnAnswers", "ReactorStore", "JWSSignatures",
-                "ConcurrencyPrimitives",
+                "ConcurrencyPrimitives", "ReactorCore", "MicroHTTP", "CMicroHTTPDOwnAnswers", "ReactorStore", "JWSSignatures",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -99,7 +102,9 @@ let package = Package(
             resources: [.embedInCode("Resources/index.html"), .embedInCode("Resources/console.html"),
                         .embedInCode("Resources/openapi.yaml")]
         ),
-        .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"]),
+        // Swift 6 mode: the bundled reactors pass its checks as they are.
+        .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"],
+                swiftSettings: [.swiftLanguageMode(.v6)]),
         // Foundation only (FoundationNetworking on Linux) and the package's lock box: no server
         // code in an app.
         .target(name: "ReactorClient", dependencies: ["ConcurrencyPrimitives"], swiftSettings: [.swiftLanguageMode(.v6)]),

@@ -1,4 +1,4 @@
-internal import ConcurrencyPrimitives
+import ConcurrencyPrimitives
 import ServiceLifecycle
 
 /// A ReactorServer is a swift-service-lifecycle `Service`: in a `ServiceGroup` it runs beside a

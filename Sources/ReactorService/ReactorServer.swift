@@ -8,6 +8,7 @@ import Foundation
 import Glibc
 #endif
 internal import CMicroHTTPDOwnAnswers
+import ConcurrencyPrimitives
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -20,12 +21,12 @@ import ReactorStore
 /// server.register("counter") { currentUser in CounterReactor(currentUser: currentUser) }
 /// try server.run()   // until SIGINT or SIGTERM
 /// ```
-public final class ReactorServer: @unchecked Sendable {
+public final class ReactorServer: Sendable {
     let context: ServiceContext
     private let http: HTTPServer
-    private var sweeper: SessionSweeper?
+    private let sweeper = Locked<SessionSweeper?>(nil)
     /// The generated admin token's file, locked while this server runs.
-    private var tokenFile: AdminTokenFile?
+    private let tokenFile = Locked<AdminTokenFile?>(nil)
 
     /// The global current user, handed to every reactor made by `register`'s factory.
     public var currentUser: CurrentValueSubject<User?, Never> { context.currentUser }
@@ -114,7 +115,7 @@ public final class ReactorServer: @unchecked Sendable {
     private func add<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R,
-        decode: @escaping ([UInt8]) throws -> R.State
+        decode: @escaping @Sendable ([UInt8]) throws -> R.State
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
@@ -163,7 +164,7 @@ public final class ReactorServer: @unchecked Sendable {
             if configuration.port == 0 { cluster.store.advertise(try advertisedAddress(port: http.port)) }
             cluster.start(context)
         }
-        sweeper = SessionSweeper(context: context)
+        sweeper.withLock { $0 = SessionSweeper(context: context) }
         // Only now, with the store open and the port bound: a start that fails must not replace
         // the token of a server that runs in the same folder.
         if configuration.adminToken == nil { announceGeneratedToken() }
@@ -193,13 +194,13 @@ public final class ReactorServer: @unchecked Sendable {
     /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
-        defer { tokenFile?.release() }   // last: another server may have the file from then on
+        defer { tokenFile.current?.release() }   // last: another server may have the file from then on
         defer { context.routes.withLock { $0 = Router() } }   // they hold the context: no cycle once stopped
         let started = DispatchTime.now().uptimeNanoseconds
         context.logger.info("reactord stopping", metadata: [
             "sessions": "\(context.sessions.sessionCount)", "streams": "\(http.openStreamCount)",
         ])
-        sweeper?.cancel()
+        sweeper.current?.cancel()
         guard let persistence = context.persistence else {
             let ended = context.sessions.removeAll()
             for session in ended { context.end(session, reason: "shutdown") }
@@ -312,7 +313,7 @@ public final class ReactorServer: @unchecked Sendable {
         if let path = configuration.adminTokenFile {
             switch AdminTokenFile.claim(path, token: adminToken) {
             case let .success(file):
-                tokenFile = file
+                tokenFile.withLock { $0 = file }
                 metadata["admin_token_file"] = "\(path)"
             case .failure(.inUse):
                 logger.warning("""
@@ -326,7 +327,8 @@ public final class ReactorServer: @unchecked Sendable {
             }
         }
         if isatty(STDERR_FILENO) == 1 {
-            fputs("reactord: this run's admin token (also in the file named in the log, if any): \(adminToken)\n", stderr)
+            let line = Array("reactord: this run's admin token (also in the file named in the log, if any): \(adminToken)\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
             metadata["printed_to"] = "stderr (a terminal)"
         }
         logger.info("no admin token configured; made one for this run (set REACTORD_ADMIN_TOKEN to choose it)",

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ConcurrencyPrimitives
 import Logging
 import MicroHTTP
 import ReactorCore
@@ -10,6 +11,7 @@ import ReactorStore
 
 /// What every route shares: the sessions, the reactor kinds, the global user, the store, the
 /// metrics.
+// why: holds OpenCombine's CurrentValueSubject (`currentUser`), and `openStore()` sets its stores before the server listens.
 final class ServiceContext: @unchecked Sendable {
     let configuration: ServiceConfiguration
     let sessions: SessionTable
@@ -85,7 +87,6 @@ final class ServiceContext: @unchecked Sendable {
                 currentUser.send(user)
             }
             sessions.setStored(try engine.sessionCount())
-            sessions.tracksStored = true
             access.countStoredSessions { owner in Result { () throws(StoreError) in try engine.sessionCount(ownedBy: owner) } }
         } catch {
             engine.close()

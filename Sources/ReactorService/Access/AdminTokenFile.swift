@@ -3,11 +3,12 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import ConcurrencyPrimitives
 
 /// The file a generated admin token is written to (mode 0600, never through a symbolic link),
 /// held under an exclusive `flock` while its server runs: a second server started in the same
 /// folder finds it locked and leaves it alone, so the running server's token stays valid.
-final class AdminTokenFile: @unchecked Sendable {
+final class AdminTokenFile: Sendable {
     enum Failure: Error {
         /// Another running server holds the file.
         case inUse

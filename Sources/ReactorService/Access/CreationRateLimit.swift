@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import Dispatch
 
 /// A token bucket per client address for `POST /sessions` without authentication

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import Dispatch
 import MicroHTTP
 import ReactorStore

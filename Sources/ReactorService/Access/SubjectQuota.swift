@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import ReactorStore
 
 /// Sessions per subject, and places reserved for ones being made: what

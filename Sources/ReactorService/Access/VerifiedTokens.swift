@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// Tokens whose signature and claims verified, by their text, so a client that sends the same
 /// token with every request pays for its verification once (parsing and checking a token cost
 /// an HS256 server about two thirds of its action throughput). A hit repeats the time checks

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ConcurrencyPrimitives
 import Dispatch
 import ReactorCore
 import MicroHTTP
@@ -12,21 +13,22 @@ import ReactorStore
 /// let go when one is lost, the global user fed from the store, the streams of sessions other
 /// nodes hold, and the forwarding of requests to those nodes. Nodes never talk to each other
 /// except to forward a request; everything else goes through the store.
-final class Cluster: @unchecked Sendable {
+final class Cluster: Sendable {
     let store: any ClusterStore
     let forwarder: Forwarder
     let followers: Followers
     let metrics: ClusterMetrics
     let placement = Placement()
     /// The global user's version this node's `currentUser` has been given.
-    private let userFeed = Lock.make()
-    private var fedUserVersion: UInt64 = 0
+    /// Held while `currentUser` is fed, so changes reach it in order, once each.
+    private let fedUserVersion = Locked<UInt64>(0)
     /// Where sessions held elsewhere live, as a claim last found (by session, with when to ask
     /// again), so requests are forwarded without a database round trip each.
     private let holders = Locked<[SessionKey: (address: String, until: Double)]>([:])
-    private let keeper = ConditionLock()
-    private var stopping = false
-    private var stopped = false
+    /// The lease keeper's thread: asked to stop, and stopped.
+    private let keeper = Locked((stopping: false, stopped: false))
+    /// Signalled, under `keeper`'s lock, when either changes.
+    private let keeperChanged = Condition()
 
     init(store: any ClusterStore, configuration: ServiceConfiguration, metrics: ServiceMetrics) {
         self.store = store
@@ -41,7 +43,7 @@ final class Cluster: @unchecked Sendable {
     func loadUser() throws(StoreError) -> (user: [UInt8]?, version: UInt64) {
         let changes = try store.userChanges(after: 0)
         guard let last = changes.last else { return (try store.loadUser(), 0) }
-        userFeed.withLock { fedUserVersion = last.version }
+        fedUserVersion.withLock { $0 = last.version }
         return (last.json, last.version)
     }
 
@@ -62,27 +64,31 @@ final class Cluster: @unchecked Sendable {
             }
         }
         let interval = min(store.leaseDuration / 3, 1)
-        startThread(name: "reactord.leases") { [self, weak context] in
-            while waitOrStop(seconds: interval) {
-                guard let context else { break }
-                keepLeases(context)
-                followers.check()
+        do throws(PlatformThreadError) {
+            try PlatformThread.detached { [self, weak context] in
+                while waitOrStop(seconds: interval) {
+                    guard let context else { break }
+                    keepLeases(context)
+                    followers.check()
+                }
+                keeper.withLock { keeper in
+                    keeper.stopped = true
+                    keeperChanged.broadcast()
+                }
             }
-            keeper.withLock {
-                stopped = true
-                keeper.broadcast()
-            }
+        } catch {
+            preconditionFailure("cannot start the reactord.leases thread: error \(error.code)")
         }
     }
 
     /// Ends the lease keeper, the forwarding threads and the followers' streams (plain closes:
     /// clients resume elsewhere). The store's `close` gives the leases back.
     func stop() {
-        keeper.withLock {
-            stopping = true
-            keeper.broadcast()
-            while !stopped { keeper.wait() }
+        keeper.withLock { keeper in
+            keeper.stopping = true
+            keeperChanged.broadcast()
         }
+        keeper.withLock(waitingOn: keeperChanged, until: \.stopped) { _, _ in }
         forwarder.stop()
         followers.closeAll()
     }
@@ -90,7 +96,7 @@ final class Cluster: @unchecked Sendable {
     /// Gives `currentUser` every change of the global user it has not had yet, in order, once
     /// each: called after this node's own PUT /user commits, and on every wake-up of another's.
     func feedUser(_ context: ServiceContext) {
-        userFeed.withLock {
+        fedUserVersion.withLock { fedUserVersion in
             let changes: [UserChange]
             do throws(StoreError) {
                 changes = try store.userChanges(after: fedUserVersion)
@@ -162,9 +168,8 @@ final class Cluster: @unchecked Sendable {
     }
 
     private func waitOrStop(seconds: Double) -> Bool {
-        keeper.withLock {
-            if !stopping { _ = keeper.wait(seconds: seconds) }
-            return !stopping
+        keeper.withLock(waitingOn: keeperChanged, until: \.stopping, deadline: .after(seconds: seconds)) { keeper, _ in
+            !keeper.stopping
         }
     }
 }

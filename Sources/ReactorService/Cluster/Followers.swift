@@ -1,20 +1,23 @@
 import ReactorCore
 import ReactorStore
+import ConcurrencyPrimitives
 
 /// The event streams this node serves for sessions another node holds: one hub per followed
 /// session, fed with what the holder committed: the events a wake-up carries when they follow
 /// on from the hub's last one, else read from the store after it. The table is the truth: a
 /// lost wake-up is caught by the periodic `check`, so it delays an event, never loses it.
-final class Followers: @unchecked Sendable {
-    private final class Follower: @unchecked Sendable {
-        let lock = Lock.make()
-        // Guarded by `lock`; nil until the session is read from the store.
-        var hub: EventHub?
-        var kind = ""
-        var owner: String?
-        /// Checks in a row that found no subscriber (see `check`).
-        var unwatchedChecks = 0
-        var lastTouch = 0.0
+final class Followers: Sendable {
+    private final class Follower: Sendable {
+        struct State {
+            /// Nil until the session is read from the store.
+            var hub: EventHub?
+            var kind = ""
+            var owner: String?
+            /// Checks in a row that found no subscriber (see `check`).
+            var unwatchedChecks = 0
+            var lastTouch = 0.0
+        }
+        let state = Locked(State())
     }
 
     private let store: any ClusterStore
@@ -44,8 +47,8 @@ final class Followers: @unchecked Sendable {
             table[id] = made
             return made
         }
-        return follower.lock.withLock {
-            if let hub = follower.hub { return .success((hub, follower.kind, follower.owner)) }
+        return follower.state.withLock { state in
+            if let hub = state.hub { return .success((hub, state.kind, state.owner)) }
             let stored: StoredSession?
             do throws(StoreError) {
                 stored = try store.session(id, historyLength: historyLength)
@@ -58,9 +61,9 @@ final class Followers: @unchecked Sendable {
                 return .failure(.unknown)
             }
             let hub = EventHub(historyLength: historyLength, metrics: metrics, restoring: stored)
-            follower.hub = hub
-            follower.kind = stored.kind
-            follower.owner = stored.owner
+            state.hub = hub
+            state.kind = stored.kind
+            state.owner = stored.owner
             return .success((hub, stored.kind, stored.owner))
         }
     }
@@ -70,7 +73,7 @@ final class Followers: @unchecked Sendable {
     /// published as they came; else (too large to carry, or one was missed) read from the table.
     func wake(_ id: String, seq: UInt64, carried: [StoredEvent], sentAt: Double) {
         guard let follower = followers.withLock({ $0[id] }) else { return }
-        let followed = follower.lock.withLock {
+        let followed = follower.state.withLock { follower in
             guard let hub = follower.hub, let first = carried.first, first.seq == hub.snapshot.version + 1,
                   carried.last?.seq == seq else { return false }
             let state = carried.last(where: { $0.pulse == nil })?.json ?? hub.snapshot.stateJSON
@@ -88,7 +91,7 @@ final class Followers: @unchecked Sendable {
     /// `id` is over: its streams get `event: end` with `reason`.
     func end(_ id: String, reason: String) {
         guard let follower = followers.withLock({ $0.removeValue(forKey: id) }) else { return }
-        follower.lock.withLock { follower.hub }?.end(reason: reason)
+        follower.state.withLock { $0.hub }?.end(reason: reason)
     }
 
     /// The periodic pass: reads on where the store is ahead (a lost wake-up), ends the streams
@@ -111,7 +114,7 @@ final class Followers: @unchecked Sendable {
                 end(id, reason: "deleted")
                 continue
             }
-            let (hub, drop, touch): (EventHub?, Bool, Bool) = follower.lock.withLock {
+            let (hub, drop, touch): (EventHub?, Bool, Bool) = follower.state.withLock { follower in
                 guard let hub = follower.hub else { return (nil, false, false) }
                 follower.unwatchedChecks = hub.subscriberCount == 0 ? follower.unwatchedChecks + 1 : 0
                 let due = follower.unwatchedChecks == 0 && now - follower.lastTouch >= touchInterval
@@ -135,13 +138,13 @@ final class Followers: @unchecked Sendable {
             defer { table.removeAll() }
             return Array(table.values)
         }
-        for follower in all { follower.lock.withLock { follower.hub }?.end(reason: nil) }
+        for follower in all { follower.state.withLock { $0.hub }?.end(reason: nil) }
     }
 
     /// Reads `id`'s events after its hub's last one and publishes them; true when any came.
     private func catchUp(_ id: String, _ follower: Follower) -> Bool {
-        follower.lock.withLock {
-            guard let hub = follower.hub else { return false }
+        follower.state.withLock { entry in
+            guard let hub = entry.hub else { return false }
             var published = false
             while true {
                 let after = hub.snapshot.version

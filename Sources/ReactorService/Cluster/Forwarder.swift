@@ -1,13 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ConcurrencyPrimitives
 import MicroHTTP
 
 /// Sends a request for a session another node holds to that node, and gives back its answer.
 /// A pool of threads doing blocking I/O, each with a kept-alive connection per node: the
 /// libmicrohttpd thread that received the request is never blocked (its connection is
 /// suspended), so two nodes forwarding to each other cannot deadlock.
-final class Forwarder: @unchecked Sendable {
+final class Forwarder: Sendable {
     /// What became of a forwarded request.
     enum Outcome {
         /// The holder answered: its answer, to relay as it is.
@@ -32,11 +33,16 @@ final class Forwarder: @unchecked Sendable {
     /// forwarding node's id (for `Placement`).
     static let marker = "Reactord-Forwarded"
 
-    private let condition = ConditionLock()
-    // Guarded by `condition`.
-    private var jobs: [Job] = []
-    private var head = 0
-    private var stopping = false
+    private struct Queue {
+        var jobs: [Job] = []
+        var head = 0
+        var stopping = false
+
+        var isEmpty: Bool { head == jobs.count }
+    }
+    private let queue = Locked(Queue())
+    /// Signalled, under `queue`'s lock, when a job arrives or a stop is asked for.
+    private let changed = Condition()
     private let timeout: Double
     private let origin: String
 
@@ -46,42 +52,43 @@ final class Forwarder: @unchecked Sendable {
         self.timeout = timeout
         self.origin = origin
         for index in 0..<threads {
-            startThread(name: "reactord.forward.\(index)") { [self] in work() }
+            do throws(PlatformThreadError) {
+                try PlatformThread.detached { [self] in work() }
+            } catch {
+                preconditionFailure("cannot start the reactord.forward.\(index) thread: error \(error.code)")
+            }
         }
     }
 
     func forward(_ job: Job) {
-        condition.lock()
-        if stopping {
-            condition.unlock()
-            job.completion(.unreachable("this node is shutting down"))
-            return
+        let stopping = queue.withLock { queue in
+            if queue.stopping { return true }
+            queue.jobs.append(job)
+            changed.signal()
+            return false
         }
-        jobs.append(job)
-        condition.signal()
-        condition.unlock()
+        if stopping { job.completion(.unreachable("this node is shutting down")) }
     }
 
     /// Ends the threads once the jobs queued are done.
     func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
+        queue.withLock { queue in
+            queue.stopping = true
+            changed.broadcast()
+        }
     }
 
     private func next() -> Job? {
-        condition.lock()
-        defer { condition.unlock() }
-        while head == jobs.count && !stopping { condition.wait() }
-        guard head < jobs.count else { return nil }
-        let job = jobs[head]
-        head += 1
-        if head == jobs.count {
-            jobs.removeAll(keepingCapacity: true)
-            head = 0
+        queue.withLock(waitingOn: changed, until: { !$0.isEmpty || $0.stopping }) { queue, _ in
+            guard !queue.isEmpty else { return nil }
+            let job = queue.jobs[queue.head]
+            queue.head += 1
+            if queue.isEmpty {
+                queue.jobs.removeAll(keepingCapacity: true)
+                queue.head = 0
+            }
+            return job
         }
-        return job
     }
 
     private func work() {

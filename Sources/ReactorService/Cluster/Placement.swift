@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// Where a session should live: on the node its requests reach. A balancer that hashes on the
 /// session id (deploy/cluster/nginx.conf) sends all of a session's requests to one node; while
 /// another node holds the session, each of them is forwarded. So the holder counts the forwarded

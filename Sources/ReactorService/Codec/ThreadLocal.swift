@@ -8,6 +8,7 @@ import Darwin
 
 /// One object per thread, made on the thread's first use and released when the thread ends:
 /// for scratch state reused by every call on a thread (`StateJSONWriter`), without a lock.
+// why: wraps a pthread key (a C handle): each thread reaches only its own value (`make` captures nothing shared).
 final class ThreadLocal<Value: AnyObject>: @unchecked Sendable {
     private var key = pthread_key_t()
     private let make: () -> Value

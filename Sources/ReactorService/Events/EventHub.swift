@@ -6,6 +6,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import ConcurrencyPrimitives
 import MicroHTTP
 import ReactorCore
 import ReactorStore
@@ -19,6 +20,7 @@ import ReactorStore
 /// them and holds them as pending; once the journal has committed them (`didCommit`) they
 /// join the history and reach the streams. Subscribers and readers see only what is
 /// committed, so no client ever sees an event a crash could take back.
+// why: its state is behind a recursive `Mutex` (a stream may report its end from inside `send`), which `Locked` cannot be.
 final class EventHub: @unchecked Sendable {
     struct Snapshot {
         let version: UInt64
@@ -35,7 +37,7 @@ final class EventHub: @unchecked Sendable {
     }
 
     // Recursive: a stream may report its end synchronously from inside `send` or `close`.
-    private let lock = Lock.make(recursive: true)
+    private let lock = Mutex(recursive: true)
     /// The reactor's latest event and state.
     private var seq: UInt64 = 0
     private var stateJSON: [UInt8] = Array("{}".utf8)

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import MicroHTTP
 import ReactorStore
 

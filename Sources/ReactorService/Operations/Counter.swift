@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// A Prometheus counter: only goes up. Whole increments are kept as an integer (and shown as
 /// one, `3`); fractional ones (CPU seconds) separately, so counting requests never rounds.
 final class Counter: ExposedMetric {

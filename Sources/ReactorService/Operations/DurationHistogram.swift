@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// A Prometheus histogram of durations with fixed upper bounds: `_bucket` lines (cumulative,
 /// `le` in seconds, then `+Inf`), `_sum` in seconds and `_count`. Kept in nanoseconds, so the
 /// sum is exact; recording takes one lock and allocates nothing.

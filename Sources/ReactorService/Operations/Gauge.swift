@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// A Prometheus gauge: a value set as it changes (or read when /metrics is).
 final class Gauge: ExposedMetric {
     private let value = Locked<Double>(0)

@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 /// One server's metrics and their Prometheus text exposition (format 0.0.4): every family with
 /// `# HELP` and `# TYPE`, families in the order first made, series in the order first made.
 /// Replaces swift-prometheus, whose dependencies (swift-atomics, swift-metrics) were a large

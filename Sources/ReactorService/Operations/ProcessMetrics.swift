@@ -1,3 +1,5 @@
+import ConcurrencyPrimitives
+
 #if os(Linux)
 import Glibc
 

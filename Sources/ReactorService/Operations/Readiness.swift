@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import MicroHTTP
 
 /// One condition `/readyz` asks about: `nil` when it holds, else why not (the 503's detail).
@@ -19,7 +20,7 @@ public struct ReadinessCheck: Sendable {
 
 /// What `/readyz` answers from: listening, not shutting down, and every added check (the
 /// store adds "store reachable"). `/healthz` says only that the process is alive.
-final class Readiness: @unchecked Sendable {
+final class Readiness: Sendable {
     private let checks = Locked<[ReadinessCheck]>([])
     private let listening = Locked(false)
 

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import Dispatch
 import Logging
 import MicroHTTP
@@ -34,9 +35,9 @@ struct RequestObserver: Sendable {
 
 /// Logs a limit being hit at warning, at most once per 10 s per message, with how many times
 /// it was hit since the last line: a full session table under load must not flood the log.
-final class LimitNotices: @unchecked Sendable {
+final class LimitNotices: Sendable {
     private let logger: Logger
-    private weak var context: ServiceContext?
+    private weak let context: ServiceContext?
     private let state = Locked<[String: (last: UInt64, suppressed: Int)]>([:])
     private let interval: UInt64 = 10_000_000_000
 

@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import MicroHTTP
 
 /// The service's metrics, in this server's own `MetricsRegistry` (not a process-wide

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import ConcurrencyPrimitives
 import MicroHTTP
 import ReactorStore
 
@@ -21,20 +22,25 @@ protocol Journaled: AnyObject, Sendable {
 /// previous transaction ran, then lets each change's events reach subscribers and answers the
 /// requests that waited for it. Under load a transaction carries many requests, so the cost
 /// of making them durable is shared; an idle journal commits a lone change at once.
-final class Journal: @unchecked Sendable {
+final class Journal: Sendable {
     typealias Completion = @Sendable (StoreError?) -> Void
 
     let engine: any StoreEngine
     private let historyLength: Int
     private let actionLogLength: Int
-    private let condition = ConditionLock()
-    // Guarded by `condition`.
-    private var dirty: [any Journaled] = []
-    private var changes: [StoreChange] = []
-    /// Each with the session its change is about, when it wrote one (a delete).
-    private var completions: [(session: String?, completion: Completion)] = []
-    private var stopping = false
-    private var stopped = false
+    private struct Queue {
+        var dirty: [any Journaled] = []
+        var changes: [StoreChange] = []
+        /// Each with the session its change is about, when it wrote one (a delete).
+        var completions: [(session: String?, completion: Completion)] = []
+        var stopping = false
+        var stopped = false
+
+        var isEmpty: Bool { dirty.isEmpty && changes.isEmpty && completions.isEmpty }
+    }
+    private let queue = Locked(Queue())
+    /// Signalled, under `queue`'s lock, when work arrives, a stop is asked for, or the thread ends.
+    private let changed = Condition()
     private let failures: StoreFailureLog
 
     init(engine: any StoreEngine, historyLength: Int, actionLogLength: Int = 0, failures: StoreFailureLog) {
@@ -42,15 +48,19 @@ final class Journal: @unchecked Sendable {
         self.historyLength = historyLength
         self.actionLogLength = actionLogLength
         self.failures = failures
-        startThread(name: "reactord.journal") { [self] in run() }
+        do throws(PlatformThreadError) {
+            try PlatformThread.detached { [self] in run() }
+        } catch {
+            preconditionFailure("cannot start the reactord.journal thread: error \(error.code)")
+        }
     }
 
     /// `entry` has a change to write in the next transaction. Call once per change burst
     /// (the entry remembers it is queued until its `takeChange`).
     func markDirty(_ entry: any Journaled) {
-        condition.withLock {
-            dirty.append(entry)
-            condition.signal()
+        queue.withLock { queue in
+            queue.dirty.append(entry)
+            changed.signal()
         }
     }
 
@@ -68,44 +78,43 @@ final class Journal: @unchecked Sendable {
     /// Writes what is queued, answers its waiters and ends the thread; later calls are
     /// answered at once with `unavailable`.
     func stop() {
-        condition.withLock {
-            stopping = true
-            condition.broadcast()
-            while !stopped { condition.wait() }
+        queue.withLock { queue in
+            queue.stopping = true
+            changed.broadcast()
         }
+        queue.withLock(waitingOn: changed, until: \.stopped) { _, _ in }
     }
 
     private func submit(_ submitted: [StoreChange], _ completion: @escaping Completion) {
         var session: String?
         for case let .delete(id, _, _) in submitted { session = id }
-        condition.lock()
-        if stopped {
-            condition.unlock()
-            completion(.unavailable("the server is shutting down"))
-            return
+        let stopped = queue.withLock { queue in
+            if queue.stopped { return true }
+            queue.changes += submitted
+            queue.completions.append((session, completion))
+            changed.signal()
+            return false
         }
-        changes += submitted
-        completions.append((session, completion))
-        condition.signal()
-        condition.unlock()
+        if stopped { completion(.unavailable("the server is shutting down")) }
     }
 
     private func run() {
         while true {
-            condition.lock()
-            while dirty.isEmpty && changes.isEmpty && completions.isEmpty && !stopping { condition.wait() }
-            if dirty.isEmpty && changes.isEmpty && completions.isEmpty {
-                stopped = true
-                condition.broadcast()
-                condition.unlock()
-                return
+            let taken: Queue? = queue.withLock(waitingOn: changed, until: { !$0.isEmpty || $0.stopping }) { queue, _ in
+                if queue.isEmpty {
+                    queue.stopped = true
+                    changed.broadcast()
+                    return nil
+                }
+                defer {
+                    queue.dirty = []
+                    queue.changes = []
+                    queue.completions = []
+                }
+                return queue
             }
-            let entries = dirty, explicit = changes, waiting = completions
-            dirty = []
-            changes = []
-            completions = []
-            condition.unlock()
-            commit(entries, explicit, waiting)
+            guard let taken else { return }
+            commit(taken.dirty, taken.changes, taken.completions)
         }
     }
 

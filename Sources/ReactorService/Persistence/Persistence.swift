@@ -7,6 +7,7 @@ import ReactorCore
 import Dispatch
 import Logging
 import ReactorStore
+import ConcurrencyPrimitives
 
 /// Why a session cannot be served.
 enum SessionLookupError: Error {
@@ -41,14 +42,18 @@ enum SessionLookupError: Error {
 /// One live reactor per session: restores are serialised and check the session table
 /// first, and a session being deleted is remembered (a tombstone) until its delete is
 /// committed, so a request racing the delete cannot bring it back from the store.
-final class Persistence: @unchecked Sendable {
+final class Persistence: Sendable {
     let engine: any StoreEngine
     let journal: Journal
     private let historyLength: Int
-    private let restoreLock = Lock.make()
-    // Guarded by restoreLock.
-    private var tombstones: Set<SessionKey> = []
-    private var reported: Set<SessionKey> = []
+    /// The restore lock: held by a load from its table check to its adoption.
+    private let restoring = Locked(Restoring())
+    private struct Restoring {
+        /// Sessions being deleted, until their delete is committed.
+        var tombstones: Set<SessionKey> = []
+        /// Sessions whose failure to restore has been logged.
+        var reported: Set<SessionKey> = []
+    }
 
     private let failures: StoreFailureLog
 
@@ -67,8 +72,8 @@ final class Persistence: @unchecked Sendable {
                  onlyAtThisAddress: Bool = false) -> Result<any Session, SessionLookupError> {
         var expired = false
         let started = ProcessClock.now
-        let result = restoreLock.withLock {
-            restoreLocked(key, into: context, onlyAtThisAddress: onlyAtThisAddress, expired: &expired)
+        let result = restoring.withLock { state in
+            restoreLocked(key, into: context, onlyAtThisAddress: onlyAtThisAddress, expired: &expired, state: &state)
         }
         if expired { writeDeletes(of: [key], idleBefore: WallClock.now - context.configuration.sessionTTL, from: context) }
         if case .success = result { context.metrics.loadSeconds.record(ProcessClock.now - started) }
@@ -76,10 +81,10 @@ final class Persistence: @unchecked Sendable {
     }
 
     private func restoreLocked(_ key: SessionKey, into context: ServiceContext, onlyAtThisAddress: Bool,
-                               expired: inout Bool) -> Result<any Session, SessionLookupError> {
+                               expired: inout Bool, state: inout Restoring) -> Result<any Session, SessionLookupError> {
         let id = key.string
         if let loaded = context.sessions.session(id) { return .success(loaded) }
-        if tombstones.contains(key) { return .failure(.unknown) }
+        if state.tombstones.contains(key) { return .failure(.unknown) }
         let stored: StoredSession?
         do throws(StoreError) {
             if let shared = context.cluster?.store {
@@ -97,7 +102,7 @@ final class Persistence: @unchecked Sendable {
             if case .damaged = error {
                 // Not a failure of the store that a retry could outlast: this session's data is bad.
                 context.cluster?.store.release([id])
-                return .failure(unrestorable(key, context, error.detail, logged: error.description))
+                return .failure(unrestorable(key, context, error.detail, logged: error.description, state: &state))
             }
             failures.failed(error, "to read a session")
             return .failure(.store(error))
@@ -105,13 +110,14 @@ final class Persistence: @unchecked Sendable {
         guard let stored else { return .failure(.unknown) }
         let ttl = context.configuration.sessionTTL
         if ttl > 0 && WallClock.now - stored.lastActive > ttl {
-            tombstones.insert(key)   // it expired while the server was down: deleted once unlocked
+            state.tombstones.insert(key)   // it expired while the server was down: deleted once unlocked
             expired = true
             return .failure(.unknown)
         }
         guard let factory = context.registry.factory(for: stored.kind) else {
             context.cluster?.store.release([id])
-            return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server"))
+            return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server",
+                                         state: &state))
         }
         guard context.reservePlace(restoring: true) else {
             context.cluster?.store.release([id])
@@ -127,7 +133,8 @@ final class Persistence: @unchecked Sendable {
             context.sessions.cancelReservation()
             hub.end(reason: nil)
             context.cluster?.store.release([id])
-            return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)"))
+            return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)",
+                                         state: &state))
         }
     }
 
@@ -139,7 +146,7 @@ final class Persistence: @unchecked Sendable {
         let release = {
             store.release(unloaded.map(\.id).filter { context.sessions.session($0) == nil })
         }
-        if restoring { release() } else { restoreLock.withLock(release) }
+        if restoring { release() } else { self.restoring.withLock { _ in release() } }
     }
 
     /// Deletes `session` (already out of the session table) from the store; once that is
@@ -148,9 +155,9 @@ final class Persistence: @unchecked Sendable {
     /// kept under its idempotency key, written in the same transaction.
     func delete(_ session: any Session, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
                 then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
-        restoreLock.withLock { _ = tombstones.insert(session.key) }
+        restoring.withLock { _ = $0.tombstones.insert(session.key) }
         journal.write([.delete(id: session.id, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) { [self] failure in
-            restoreLock.withLock { _ = tombstones.remove(session.key) }
+            restoring.withLock { _ = $0.tombstones.remove(session.key) }
             if failure != nil {
                 context.end(session, reason: nil)
             } else {
@@ -171,7 +178,7 @@ final class Persistence: @unchecked Sendable {
         let started = ProcessClock.now
         while ProcessClock.now - started < budget {
             guard let ids = try? engine.sessions(lastActiveBefore: WallClock.now - ttl, limit: batch) else { return }
-            let expired: [SessionKey] = restoreLock.withLock {
+            let expired: [SessionKey] = restoring.withLock { state in
                 ids.compactMap { id in
                     guard let key = SessionKey(id) else { return nil }
                     if let loaded = context.sessions.session(id) {
@@ -180,7 +187,7 @@ final class Persistence: @unchecked Sendable {
                         loaded.hub.refreshStoredActivity()
                         return nil
                     }
-                    return tombstones.insert(key).inserted ? key : nil
+                    return state.tombstones.insert(key).inserted ? key : nil
                 }
             }
             guard !expired.isEmpty else { return }
@@ -191,7 +198,7 @@ final class Persistence: @unchecked Sendable {
         }
     }
 
-    /// Deletes stored sessions already tombstoned, outside `restoreLock`: a journal that has
+    /// Deletes stored sessions already tombstoned, outside the restore lock: a journal that has
     /// stopped answers at once, and the answer takes the lock. `group` is left once all are done.
     /// `idleBefore`: the expiry's cutoff, which the store checks again (a session used since stays).
     private func writeDeletes(of keys: [SessionKey], idleBefore: Double, from context: ServiceContext,
@@ -199,7 +206,7 @@ final class Persistence: @unchecked Sendable {
         for key in keys {
             group?.enter()
             journal.write([.delete(id: key.string, reason: "expired", idleBefore: idleBefore)]) { [self] failure in
-                restoreLock.withLock { _ = tombstones.remove(key) }
+                restoring.withLock { _ = $0.tombstones.remove(key) }
                 if failure == nil { context.sessions.forgetStored() }
                 group?.leave()
             }
@@ -208,9 +215,9 @@ final class Persistence: @unchecked Sendable {
 
     /// `logged`: the reason as the log gets it, when it says more than a client may read.
     private func unrestorable(_ key: SessionKey, _ context: ServiceContext, _ reason: String,
-                              logged: String? = nil) -> SessionLookupError {
+                              logged: String? = nil, state: inout Restoring) -> SessionLookupError {
         // Logged once per session and run: a client retrying must not flood the log.
-        if reported.insert(key).inserted {
+        if state.reported.insert(key).inserted {
             context.logger.error("a stored session cannot be restored", metadata: [
                 "session": "\(key.string)", "reason": "\(logged ?? reason)",
             ])

@@ -10,8 +10,8 @@ import ReactorStore
 
 /// A durable session's side of its hub: its identity in the store, what clients may see
 /// (the last committed state), and the events the journal has not committed yet. Guarded by
-/// the hub's lock; the memory store has none.
-final class SessionRecord: @unchecked Sendable {
+/// the hub's lock; the memory store has none. Not `Sendable`: reached only through its hub.
+final class SessionRecord {
     let id: String
     let kind: String
     /// The subject that created it (kept with the session's first write); nil without authentication.

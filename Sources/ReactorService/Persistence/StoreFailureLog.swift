@@ -1,16 +1,16 @@
 import ReactorCore
 import Logging
 import ReactorStore
+import ConcurrencyPrimitives
 
 /// Where store failures reach operators: clients read only a failure's `detail`, the log has
 /// its cause (the store's location, the database's own message). A failure is logged when it
 /// differs from the last one logged or 10 s after it, so a failing store under load does not
 /// flood the log; the recovery once.
-final class StoreFailureLog: @unchecked Sendable {
+final class StoreFailureLog: Sendable {
     private let logger: Logger
-    private let lock = Lock.make()
-    // Guarded by `lock`.
-    private var last: (text: String, at: Double)?
+    /// The failure last logged, and when.
+    private let last = Locked<(text: String, at: Double)?>(nil)
 
     init(logger: Logger) {
         self.logger = logger
@@ -19,7 +19,7 @@ final class StoreFailureLog: @unchecked Sendable {
     func failed(_ error: StoreError, _ doing: String) {
         let text = "\(error)"
         let now = ProcessClock.now
-        let due: Bool = lock.withLock {
+        let due: Bool = last.withLock { last in
             if let last, last.text == text, now - last.at < 10 { return false }
             last = (text, now)
             return true
@@ -29,7 +29,7 @@ final class StoreFailureLog: @unchecked Sendable {
 
     /// A commit went through: logged once after failures.
     func succeeded() {
-        let recovered: Bool = lock.withLock {
+        let recovered: Bool = last.withLock { last in
             defer { last = nil }
             return last != nil
         }

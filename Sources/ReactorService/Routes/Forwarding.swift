@@ -21,13 +21,16 @@ extension RouteTable {
         let needsKey = request.method != .GET && request.headers[IdempotentRequest.header] == nil
             && request.headers[IdempotentRequest.forwardHeader] == nil
         let request = needsKey ? request.adding(IdempotentRequest.forwardHeader, SessionID.make().string) : request
-        var headers = HTTPHeaders()
-        for name in ["Authorization", "Content-Type", "Accept", "If-Match", "If-None-Match", IdempotentRequest.header,
-                     IdempotentRequest.forwardHeader] {
-            for value in request.headers.values(name) { headers.add(name, value) }
-        }
+        let headers = {
+            var headers = HTTPHeaders()
+            for name in ["Authorization", "Content-Type", "Accept", "If-Match", "If-None-Match", IdempotentRequest.header,
+                         IdempotentRequest.forwardHeader] {
+                for value in request.headers.values(name) { headers.add(name, value) }
+            }
+            return headers
+        }()
         let retryAfter = String(Int(cluster.store.leaseDuration.rounded(.up)))
-        let job = { (responder: Responder) in
+        let job = { @Sendable (responder: Responder) in
             Forwarder.Job(method: request.method, path: Self.target(of: request), headers: headers, body: request.body,
                           address: address) { outcome in
                 switch outcome {

@@ -1,15 +1,16 @@
+import ConcurrencyPrimitives
 import ReactorCore
 
 /// The reactor kinds a server can open sessions of, by name.
-final class ReactorRegistry: @unchecked Sendable {
+final class ReactorRegistry: Sendable {
     /// Makes a session of one kind, given its id, its hub, who owns it (nil without
     /// authentication) and, when it is restored from a durable store, its stored state's JSON
     /// (throws when that no longer decodes).
-    typealias Factory = (_ key: SessionKey, _ hub: EventHub, _ principal: Principal?,
+    typealias Factory = @Sendable (_ key: SessionKey, _ hub: EventHub, _ principal: Principal?,
                          _ storedState: [UInt8]?) throws -> any Session
 
     /// Describes a kind for the spec, from its own types (see KindDescription).
-    typealias Describe = () -> KindDescription
+    typealias Describe = @Sendable () -> KindDescription
 
     private let kinds = Locked<(order: [String], factories: [String: Factory], describers: [String: Describe])>(
         ([], [:], [:]))

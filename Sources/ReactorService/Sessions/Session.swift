@@ -5,6 +5,7 @@ import Foundation
 #endif
 import ReactorCore
 import ReactorStore
+import ConcurrencyPrimitives
 
 /// One reactor instance behind a server-issued id, as the routes see it whatever its type.
 protocol Session: AnyObject, Sendable {
@@ -74,6 +75,7 @@ final class SessionKind: Sendable {
 }
 
 /// A session of reactor type `R`: its state stream feeds the hub, encoded once per state.
+// why: holds the reactor and its OpenCombine subscription (not Sendable), reached only under `lock`.
 final class ReactorSession<R: Reactor>: Session, @unchecked Sendable
 where R.Action: Decodable, R.State: Encodable {
     let key: SessionKey
@@ -83,7 +85,7 @@ where R.Action: Decodable, R.State: Encodable {
     let owner: String?
     let hub: EventHub
     // Serialises `send` with reading the state it produced, so the answer is that action's.
-    private let lock = Lock.make()
+    private let lock = Mutex()
     private var reactor: R?
     /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
     private let actions: ActionSubject<R.Action>

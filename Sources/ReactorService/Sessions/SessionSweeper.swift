@@ -5,6 +5,7 @@ import Dispatch
 /// past `--unload-after` (or the TTL, when shorter), writes the activity of sessions that are
 /// only watched, and deletes in the store the sessions that expired there, without loading them.
 /// Either way it forgets expired idempotency keys.
+// why: wraps a libdispatch timer source (a C object), which corelibs-libdispatch does not mark Sendable.
 final class SessionSweeper: @unchecked Sendable {
     private let timer: DispatchSourceTimer
 

@@ -1,16 +1,17 @@
+import ConcurrencyPrimitives
+
 /// The loaded sessions, in shards each behind its own lock, so actions on different sessions
 /// never wait for one another. Two counts: the sessions loaded (`capacity` bounds them) and,
 /// with a durable store, the sessions stored, loaded or not (`storedCapacity` bounds them; in a
 /// cluster the store is everyone's, and the count is refreshed from it).
-final class SessionTable: @unchecked Sendable {
+final class SessionTable: Sendable {
     private static let shardCount = 16
     private let shards: [Locked<[SessionKey: any Session]>]
     private let loadedCount = Locked(0)
-    private let storedCount = Locked(0)
+    /// Nil until `setStored` (sessions are not stored: the memory store).
+    private let storedCount = Locked<Int?>(nil)
     let capacity: Int
     let storedCapacity: Int
-    /// Whether sessions are stored (a durable store); set before the server listens, never after.
-    var tracksStored = false
 
     init(capacity: Int, storedCapacity: Int) {
         self.capacity = capacity
@@ -19,11 +20,12 @@ final class SessionTable: @unchecked Sendable {
     }
 
     /// The sessions there are: stored with a durable store, else loaded.
-    var sessionCount: Int { tracksStored ? storedCount.current : loadedCount.current }
+    var sessionCount: Int { storedCount.current ?? loadedCount.current }
     var loadedSessionCount: Int { loadedCount.current }
-    var storedSessionCount: Int? { tracksStored ? storedCount.current : nil }
+    var storedSessionCount: Int? { storedCount.current }
 
-    /// The stored count as the store has it now.
+    /// The stored count as the store has it now; from the first call on, sessions are stored (a
+    /// durable store: set before the server listens).
     func setStored(_ stored: Int) { storedCount.withLock { $0 = stored } }
 
     /// Claims a place in memory for a new or loaded session; `false` when every place is taken.
@@ -40,18 +42,17 @@ final class SessionTable: @unchecked Sendable {
 
     /// Claims a place in the store for a new session; `false` when it holds `storedCapacity`.
     func reserveStored() -> Bool {
-        guard tracksStored else { return true }
-        return storedCount.withLock { count in
-            guard count < storedCapacity else { return false }
-            count += 1
+        storedCount.withLock { count in
+            guard let stored = count else { return true }
+            guard stored < storedCapacity else { return false }
+            count = stored + 1
             return true
         }
     }
 
     /// One stored session fewer: deleted, expired, or its first write lost.
     func forgetStored() {
-        guard tracksStored else { return }
-        storedCount.withLock { $0 = max(0, $0 - 1) }
+        storedCount.withLock { count in count = count.map { max(0, $0 - 1) } }
     }
 
     /// Puts a session in the table, its place reserved.

@@ -125,9 +125,9 @@ enum OpenAPISpec {
     }
 
     /// For a kind whose Action does not decode through ActionFields: only `type` is known.
-    private static let genericAction: [String: Any] = [
-        "type": "object", "required": ["type"], "properties": ["type": ["type": "string"]],
-    ]
+    private static var genericAction: [String: Any] {
+        ["type": "object", "required": ["type"], "properties": ["type": ["type": "string"]]]
+    }
 
     private static func ref(_ name: String) -> [String: Any] { ["$ref": "#/components/schemas/\(name)"] }
 
