@@ -3,8 +3,8 @@ import Foundation
 import PackageDescription
 
 // Swift 6 language mode, target by target (issue 30): ConcurrencyPrimitives, MicroHTTP,
-// JWSSignatures, ReactorStore, ReactorClient and ReactorServiceCLI so far. The rest stays in
-// Swift 5 mode for now (`swiftLanguageModes` below). ReactorCore (locked with
+// JWSSignatures, ReactorStore, ReactorClient, ReactorServiceCLI and Examples so far. The rest stays
+// in Swift 5 mode for now (`swiftLanguageModes` below). ReactorCore (locked with
 // ConcurrencyPrimitives' Mutex) is not held back by OpenCombine: in Swift 6 mode it reports two
 // things, both where its lock-guarded classes, shared across threads by design, hold user types
 // that the public API does not require to be Sendable (a reactor's State and Action, a
@@ -12,8 +12,8 @@ import PackageDescription
 // types), and `.run`'s `Send` closure captures its subscriber's metatype (SendableMetatypes).
 // Quieting them takes `@unchecked Sendable` or `nonisolated(unsafe)` on classes that are no lock
 // primitive; checking them takes Sendable constraints on `Reactor`'s types, a source break for
-// users. ReactorService and Examples use ReactorCore, and ReactorService's own locks move to
-// ConcurrencyPrimitives first. The test and benchmark targets follow their modules. Thread
+// users. ReactorService waits for ReactorCore (see its target). The test and benchmark targets
+// follow their modules. Thread
 // safety there is shown by the tests under --sanitize=thread.
 let package = Package(
     name: "reactord",
