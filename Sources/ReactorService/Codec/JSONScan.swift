@@ -15,24 +15,13 @@ enum JSONScan {
     /// a container closes that was not opened.
     static func skipValue(_ json: ArraySlice<UInt8>, _ index: inout Int) -> Bool {
         var depth = 0
-        var inString = false
-        var escaped = false
         while index < json.endIndex {
             let byte = json[index]
             index += 1
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                    if depth == 0 { return true }
-                }
-                continue
-            }
             switch byte {
-            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "\""):
+                guard skipString(json, &index) else { return false }
+                if depth == 0 { return true }
             case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
                 depth -= 1
@@ -47,7 +36,25 @@ enum JSONScan {
                 if depth == 0, index < json.endIndex, isDelimiter(json[index]) { return true }
             }
         }
-        return depth == 0 && !inString
+        return depth == 0
+    }
+
+    /// Moves `index`, just past a string's opening quote, past its closing one (escapes
+    /// honoured); false when the text ends first, with `index` at its end.
+    static func skipString(_ json: ArraySlice<UInt8>, _ index: inout Int) -> Bool {
+        var escaped = false
+        while index < json.endIndex {
+            let byte = json[index]
+            index += 1
+            if escaped {
+                escaped = false
+            } else if byte == UInt8(ascii: "\\") {
+                escaped = true
+            } else if byte == UInt8(ascii: "\"") {
+                return true
+            }
+        }
+        return false
     }
 
     /// What ends a scalar.

@@ -83,9 +83,7 @@ private struct JSONScanner {
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
-    mutating func skipSpace() {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
-    }
+    mutating func skipSpace() { JSONScan.skipSpace(bytes[...], &index) }
 
     mutating func take(_ byte: UInt8) -> Bool {
         guard index < bytes.count, bytes[index] == byte else { return false }
@@ -101,23 +99,11 @@ private struct JSONScanner {
     /// A string, decoded (escapes included); the index ends after its closing quote.
     mutating func string() -> String? {
         let start = index
-        guard take(UInt8(ascii: "\"")) else { return nil }
-        var escaped = false
-        while index < bytes.count {
-            let byte = bytes[index]
-            index += 1
-            if escaped {
-                escaped = false
-            } else if byte == UInt8(ascii: "\\") {
-                escaped = true
-            } else if byte == UInt8(ascii: "\"") {
-                let raw = Array(bytes[start..<index])
-                // A key without escapes (the usual case) is its bytes; one with escapes is decoded.
-                if !raw.contains(UInt8(ascii: "\\")) { return String(decoding: raw.dropFirst().dropLast(), as: UTF8.self) }
-                return try? JSONDecoder().decode(String.self, from: Data(raw))
-            }
-        }
-        return nil
+        guard take(UInt8(ascii: "\"")), JSONScan.skipString(bytes[...], &index) else { return nil }
+        let raw = Array(bytes[start..<index])
+        // A key without escapes (the usual case) is its bytes; one with escapes is decoded.
+        if !raw.contains(UInt8(ascii: "\\")) { return String(decoding: raw.dropFirst().dropLast(), as: UTF8.self) }
+        return try? JSONDecoder().decode(String.self, from: Data(raw))
     }
 
     /// Any value; the index ends after it.

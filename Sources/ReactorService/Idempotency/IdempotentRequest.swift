@@ -71,23 +71,17 @@ private func hexadecimal(_ bytes: ArraySlice<UInt8>) -> String {
 /// name the same request.
 enum JSONWhitespace {
     static func appendStripped(_ json: ArraySlice<UInt8>, to out: inout [UInt8]) {
-        var inString = false
-        var escaped = false
-        for byte in json {
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
-            } else if byte == UInt8(ascii: "\"") {
-                inString = true
-            } else if JSONScan.isSpace(byte) {
-                continue
+        var index = json.startIndex
+        while index < json.endIndex {
+            let start = index
+            let byte = json[index]
+            index += 1
+            if byte == UInt8(ascii: "\"") {
+                _ = JSONScan.skipString(json, &index)   // one left open runs to the end, kept as sent
+                out.append(contentsOf: json[start..<index])
+            } else if !JSONScan.isSpace(byte) {
+                out.append(byte)
             }
-            out.append(byte)
         }
     }
 
