@@ -42,8 +42,9 @@ let package = Package(
             name: "ReactorCore",
             dependencies: [
                 "ConcurrencyPrimitives",
-                .product(name: "OpenCombine", package: "OpenCombine",
-                         condition: .when(platforms: [.linux, .windows, .android])),
+                .product(
+                    name: "OpenCombine", package: "OpenCombine",
+                    condition: .when(platforms: [.linux, .windows, .android])),
             ]
         ),
         .systemLibrary(
@@ -59,8 +60,9 @@ let package = Package(
         // The package's one mutex, condition, lock box and thread start (pthreads, no Foundation):
         // `package` API for the other targets, in no product.
         .target(name: "ConcurrencyPrimitives", swiftSettings: [.swiftLanguageMode(.v6)]),
-        .target(name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD"],
-                swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(
+            name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD"],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -84,8 +86,9 @@ let package = Package(
         // ES256, public keys from PEM); `package` API, not part of any product's.
         .target(name: "JWSSignatures", dependencies: ["CLibCrypto"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // The store seam and its engines; SQL lives here and nowhere else.
-        .target(name: "ReactorStore", dependencies: ["ConcurrencyPrimitives", "CSQLite", "CLibPQ"],
-                swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(
+            name: "ReactorStore", dependencies: ["ConcurrencyPrimitives", "CSQLite", "CLibPQ"],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
         // Swift 5 mode still: in Swift 6 mode the reactor factories capture OpenCombine's
         // CurrentValueSubject and the reactor's metatypes (R, R.State, R.Action: SendableMetatype),
         // and JSONDecoder/JSONEncoder want Sendable userInfo values where the action route keeps `Any`
@@ -93,21 +96,26 @@ let package = Package(
         .target(
             name: "ReactorService",
             dependencies: [
-                "ConcurrencyPrimitives", "ReactorCore", "MicroHTTP", "CMicroHTTPDOwnAnswers", "ReactorStore", "JWSSignatures",
+                "ConcurrencyPrimitives", "ReactorCore", "MicroHTTP", "CMicroHTTPDOwnAnswers", "ReactorStore",
+                "JWSSignatures",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
             // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).
-            resources: [.embedInCode("Resources/index.html"), .embedInCode("Resources/console.html"),
-                        .embedInCode("Resources/openapi.yaml")]
+            resources: [
+                .embedInCode("Resources/index.html"), .embedInCode("Resources/console.html"),
+                .embedInCode("Resources/openapi.yaml"),
+            ]
         ),
         // Swift 6 mode: the bundled reactors pass its checks as they are.
-        .target(name: "Examples", dependencies: ["ReactorCore", "ReactorService"],
-                swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(
+            name: "Examples", dependencies: ["ReactorCore", "ReactorService"],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
         // Foundation only (FoundationNetworking on Linux) and the package's lock box: no server
         // code in an app.
-        .target(name: "ReactorClient", dependencies: ["ConcurrencyPrimitives"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(
+            name: "ReactorClient", dependencies: ["ConcurrencyPrimitives"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // reactord's command line (flags, REACTORD_* variables, logging), for any server binary.
         .target(
             name: "ReactorServiceCLI",
@@ -119,22 +127,33 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(name: "reactord", dependencies: ["ReactorServiceCLI", "Examples"]),
-        .executableTarget(name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
-        .executableTarget(name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
+        .executableTarget(
+            name: "ReactorCoreBenchmark", dependencies: ["ReactorCore"], path: "Benchmarks/ReactorCoreBenchmark"),
+        .executableTarget(
+            name: "MicroHTTPBenchmark", dependencies: ["MicroHTTP"], path: "Benchmarks/MicroHTTPBenchmark"),
         .testTarget(name: "ReactorCoreTests", dependencies: ["ReactorCore", "TestSupport"]),
-        .testTarget(name: "ConcurrencyPrimitivesTests", dependencies: ["ConcurrencyPrimitives"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(
+            name: "ConcurrencyPrimitivesTests", dependencies: ["ConcurrencyPrimitives"],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(name: "ReactorStoreTests", dependencies: ["ReactorStore", "TestSupport"]),
         // The raw-socket test clients and `Locked`, one piece of code shared by the test targets.
         .target(name: "TestSupport", dependencies: [], path: "Tests/Support"),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "TestSupport"]),
         // A test server with the bundled reactors, shared by the service and client tests.
-        .target(name: "ServerSupport", dependencies: ["ReactorService", "Examples",
-                                                      .product(name: "Logging", package: "swift-log")],
-                path: "Tests/ServerSupport"),
-        .testTarget(name: "ReactorServiceTests", dependencies: ["ReactorService", "Examples", "TestSupport", "ServerSupport",
-                                                            "JWSSignatures", "ReactorServiceCLI",
-                                                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
+        .target(
+            name: "ServerSupport",
+            dependencies: [
+                "ReactorService", "Examples",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/ServerSupport"),
+        .testTarget(
+            name: "ReactorServiceTests",
+            dependencies: [
+                "ReactorService", "Examples", "TestSupport", "ServerSupport",
+                "JWSSignatures", "ReactorServiceCLI",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         .testTarget(name: "ReactorClientTests", dependencies: ["ReactorClient", "ReactorService", "ServerSupport"]),
     ],
     swiftLanguageModes: [.v5]

@@ -1,4 +1,5 @@
 import MicroHTTP
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -3,6 +3,7 @@
 import Dispatch
 import Foundation
 import ReactorCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,7 +12,11 @@ import Glibc
 final class CounterReactor: Reactor {
     enum Action { case increase, alert(String), doSomeAction }
     enum Mutation { case increase, setAlert(String), setUser(String?) }
-    struct State { var count = 0; @Pulse var alertMessage: String? = nil; var user: String? = nil }
+    struct State {
+        var count = 0
+        @Pulse var alertMessage: String? = nil
+        var user: String? = nil
+    }
     let initialState = State()
     let currentUser: CurrentValueSubject<String?, Never>
     init(currentUser: CurrentValueSubject<String?, Never>) { self.currentUser = currentUser }
@@ -47,7 +52,7 @@ func seconds(_ body: () -> Void) -> Double {
 
 /// Best of `rounds` runs of `count` iterations, in operations per second.
 func rate(count: Int, rounds: Int = 3, _ body: (Int) -> Void) -> Double {
-    body(count / 10) // warm-up
+    body(count / 10)  // warm-up
     var best = 0.0
     for _ in 0..<rounds {
         best = max(best, Double(count) / seconds { body(count) })
@@ -87,7 +92,8 @@ if CommandLine.arguments.contains("--profile-reference") {
     let subject = PassthroughSubject<CounterReactor.Action, Never>()
     let reference = CurrentValueSubject<CounterReactor.State, Never>(CounterReactor.State())
     let reducer = CounterReactor(currentUser: CurrentValueSubject("jay"))
-    let pipeline = subject
+    let pipeline =
+        subject
         .flatMap { _ in Just(CounterReactor.Mutation.increase) }
         .scan(CounterReactor.State()) { reducer.reduce(state: $0, mutation: $1) }
         .subscribe(reference)
@@ -117,7 +123,8 @@ precondition(delivered == reactor.currentState.count)
 let subject = PassthroughSubject<CounterReactor.Action, Never>()
 let reference = CurrentValueSubject<CounterReactor.State, Never>(CounterReactor.State())
 let referenceReactor = CounterReactor(currentUser: user)
-let referencePipeline = subject
+let referencePipeline =
+    subject
     .flatMap { action -> Just<CounterReactor.Mutation> in
         switch action {
         case .increase: return Just(.increase)
@@ -135,7 +142,9 @@ referencePipeline.cancel()
 
 line("actions/s, CounterReactor, one thread", reactorRate, "actions/s", target: ">= 400000")
 line("actions/s, CounterReactor with one state subscriber", withSubscriberRate, "actions/s")
-line("actions/s, bare OpenCombine reference (subject→flatMap(Just)→scan→CurrentValueSubject)", referenceRate, "actions/s")
+line(
+    "actions/s, bare OpenCombine reference (subject→flatMap(Just)→scan→CurrentValueSubject)", referenceRate, "actions/s"
+)
 line("ratio CounterReactor / reference", reactorRate / referenceRate, "x", target: ">= 0.5")
 
 // 3. Bytes per idle reactor, 100,000 kept alive with their pipelines built.
@@ -147,12 +156,14 @@ reactors.reserveCapacity(count)
 let creation = seconds {
     for _ in 0..<count {
         let made = CounterReactor(currentUser: broadcastUser)
-        _ = made.currentState // builds the pipeline, subscribes to the user
+        _ = made.currentState  // builds the pipeline, subscribes to the user
         reactors.append(made)
     }
 }
 let rssAfter = residentBytes()
-line("bytes per idle reactor (RSS, /proc/self/statm)", Double(rssAfter - rssBefore) / Double(count), "bytes", target: "<= 4096")
+line(
+    "bytes per idle reactor (RSS, /proc/self/statm)", Double(rssAfter - rssBefore) / Double(count), "bytes",
+    target: "<= 4096")
 line("time to create 100,000 reactors", creation * 1000, "ms")
 
 // 4. One currentUser change delivered to 100,000 reactors.
@@ -163,11 +174,15 @@ for round in 0..<5 {
     precondition(reactors.allSatisfy { $0.currentState.user == name })
 }
 broadcasts.sort()
-line("broadcast of one currentUser change to 100,000 reactors (median of 5)", broadcasts[2] * 1000, "ms", target: "<= 200")
+line(
+    "broadcast of one currentUser change to 100,000 reactors (median of 5)", broadcasts[2] * 1000, "ms",
+    target: "<= 200")
 line("broadcast, best of 5", broadcasts[0] * 1000, "ms")
 
 // 5. Releasing them frees their pipelines (the release watcher sweeps).
 reactors.removeAll()
-broadcastUser.send("after release") // reaches only dead pipelines, which tear down
+broadcastUser.send("after release")  // reaches only dead pipelines, which tear down
 usleep(200_000)
-line("reactors still registered 200 ms after releasing them", Double(ReactorDiagnostics.registeredReactorCount), "reactors")
+line(
+    "reactors still registered 200 ms after releasing them", Double(ReactorDiagnostics.registeredReactorCount),
+    "reactors")

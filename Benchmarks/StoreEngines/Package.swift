@@ -21,7 +21,7 @@ let package = Package(
                 .product(name: "ReactorStore", package: repository),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
-        ),
+        )
     ],
     swiftLanguageModes: [.v5]
 )

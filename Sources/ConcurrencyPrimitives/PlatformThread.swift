@@ -39,16 +39,18 @@ package struct PlatformThread: Sendable {
     }
 
     private static func start(_ body: @escaping @Sendable () -> Void) throws(PlatformThreadError) -> pthread_t {
-        let box = Unmanaged.passRetained(Body(body)).toOpaque()   // taken back by the thread
+        let box = Unmanaged.passRetained(Body(body)).toOpaque()  // taken back by the thread
         #if canImport(Darwin)
         var thread: pthread_t?
         #else
         var thread = pthread_t()
         #endif
-        let created = pthread_create(&thread, nil, { raw in
-            Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, box)
+        let created = pthread_create(
+            &thread, nil,
+            { raw in
+                Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
+                return nil
+            }, box)
         guard created == 0 else {
             Unmanaged<Body>.fromOpaque(box).release()
             throw PlatformThreadError(code: created)

@@ -19,8 +19,9 @@ package struct HMACSHA256Key: Sendable {
         let done = secret.withUnsafeBytes { key in
             message.withUnsafeBufferPointer { input in
                 code.withUnsafeMutableBufferPointer { output in
-                    HMAC(EVP_sha256(), key.baseAddress, Int32(key.count), input.baseAddress, input.count,
-                         output.baseAddress, &length)
+                    HMAC(
+                        EVP_sha256(), key.baseAddress, Int32(key.count), input.baseAddress, input.count,
+                        output.baseAddress, &length)
                 }
             }
         }

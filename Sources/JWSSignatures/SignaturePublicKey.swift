@@ -135,8 +135,11 @@ package final class SignaturePublicKey: @unchecked Sendable {
             // An encrypted block (Proc-Type headers) is a private key's; public keys have none.
             guard header.map({ $0.pointee == 0 }) ?? true else { return nil }
             let block = (String(cString: name), Array(UnsafeBufferPointer(start: data, count: length)))
-            var second: (name: UnsafeMutablePointer<CChar>?, header: UnsafeMutablePointer<CChar>?,
-                         data: UnsafeMutablePointer<UInt8>?) = (nil, nil, nil)
+            var second:
+                (
+                    name: UnsafeMutablePointer<CChar>?, header: UnsafeMutablePointer<CChar>?,
+                    data: UnsafeMutablePointer<UInt8>?
+                ) = (nil, nil, nil)
             defer {
                 clibcrypto_free(second.name)
                 clibcrypto_free(second.header)

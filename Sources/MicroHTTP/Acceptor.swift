@@ -1,5 +1,6 @@
-internal import ConcurrencyPrimitives
 internal import CMicroHTTPD
+internal import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -28,10 +29,10 @@ final class Acceptor: @unchecked Sendable {
     private let listener: Int32
     private let daemons: [OpaquePointer]
     private let edge: EdgeGuard
-    private var nextDaemon = 0      // the acceptor thread's own
+    private var nextDaemon = 0  // the acceptor thread's own
     private let gate: any AcceptorGate
     private let lock = Mutex()
-    private var stopping = false    // guarded by `lock`
+    private var stopping = false  // guarded by `lock`
     #if os(Linux)
     private let wakeup: Int32
     private let ticker: BatchTicker?
@@ -40,8 +41,10 @@ final class Acceptor: @unchecked Sendable {
 
     /// Starts accepting on `listener` (non-blocking, listening) for `daemons`. Nil when the
     /// thread cannot be started; the caller still owns `listener` then.
-    init?(listener: Int32, daemons: [OpaquePointer], edge: EdgeGuard, ticker: BatchTicker?,
-          gate: any AcceptorGate) {
+    init?(
+        listener: Int32, daemons: [OpaquePointer], edge: EdgeGuard, ticker: BatchTicker?,
+        gate: any AcceptorGate
+    ) {
         self.listener = listener
         self.daemons = daemons
         self.edge = edge
@@ -51,7 +54,7 @@ final class Acceptor: @unchecked Sendable {
         wakeup = mhd_shim_wakeup_create()
         guard wakeup >= 0 else { return nil }
         do {
-            thread = try PlatformThread.joinable { [self] in run() }   // holds self until it ends
+            thread = try PlatformThread.joinable { [self] in run() }  // holds self until it ends
         } catch {
             close(wakeup)
             return nil
@@ -78,7 +81,7 @@ final class Acceptor: @unchecked Sendable {
         guard first else { return }
         #if os(Linux)
         thread?.join()
-        close(wakeup)   // roomFreed() writes only before `stopping`, which it reads under the lock
+        close(wakeup)  // roomFreed() writes only before `stopping`, which it reads under the lock
         #endif
         close(listener)
     }
@@ -92,12 +95,14 @@ final class Acceptor: @unchecked Sendable {
 
     #if os(Linux)
     private func run() {
-        var watched = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: ticker?.timer ?? -1, events: Int16(POLLIN), revents: 0)]
+        var watched = [
+            pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: ticker?.timer ?? -1, events: Int16(POLLIN), revents: 0),
+        ]
         while !lock.withLock({ stopping }) {
             let room = gate.hasRoom()
-            watched[0].fd = room ? listener : -1   // poll skips a negative descriptor
+            watched[0].fd = room ? listener : -1  // poll skips a negative descriptor
             watched[0].revents = 0
             watched[1].revents = 0
             watched[2].revents = 0
@@ -128,16 +133,16 @@ final class Acceptor: @unchecked Sendable {
                 switch errno {
                 case EINTR, ECONNABORTED, EPROTO: continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    usleep(10_000)   // out of descriptors or memory: try again soon, without spinning
+                    usleep(10_000)  // out of descriptors or memory: try again soon, without spinning
                     return
-                default: return      // EAGAIN: the backlog is empty
+                default: return  // EAGAIN: the backlog is empty
                 }
             }
             let admission = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { edge.admit(socket, address: $0) }
             }
             if admission == .drop {
-                close(socket)   // far past its address's limit: not even a 429
+                close(socket)  // far past its address's limit: not even a 429
                 continue
             }
             // libmicrohttpd closes the socket itself when it refuses it.
@@ -148,7 +153,7 @@ final class Acceptor: @unchecked Sendable {
             }
             if added != .YES {
                 gate.handOverFailed()
-                edge.handOverFailed(socket)   // before another accept can reuse the descriptor
+                edge.handOverFailed(socket)  // before another accept can reuse the descriptor
             }
         }
     }

@@ -10,7 +10,7 @@ import Darwin
 public struct AddressRanges: Sendable, Equatable, CustomStringConvertible {
     private struct Range: Sendable, Equatable {
         let address: IPAddress
-        let prefix: Int   // of the 128 bits
+        let prefix: Int  // of the 128 bits
     }
     private var ranges: [Range] = []
     /// What was parsed, for messages and logs.
@@ -74,7 +74,8 @@ struct IPAddress: Hashable, Sendable {
 
     /// From text: dotted IPv4 or IPv6 (with no zone or brackets); nil for anything else.
     init?(_ text: String) {
-        var v4 = in_addr(), v6 = in6_addr()
+        var v4 = in_addr()
+        var v6 = in6_addr()
         if inet_pton(AF_INET, text, &v4) == 1 {
             self.init(ipv4: UInt32(bigEndian: v4.s_addr))
         } else if inet_pton(AF_INET6, text, &v6) == 1 {
@@ -100,9 +101,10 @@ struct IPAddress: Hashable, Sendable {
     init?(_ address: UnsafePointer<sockaddr>) {
         switch Int32(address.pointee.sa_family) {
         case AF_INET:
-            self.init(ipv4: address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
-            })
+            self.init(
+                ipv4: address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
+                })
         case AF_INET6:
             self.init(ipv6: address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr })
         default:
@@ -112,7 +114,8 @@ struct IPAddress: Hashable, Sendable {
 
     func hasPrefix(_ bits: Int, of other: IPAddress) -> Bool {
         func mask(_ bits: Int) -> UInt64 { bits <= 0 ? 0 : bits >= 64 ? .max : ~(UInt64.max >> UInt64(bits)) }
-        let highMask = mask(bits), lowMask = mask(bits - 64)
+        let highMask = mask(bits)
+        let lowMask = mask(bits - 64)
         return high & highMask == other.high & highMask && low & lowMask == other.low & lowMask
     }
 }

@@ -15,8 +15,9 @@ func mhdAccessHandler(
     guard let cls, let connection, let url, let method, let version, let uploadDataSize, let context else { return .NO }
     // The server is kept alive by start()'s retain: no retain/release per call.
     let handled = Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
-        $0.handle(Connection(raw: connection), url: url, method: method, version: version,
-                  upload: uploadData, uploadSize: uploadDataSize, context: context)
+        $0.handle(
+            Connection(raw: connection), url: url, method: method, version: version,
+            upload: uploadData, uploadSize: uploadDataSize, context: context)
     }
     return handled ? .YES : .NO
 }
@@ -28,7 +29,9 @@ func mhdRequestCompleted(
     guard let cls else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls)
     if let connection {
-        server._withUnsafeGuaranteedRef { if $0.edge.isTracking { $0.edge.requestCompleted(Connection(raw: connection).socket) } }
+        server._withUnsafeGuaranteedRef {
+            if $0.edge.isTracking { $0.edge.requestCompleted(Connection(raw: connection).socket) }
+        }
     }
     var exchange: Exchange?
     if let context, let raw = context.pointee {
@@ -38,8 +41,9 @@ func mhdRequestCompleted(
         if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
     server._withUnsafeGuaranteedRef {
-        $0.completed(exchange, ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,
-                     daemonShutdown: termination == .REQUEST_TERMINATED_DAEMON_SHUTDOWN)
+        $0.completed(
+            exchange, ok: termination == .REQUEST_TERMINATED_COMPLETED_OK,
+            daemonShutdown: termination == .REQUEST_TERMINATED_DAEMON_SHUTDOWN)
     }
 }
 
@@ -59,8 +63,10 @@ func mhdConnectionNotice(
     }
 }
 
-func mhdStreamReader(cls: UnsafeMutableRawPointer?, position: UInt64,
-                     buffer: UnsafeMutablePointer<CChar>?, max: Int) -> Int {
+func mhdStreamReader(
+    cls: UnsafeMutableRawPointer?, position: UInt64,
+    buffer: UnsafeMutablePointer<CChar>?, max: Int
+) -> Int {
     guard let cls, let buffer else { return -2 /* MHD_CONTENT_READER_END_WITH_ERROR */ }
     let stream = Unmanaged<EventStream>.fromOpaque(cls).takeUnretainedValue()
     return stream.read(into: UnsafeMutableRawPointer(buffer), capacity: max)
@@ -71,11 +77,14 @@ func mhdStreamFree(cls: UnsafeMutableRawPointer?) {
     Unmanaged<EventStream>.fromOpaque(cls).release()
 }
 
-func mhdCollectField(cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
-                     key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) -> MHD_Result {
+func mhdCollectField(
+    cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind,
+    key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?
+) -> MHD_Result {
     guard let cls, let key else { return .YES }
     let collector = cls.assumingMemoryBound(to: FieldCollector.self)
-    let name = String(cString: key), text = value.map { String(cString: $0) } ?? ""
+    let name = String(cString: key)
+    let text = value.map { String(cString: $0) } ?? ""
     if kind == .GET_ARGUMENT_KIND {
         if collector.pointee.query[name] == nil { collector.pointee.query[name] = text }
     } else {

@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -74,11 +75,20 @@ struct Connection: @unchecked Sendable {
             var count = 0
             for shift in stride(from: 24, through: 0, by: -8) {
                 let octet = Int((ip >> UInt32(shift)) & 0xff)
-                if octet >= 100 { buffer[count] = UInt8(48 + octet / 100); count += 1 }
-                if octet >= 10 { buffer[count] = UInt8(48 + (octet / 10) % 10); count += 1 }
+                if octet >= 100 {
+                    buffer[count] = UInt8(48 + octet / 100)
+                    count += 1
+                }
+                if octet >= 10 {
+                    buffer[count] = UInt8(48 + (octet / 10) % 10)
+                    count += 1
+                }
                 buffer[count] = UInt8(48 + octet % 10)
                 count += 1
-                if shift > 0 { buffer[count] = 46; count += 1 }  // "."
+                if shift > 0 {
+                    buffer[count] = 46
+                    count += 1
+                }  // "."
             }
             return String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self)
         }
@@ -98,8 +108,9 @@ struct Connection: @unchecked Sendable {
     /// destroy once it has queued it.
     static func makeResponse(_ response: Response, closing: Bool = false) -> OpaquePointer? {
         let made = response.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                            .RESPMEM_MUST_COPY)
+            MHD_create_response_from_buffer(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                .RESPMEM_MUST_COPY)
         }
         guard let mhdResponse = made else { return nil }
         add(response.headers, to: mhdResponse)
@@ -121,8 +132,9 @@ struct Connection: @unchecked Sendable {
     @discardableResult
     func queueStream(_ stream: EventStream, headers: HTTPHeaders) -> Bool {
         let cls = Unmanaged.passRetained(stream).toOpaque()  // released by mhdStreamFree
-        guard let mhdResponse = MHD_create_response_from_callback(
-            UInt64.max /* MHD_SIZE_UNKNOWN */, EventStream.blockSize, mhdStreamReader, cls, mhdStreamFree)
+        guard
+            let mhdResponse = MHD_create_response_from_callback(
+                UInt64.max /* MHD_SIZE_UNKNOWN */, EventStream.blockSize, mhdStreamReader, cls, mhdStreamFree)
         else {
             Unmanaged<EventStream>.fromOpaque(cls).release()
             return false
@@ -136,8 +148,10 @@ struct Connection: @unchecked Sendable {
     }
 
     /// The head of every event stream, and of the answer to HEAD on a stream's route.
-    static let eventStreamHeaders = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
-                                     ("X-Accel-Buffering", "no")]
+    static let eventStreamHeaders = [
+        ("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+        ("X-Accel-Buffering", "no"),
+    ]
 }
 
 /// Receives header and argument fields from MHD_get_connection_values.

@@ -1,5 +1,6 @@
-internal import ConcurrencyPrimitives
 internal import CMicroHTTPD
+internal import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -28,7 +29,7 @@ import Darwin
 final class DisconnectWatcher: Sendable {
     private struct Table {
         var streams: [UInt64: EventStream] = [:]
-        var nextToken: UInt64 = 1   // 0 is the wake-up eventfd
+        var nextToken: UInt64 = 1  // 0 is the wake-up eventfd
         var stopping = false
     }
 
@@ -50,7 +51,7 @@ final class DisconnectWatcher: Sendable {
         guard epoll >= 0 else { return nil }
         wakeup = wakeupFD
         do {
-            let started = try PlatformThread.joinable { [self] in run() }   // holds self until it ends
+            let started = try PlatformThread.joinable { [self] in run() }  // holds self until it ends
             thread.withLock { $0 = started }
         } catch {
             close(wakeup)
@@ -95,7 +96,12 @@ final class DisconnectWatcher: Sendable {
     /// Ends the thread and waits for it. After this no stream is aborted by the watcher.
     func stop() {
         #if os(Linux)
-        guard let running = thread.withLock({ running in defer { running = nil }; return running }) else { return }
+        guard
+            let running = thread.withLock({ running in
+                defer { running = nil }
+                return running
+            })
+        else { return }
         table.withLock { $0.stopping = true }
         var one: UInt64 = 1
         _ = write(wakeup, &one, MemoryLayout<UInt64>.size)

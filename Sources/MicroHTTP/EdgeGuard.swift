@@ -1,5 +1,6 @@
-internal import ConcurrencyPrimitives
 internal import CMicroHTTPD
+internal import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -43,7 +44,8 @@ final class EdgeGuard: @unchecked Sendable {
     init(configuration: HTTPServerConfiguration) {
         let head = configuration.headTimeout
         headMilliseconds = head > 0 ? max(1, Int64((min(head, 1e9) * 1000).rounded())) : 0
-        nextHeadMilliseconds = headMilliseconds > 0
+        nextHeadMilliseconds =
+            headMilliseconds > 0
             ? headMilliseconds + Int64(max(0, min(configuration.connectionTimeout, 1_000_000_000))) * 1000 : 0
         connectionsPerIP = max(0, configuration.connectionsPerIP)
         trustedProxies = configuration.trustedProxies

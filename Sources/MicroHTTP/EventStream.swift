@@ -1,4 +1,5 @@
 internal import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -81,7 +82,9 @@ public final class EventStream: PendingResume, @unchecked Sendable {
     // MARK: - Server side
 
     func close(finalFrame: Frame?, reason: StreamCloseReason) {
-        lock.withLock { perform(state.close(finalFrame: finalFrame, reason: reason, inBatch: ResumeBatch.current != nil)) }
+        lock.withLock {
+            perform(state.close(finalFrame: finalFrame, reason: reason, inBatch: ResumeBatch.current != nil))
+        }
     }
 
     /// Ends the connection without flushing (the stop deadline passed).
@@ -102,8 +105,8 @@ public final class EventStream: PendingResume, @unchecked Sendable {
             // Suspended before 0 is returned: MHD will not call again until a resume.
             connection.suspend()
             return 0
-        case .endOfStream: return -1     // MHD_CONTENT_READER_END_OF_STREAM
-        case .endWithError: return -2    // MHD_CONTENT_READER_END_WITH_ERROR
+        case .endOfStream: return -1  // MHD_CONTENT_READER_END_OF_STREAM
+        case .endWithError: return -2  // MHD_CONTENT_READER_END_WITH_ERROR
         }
     }
 

@@ -57,8 +57,8 @@ struct EventStreamState {
     /// Why it ended (or is ending): the first reason given.
     private(set) var reason: StreamCloseReason?
     private var queue: [Frame] = []
-    private var head = 0               // first frame not fully written
-    private var offset = 0             // bytes of queue[head] already written
+    private var head = 0  // first frame not fully written
+    private var offset = 0  // bytes of queue[head] already written
     private(set) var queuedBytes = 0
 
     init(queueLimit: Int) { self.queueLimit = queueLimit }
@@ -79,7 +79,9 @@ struct EventStreamState {
     }
 
     /// Ends the stream once what is queued, then `finalFrame`, is written (nothing when it is ending already).
-    mutating func close(finalFrame: Frame?, reason closeReason: StreamCloseReason, inBatch: @autoclosure () -> Bool) -> Wake {
+    mutating func close(finalFrame: Frame?, reason closeReason: StreamCloseReason, inBatch: @autoclosure () -> Bool)
+        -> Wake
+    {
         if life != .open { return .none }
         life = .closing
         reason = closeReason
@@ -94,8 +96,8 @@ struct EventStreamState {
         life = .aborting
         dropQueue()
         switch reader {
-        case .suspended: return wakeReader(inBatch: inBatch())   // the reader ends the response with an error
-        case .resumePending: return .none                       // the batch's resume comes to the same effect
+        case .suspended: return wakeReader(inBatch: inBatch())  // the reader ends the response with an error
+        case .resumePending: return .none  // the batch's resume comes to the same effect
         case .active: return .shutDownSocket
         }
     }

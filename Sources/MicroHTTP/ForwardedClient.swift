@@ -11,7 +11,8 @@ enum ForwardedClient {
     /// Only called for a peer in `trusted`. Returns `peer` when the headers name no client.
     static func resolve(peer: String, headers: HTTPHeaders, trusted: AddressRanges) -> String {
         let forwarded = headers.values("Forwarded")
-        let hops = forwarded.isEmpty
+        let hops =
+            forwarded.isEmpty
             ? headers.values("X-Forwarded-For").flatMap { $0.split(separator: ",").map(trimmed) }
             : forwarded.flatMap { $0.split(separator: ",").compactMap(forParameter) }
         var client = peer
@@ -41,7 +42,7 @@ enum ForwardedClient {
             }
             return String(value)
         }
-        return ""   // an element without for=: not an address, ends the walk
+        return ""  // an element without for=: not an address, ends the walk
     }
 
     private static func trimmed(_ text: Substring) -> String {

@@ -42,7 +42,8 @@ public struct HTTPHeaders: Sendable, Sequence {
 
     /// ASCII case-insensitive equality without allocating lowercased copies.
     static func sameName(_ a: String, _ b: String) -> Bool {
-        var i = a.utf8.makeIterator(), j = b.utf8.makeIterator()
+        var i = a.utf8.makeIterator()
+        var j = b.utf8.makeIterator()
         while true {
             switch (i.next(), j.next()) {
             case (nil, nil): return true

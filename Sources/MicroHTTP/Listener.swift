@@ -28,7 +28,8 @@ enum Listener {
         var one: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0,
-              listen(fd, Int32(clamping: backlog)) == 0 else {
+            listen(fd, Int32(clamping: backlog)) == 0
+        else {
             let error = bindError(host, port)
             close(fd)
             throw error

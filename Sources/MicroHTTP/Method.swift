@@ -21,9 +21,13 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConv
 
     /// From libmicrohttpd's method string; the common methods reuse their static values.
     init(cString: UnsafePointer<CChar>) {
-        if strcmp(cString, "GET") == 0 { self = .GET }
-        else if strcmp(cString, "POST") == 0 { self = .POST }
-        else { self.init(rawValue: String(cString: cString)) }
+        if strcmp(cString, "GET") == 0 {
+            self = .GET
+        } else if strcmp(cString, "POST") == 0 {
+            self = .POST
+        } else {
+            self.init(rawValue: String(cString: cString))
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-internal import ConcurrencyPrimitives
 internal import CMicroHTTPD
+internal import ConcurrencyPrimitives
 
 /// The answers libmicrohttpd makes itself, before any callback of ours: 414 and 431 for a
 /// request line or head too large for the connection's memory pool, 400 or 413 for a
@@ -48,8 +48,9 @@ extension HTTPServer {
         var response = Response.problem(status: status, detail: OwnAnswers.detail(status: status, headers: headers))
         if let decorate = configuration.decorate {
             // Neither method nor target is to be had from libmicrohttpd at this point.
-            decorate(RequestHead(method: HTTPMethod(rawValue: ""), path: "", headers: headers, hasAllFields: false),
-                     &response)
+            decorate(
+                RequestHead(method: HTTPMethod(rawValue: ""), path: "", headers: headers, hasAllFields: false),
+                &response)
         }
         return response
     }

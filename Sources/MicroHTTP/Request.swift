@@ -17,9 +17,11 @@ public struct Request: Sendable {
     /// Values of the route pattern's `{name}` segments.
     public var pathParameters: [String: String]
 
-    public init(method: HTTPMethod, path: String, query: [String: String] = [:],
-                headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], peer: String? = nil,
-                client: String? = nil, pathParameters: [String: String] = [:]) {
+    public init(
+        method: HTTPMethod, path: String, query: [String: String] = [:],
+        headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], peer: String? = nil,
+        client: String? = nil, pathParameters: [String: String] = [:]
+    ) {
         self.method = method
         self.path = path
         self.query = query

@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -34,9 +35,11 @@ nonisolated(unsafe) let overLimitMark = UnsafeMutableRawPointer.allocate(byteCou
 /// `configuration.decorate`.
 extension HTTPServer {
     /// Returns false to make libmicrohttpd close the connection.
-    func handle(_ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
-                version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
-                context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
+    func handle(
+        _ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
+        version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> Bool {
         let malformedTarget = context.pointee == malformedTargetMark
         let oversizedQuery = context.pointee == oversizedQueryMark
         if malformedTarget || oversizedQuery || context.pointee == unseenRequestMark { context.pointee = nil }
@@ -52,27 +55,37 @@ extension HTTPServer {
         let pastAddressLimit = edge.isTracking && edge.headArrived(connection.socket)
         let admission = beginRequest()
         if admission.stopping {
-            return refuse(.stopping, connection,
-                          HTTPMethod(cString: method), url, closing: true)
+            return refuse(
+                .stopping, connection,
+                HTTPMethod(cString: method), url, closing: true)
         }
         if pastAddressLimit {
-            return refuse(.problem(status: 429, detail: "too many connections from this address; at most "
-                                   + "\(edge.connectionsPerIP) at once, retry later",
-                                   headers: HTTPHeaders([("Retry-After", "1")])),
-                          connection, HTTPMethod(cString: method), url, closing: true)
+            return refuse(
+                .problem(
+                    status: 429,
+                    detail: "too many connections from this address; at most "
+                        + "\(edge.connectionsPerIP) at once, retry later",
+                    headers: HTTPHeaders([("Retry-After", "1")])),
+                connection, HTTPMethod(cString: method), url, closing: true)
         }
         if admission.crowded && connection.isOverLimit {
-            return refuse(.problem(status: 503, detail: "the server is at its limit of \(configuration.connectionLimit) "
-                                   + "connections; retry later", headers: HTTPHeaders([("Retry-After", "1")])),
-                          connection, HTTPMethod(cString: method), url, closing: true)
+            return refuse(
+                .problem(
+                    status: 503,
+                    detail: "the server is at its limit of \(configuration.connectionLimit) "
+                        + "connections; retry later", headers: HTTPHeaders([("Retry-After", "1")])),
+                connection, HTTPMethod(cString: method), url, closing: true)
         }
         let framing = mhd_shim_framing_fields(connection.raw)
-        if let problem = Self.requestLineProblem(method: method, malformedTarget: malformedTarget,
-                                                 oversizedQuery: oversizedQuery)
-            ?? Self.framingProblem(framing, version: version) {
+        if let problem = Self.requestLineProblem(
+            method: method, malformedTarget: malformedTarget,
+            oversizedQuery: oversizedQuery)
+            ?? Self.framingProblem(framing, version: version)
+        {
             // Then close: the framing of what follows is unknowable.
-            return refuse(.problem(status: problem.status, detail: problem.detail), connection,
-                          HTTPMethod(cString: method), url, closing: true)
+            return refuse(
+                .problem(status: problem.status, detail: problem.detail), connection,
+                HTTPMethod(cString: method), url, closing: true)
         }
         let declaredLength = framing.first_length.map { Int(String(cString: $0)) ?? Int.max } ?? 0
         if declaredLength > configuration.bodyLimit {
@@ -97,8 +110,10 @@ extension HTTPServer {
     }
 
     /// The final call of a request without a body: route, run the handler, answer.
-    private func answer(_ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
-                        context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
+    private func answer(
+        _ connection: Connection, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
+        context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> Bool {
         let httpMethod = HTTPMethod(cString: method)
         switch resolve(httpMethod, url) {
         case let .refused(refusal):
@@ -111,9 +126,11 @@ extension HTTPServer {
 
     /// Later calls of a request with a body (or with a stream or deferred reply): a piece of
     /// the body, the final call, or the call after a resume.
-    private func proceed(_ exchange: Exchange, _ connection: Connection, upload: UnsafePointer<CChar>?,
-                         uploadSize: UnsafeMutablePointer<Int>,
-                         context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
+    private func proceed(
+        _ exchange: Exchange, _ connection: Connection, upload: UnsafePointer<CChar>?,
+        uploadSize: UnsafeMutablePointer<Int>,
+        context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> Bool {
         let size = uploadSize.pointee
         if size > 0 {
             exchange.received += size
@@ -141,9 +158,12 @@ extension HTTPServer {
         }
         if exchange.stream != nil { return true }
         if exchange.bodyTooLarge {
-            return refuse(bodyTooLarge(), connection, RequestHead(method: exchange.method, path: exchange.path,
-                                                                  headers: connection.headersAndQuery().0),
-                          closing: true)
+            return refuse(
+                bodyTooLarge(), connection,
+                RequestHead(
+                    method: exchange.method, path: exchange.path,
+                    headers: connection.headersAndQuery().0),
+                closing: true)
         }
         guard let handler = exchange.handler else { return false }
         let body = exchange.body
@@ -152,8 +172,10 @@ extension HTTPServer {
         return dispatch(handler(request), request, connection, exchange: exchange, context: context)
     }
 
-    private func dispatch(_ reply: Reply, _ request: Request, _ connection: Connection, exchange: Exchange?,
-                          context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
+    private func dispatch(
+        _ reply: Reply, _ request: Request, _ connection: Connection, exchange: Exchange?,
+        context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> Bool {
         switch reply {
         case let .response(response):
             return connection.queue(response, closing: isStopping)
@@ -171,20 +193,23 @@ extension HTTPServer {
             exchange.stream = stream
             register(stream)
             connection.disableTimeout()
-            if configuration.streamSocketSendBuffer > 0 { connection.setSendBuffer(configuration.streamSocketSendBuffer) }
+            if configuration.streamSocketSendBuffer > 0 {
+                connection.setSendBuffer(configuration.streamSocketSendBuffer)
+            }
             open(stream)
             return connection.queueStream(stream, headers: headers)
 
         case let .deferred(work):
             let deferred = DeferredExchange(connection: connection)
             guard register(deferred) else {
-                return refuse(.stopping, connection,
-                              RequestHead(method: request.method, path: request.path, headers: request.headers),
-                              closing: true)
+                return refuse(
+                    .stopping, connection,
+                    RequestHead(method: request.method, path: request.path, headers: request.headers),
+                    closing: true)
             }
             let exchange = exchange ?? attachExchange(context)
             exchange.deferred = deferred
-            deferred.suspend()              // before the work can answer (and resume)
+            deferred.suspend()  // before the work can answer (and resume)
             work(Responder(exchange: deferred))
             return true
         }
@@ -199,7 +224,8 @@ extension HTTPServer {
     }
 
     private func resolve(_ method: HTTPMethod, _ url: UnsafePointer<CChar>) -> Routed {
-        let resolution: Router.Resolution, path: String
+        let resolution: Router.Resolution
+        let path: String
         if let literal = router.resolveLiteral(method, cPath: url) {
             (resolution, path) = literal
         } else {
@@ -207,8 +233,11 @@ extension HTTPServer {
                 return .refused(Refusal(.problem(status: 400, detail: "the request path is not valid UTF-8")))
             }
             guard let target = Self.originForm(decoded) else {
-                return .refused(Refusal(.problem(
-                    status: 400, detail: "the request target must be a path that starts with / or an absolute http(s) URL")))
+                return .refused(
+                    Refusal(
+                        .problem(
+                            status: 400,
+                            detail: "the request target must be a path that starts with / or an absolute http(s) URL")))
             }
             (resolution, path) = (router.resolve(method, target), target)
         }
@@ -223,9 +252,11 @@ extension HTTPServer {
             let allowed = allow.map(\.rawValue).joined(separator: ", ")
             // A method is echoed only while short: it is the client's text.
             let named = method.rawValue.utf8.count <= 32 ? method.rawValue : "this method"
-            return .refused(Refusal(.problem(
-                status: 405, detail: "\(named) is not allowed on this resource; allowed: \(allowed)",
-                headers: HTTPHeaders([("Allow", allowed)]))))
+            return .refused(
+                Refusal(
+                    .problem(
+                        status: 405, detail: "\(named) is not allowed on this resource; allowed: \(allowed)",
+                        headers: HTTPHeaders([("Allow", allowed)]))))
         }
     }
 
@@ -234,8 +265,10 @@ extension HTTPServer {
     /// (asterisk-form, which no route has); nil for anything else (`GET healthz`).
     static func originForm(_ target: String) -> String? {
         if target.hasPrefix("/") || target == "*" { return target }
-        for scheme in ["http://", "https://"] where target.count > scheme.count
-            && target.prefix(scheme.count).lowercased() == scheme {
+        for scheme in ["http://", "https://"]
+        where target.count > scheme.count
+            && target.prefix(scheme.count).lowercased() == scheme
+        {
             let authorityAndPath = target.dropFirst(scheme.count)
             guard let slash = authorityAndPath.firstIndex(of: "/") else { return "/" }
             return String(authorityAndPath[slash...])
@@ -245,10 +278,14 @@ extension HTTPServer {
 
     /// RFC 9112 §3: the method is a token (RFC 9110 §5.6.2) and the target has no whitespace
     /// or control character; libmicrohttpd 0.9.75 passes on both.
-    static func requestLineProblem(method: UnsafePointer<CChar>, malformedTarget: Bool,
-                                   oversizedQuery: Bool = false) -> (status: Int, detail: String)? {
+    static func requestLineProblem(
+        method: UnsafePointer<CChar>, malformedTarget: Bool,
+        oversizedQuery: Bool = false
+    ) -> (status: Int, detail: String)? {
         if malformedTarget { return (400, "the request target contains whitespace or a control character") }
-        if oversizedQuery { return (414, "the request target's query has too many arguments or is too long for this server") }
+        if oversizedQuery {
+            return (414, "the request target's query has too many arguments or is too long for this server")
+        }
         var byte = method
         while byte.pointee != 0 {
             guard isTokenCharacter(UInt8(bitPattern: byte.pointee)) else {
@@ -262,7 +299,8 @@ extension HTTPServer {
     /// RFC 9110 §5.6.2's tchar.
     private static func isTokenCharacter(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
             return true
         default:
             return "!#$%&'*+-.^_`|~".utf8.contains(byte)
@@ -281,8 +319,10 @@ extension HTTPServer {
         if text.first == UInt8(ascii: "[") {
             // IP-literal: hex digits, colons and dots (an IPv4 tail) between brackets.
             index = 1
-            while index < text.count, isDigit(text[index]) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(text[index] | 0x20)
-                    || text[index] == UInt8(ascii: ":") || text[index] == UInt8(ascii: ".") {
+            while index < text.count,
+                isDigit(text[index]) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(text[index] | 0x20)
+                    || text[index] == UInt8(ascii: ":") || text[index] == UInt8(ascii: ".")
+            {
                 index += 1
             }
             guard index > 1, index < text.count, text[index] == UInt8(ascii: "]") else { return false }
@@ -291,8 +331,10 @@ extension HTTPServer {
             // reg-name or IPv4address: unreserved, percent-encoded and sub-delims characters.
             while index < text.count, text[index] != UInt8(ascii: ":") {
                 let byte = text[index]
-                guard isDigit(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
-                        || "-._~%!$&'()*+,;=".utf8.contains(byte) else { return false }
+                guard
+                    isDigit(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                        || "-._~%!$&'()*+,;=".utf8.contains(byte)
+                else { return false }
                 index += 1
             }
         }
@@ -312,7 +354,8 @@ extension HTTPServer {
     /// other (§7: 501). Repeated identical Content-Length values are accepted, as §6.3 allows.
     /// Each problem is answered, then the connection closes.
     static func framingProblem(_ framing: mhd_shim_framing, version: UnsafePointer<CChar>)
-        -> (status: Int, detail: String)? {
+        -> (status: Int, detail: String)?
+    {
         if framing.spaced_names > 0 {
             return (400, "a header field name has whitespace before its colon")
         }
@@ -339,7 +382,10 @@ extension HTTPServer {
         guard let field = framing.first_encoding, strcasecmp(field, "chunked") != 0 else { return nil }
         let codings = transferCodings(String(cString: field))
         if codings.count > 1, codings.last == "chunked", !codings.dropLast().contains("chunked") {
-            return (501, "transfer coding \(codings.dropLast().joined(separator: ", ")) is not implemented; send chunked alone")
+            return (
+                501,
+                "transfer coding \(codings.dropLast().joined(separator: ", ")) is not implemented; send chunked alone"
+            )
         }
         return (400, "the only transfer coding accepted is chunked, alone and last")
     }
@@ -352,11 +398,16 @@ extension HTTPServer {
     }
 
     /// Queues a response this layer makes itself, through `configuration.decorate`.
-    private func refuse(_ response: Response, _ connection: Connection, _ method: HTTPMethod,
-                        _ url: UnsafePointer<CChar>, closing: Bool) -> Bool {
+    private func refuse(
+        _ response: Response, _ connection: Connection, _ method: HTTPMethod,
+        _ url: UnsafePointer<CChar>, closing: Bool
+    ) -> Bool {
         guard configuration.decorate != nil else { return connection.queue(response, closing: closing) }
-        let head = RequestHead(method: method, path: String(decoding: UnsafeRawBufferPointer(
-            start: url, count: strlen(url)), as: UTF8.self), headers: connection.headersAndQuery().0)
+        let head = RequestHead(
+            method: method,
+            path: String(
+                decoding: UnsafeRawBufferPointer(
+                    start: url, count: strlen(url)), as: UTF8.self), headers: connection.headersAndQuery().0)
         return refuse(response, connection, head, closing: closing)
     }
 
@@ -366,16 +417,19 @@ extension HTTPServer {
         return connection.queue(response, closing: closing)
     }
 
-    private func makeRequest(_ connection: Connection, _ method: HTTPMethod, _ path: String,
-                             _ parameters: [String: String], body: [UInt8]) -> Request {
+    private func makeRequest(
+        _ connection: Connection, _ method: HTTPMethod, _ path: String,
+        _ parameters: [String: String], body: [UInt8]
+    ) -> Request {
         let (headers, query) = connection.headersAndQuery()
         let peer = connection.peer()
         var client = peer
         if let peer, edge.trustedProxies.contains(peer) {
             client = ForwardedClient.resolve(peer: peer, headers: headers, trusted: edge.trustedProxies)
         }
-        return Request(method: method, path: path, query: query, headers: headers,
-                       body: body, peer: peer, client: client, pathParameters: parameters)
+        return Request(
+            method: method, path: path, query: query, headers: headers,
+            body: body, peer: peer, client: client, pathParameters: parameters)
     }
 
     private func bodyTooLarge() -> Response {

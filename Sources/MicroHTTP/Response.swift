@@ -12,20 +12,26 @@ public struct Response: Sendable {
 
     /// `body` as `application/json`.
     public static func json(_ body: [UInt8], status: Int = 200) -> Response {
-        Response(status: status, headers: HTTPHeaders(fields: [(name: "Content-Type", value: "application/json")]),
-                 body: body)
+        Response(
+            status: status, headers: HTTPHeaders(fields: [(name: "Content-Type", value: "application/json")]),
+            body: body)
     }
 
-    public static func text(_ text: String, status: Int = 200,
-                            contentType: String = "text/plain; charset=utf-8") -> Response {
-        Response(status: status, headers: HTTPHeaders(fields: [(name: "Content-Type", value: contentType)]),
-                 body: Array(text.utf8))
+    public static func text(
+        _ text: String, status: Int = 200,
+        contentType: String = "text/plain; charset=utf-8"
+    ) -> Response {
+        Response(
+            status: status, headers: HTTPHeaders(fields: [(name: "Content-Type", value: contentType)]),
+            body: Array(text.utf8))
     }
 
     /// RFC 9457: an `application/problem+json` document with type, title (default: the
     /// reason phrase), status and detail.
-    public static func problem(status: Int, detail: String, title: String? = nil,
-                               type: String = "about:blank", headers: HTTPHeaders = HTTPHeaders()) -> Response {
+    public static func problem(
+        status: Int, detail: String, title: String? = nil,
+        type: String = "about:blank", headers: HTTPHeaders = HTTPHeaders()
+    ) -> Response {
         var json = "{\"type\":"
         JSON.appendString(type, to: &json)
         json += ",\"title\":"
@@ -39,8 +45,9 @@ public struct Response: Sendable {
     }
 
     /// What a stopping server answers new requests: 503, to retry (elsewhere, or after the restart).
-    static let stopping = Response.problem(status: 503, detail: "the server is stopping; retry",
-                                           headers: HTTPHeaders([("Retry-After", "1")]))
+    static let stopping = Response.problem(
+        status: 503, detail: "the server is stopping; retry",
+        headers: HTTPHeaders([("Retry-After", "1")]))
 }
 
 /// The little JSON writing the layer itself needs (problem documents); the package's log
@@ -54,7 +61,7 @@ package enum JSON {
 
     /// The inside of a JSON string: `"`, `\` and control characters escaped, the rest as it is.
     /// Byte by byte: the bytes it escapes are ASCII, which never occur inside a multi-byte character.
-    @inlinable   // per field of every access line, from another module: specialised there
+    @inlinable  // per field of every access line, from another module: specialised there
     package static func appendEscaped<Bytes: Collection<UInt8>>(_ bytes: Bytes, to out: inout [UInt8]) {
         var clean = bytes.startIndex
         for index in bytes.indices {

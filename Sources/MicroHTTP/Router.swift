@@ -65,9 +65,14 @@ public struct Router: Sendable {
             routes[index].handlers.append(MethodHandler(method: method, handler: handler))
         } else {
             let literals = segments.filter { if case .literal = $0 { return true } else { return false } }.count
-            routes.append(Route(segments: segments, literalCount: literals, handlers: [MethodHandler(method: method, handler: handler)]))
+            routes.append(
+                Route(
+                    segments: segments, literalCount: literals,
+                    handlers: [MethodHandler(method: method, handler: handler)]))
             if literals == segments.count {
-                let path = "/" + segments.map { if case let .literal(text) = $0 { return String(text) } else { return "" } }
+                let path =
+                    "/"
+                    + segments.map { if case let .literal(text) = $0 { return String(text) } else { return "" } }
                     .joined(separator: "/")
                 literalRoutes.append((path, path.utf8CString.map { $0 }, routes.count - 1))
             }

@@ -1,5 +1,6 @@
-internal import ConcurrencyPrimitives
 internal import CMicroHTTPD
+internal import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -17,14 +18,14 @@ public final class HTTPServer: @unchecked Sendable {
     let edge: EdgeGuard
 
     private let lock = Mutex()
-    private let stopLock = Mutex()   // serialises stop() calls
+    private let stopLock = Mutex()  // serialises stop() calls
     // Guarded by `lock`.
     /// One libmicrohttpd daemon per thread (empty until started, and again once stopped).
     private var daemons: [OpaquePointer] = []
     private var boundPort: UInt16 = 0
     private var stopping = false
-    private var inFlight = 0        // requests the access handler has seen and MHD not yet completed
-    private var openConnections = 0     // libmicrohttpd's, by its connection notices
+    private var inFlight = 0  // requests the access handler has seen and MHD not yet completed
+    private var openConnections = 0  // libmicrohttpd's, by its connection notices
     private var connectionsHandedOver = 0  // added by the acceptor, not yet noticed as started
     private var streams: [ObjectIdentifier: EventStream] = [:]
     private var deferreds: [ObjectIdentifier: DeferredExchange] = [:]
@@ -32,7 +33,7 @@ public final class HTTPServer: @unchecked Sendable {
     private var heartbeat: Heartbeat?
     private var disconnectWatcher: DisconnectWatcher?
     private var acceptor: Acceptor?
-    private let logLock = Mutex()      // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
+    private let logLock = Mutex()  // guards lastLogLine alone: libmicrohttpd logs while start() holds `lock`
     private var lastLogLine: String?
     /// Released after MHD_stop_daemon; nil when it could not be made.
     private var batchTicker: BatchTicker?
@@ -61,15 +62,18 @@ public final class HTTPServer: @unchecked Sendable {
         defer { lock.unlock() }
         guard daemons.isEmpty, !stopping else { throw HTTPServerError.alreadyStarted }
         Listener.raiseOpenFileLimit()
-        let listener = try Listener.open(host: configuration.host, port: configuration.port,
-                                         backlog: configuration.listenBacklog)
+        let listener = try Listener.open(
+            host: configuration.host, port: configuration.port,
+            backlog: configuration.listenBacklog)
         var options: [MHD_OptionItem] = [
             // The acceptor keeps the limit; libmicrohttpd's own is only a bound it never reaches.
-            MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit + 2 * Self.overLimitSlots,
-                           ptr_value: nil),
+            MHD_OptionItem(
+                option: .CONNECTION_LIMIT, value: configuration.connectionLimit + 2 * Self.overLimitSlots,
+                ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
-            MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT,
-                           value: configuration.connectionMemoryLimit, ptr_value: nil),
+            MHD_OptionItem(
+                option: .CONNECTION_MEMORY_LIMIT,
+                value: configuration.connectionMemoryLimit, ptr_value: nil),
         ]
         // No MHD_OPTION_PER_IP_CONNECTION_LIMIT: the acceptor counts per address (EdgeGuard),
         // so that trusted proxies can be exempt.
@@ -77,7 +81,8 @@ public final class HTTPServer: @unchecked Sendable {
 
         // epoll, never select (capped at 1,024 sockets); suspend/resume for streams and deferred
         // replies; connections come from our Acceptor, not from a socket libmicrohttpd listens on.
-        let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        let flags =
+            MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue
         // Before the daemon: its first stream may open at once.
         disconnectWatcher = DisconnectWatcher()
@@ -91,19 +96,24 @@ public final class HTTPServer: @unchecked Sendable {
         // 512 bytes of the pool stay for the request's header fields and the response's head
         // (a 3.5 KB query fits a 4 KiB pool, as before; the 55 short arguments that ran it dry do not).
         let queryBudget = max(configuration.connectionMemoryLimit - 512, 512)
-        states.initialize(repeating: mhd_shim_parse_state(marks: requestMarks, target: nil, query_budget: queryBudget),
-                          count: threads)
+        states.initialize(
+            repeating: mhd_shim_parse_state(marks: requestMarks, target: nil, query_budget: queryBudget),
+            count: threads)
         var started: [OpaquePointer] = []
         for index in 0..<threads {
-            guard let daemon = mhd_shim_start_daemon(flags, mhdAccessHandler, me.toOpaque(),
-                                                     mhdRequestCompleted, me.toOpaque(),
-                                                     mhdConnectionNotice, me.toOpaque(), log,
-                                                     states + index, &options) else { break }
+            guard
+                let daemon = mhd_shim_start_daemon(
+                    flags, mhdAccessHandler, me.toOpaque(),
+                    mhdRequestCompleted, me.toOpaque(),
+                    mhdConnectionNotice, me.toOpaque(), log,
+                    states + index, &options)
+            else { break }
             started.append(daemon)
         }
         let allStarted = started.count == threads
         let ticker = allStarted ? BatchTicker(daemons: started) : nil
-        let accepting = allStarted
+        let accepting =
+            allStarted
             ? Acceptor(listener: listener.socket, daemons: started, edge: edge, ticker: ticker, gate: self)
             : nil
         guard let accepting else {
@@ -116,9 +126,10 @@ public final class HTTPServer: @unchecked Sendable {
             states.deallocate()
             close(listener.socket)
             let reason = logLock.withLock { lastLogLine }.map { ": \($0)" } ?? ""
-            throw HTTPServerError.cannotStart(allStarted
-                ? "no thread to accept connections on"
-                : "libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
+            throw HTTPServerError.cannotStart(
+                allStarted
+                    ? "no thread to accept connections on"
+                    : "libmicrohttpd did not start on \(configuration.host):\(listener.port)\(reason)")
         }
         OwnAnswers.enter(self, daemons: started)
         acceptor = accepting
@@ -167,7 +178,7 @@ public final class HTTPServer: @unchecked Sendable {
         heartbeat = nil
         let openStreams = Array(streams.values)
         let accepting = acceptor
-        acceptor = nil   // and with it its capture of this server
+        acceptor = nil  // and with it its capture of this server
         lock.unlock()
 
         accepting?.stop()
@@ -177,8 +188,11 @@ public final class HTTPServer: @unchecked Sendable {
         clock.wait(fraction: 0.5) { self.lock.withLock { self.deferreds.values.allSatisfy(\.isAnswered) } }
         for deferred in lock.withLock({ Array(deferreds.values) }) {
             // Its handler had begun: whether it was done is unknown, so no invitation to retry.
-            deferred.answer(.problem(status: 503, detail: "the server is stopping before this request was answered: "
-                + "whether it was done is unknown"))
+            deferred.answer(
+                .problem(
+                    status: 503,
+                    detail: "the server is stopping before this request was answered: "
+                        + "whether it was done is unknown"))
         }
 
         clock.wait(fraction: 0.9) { self.lock.withLock { self.inFlight == 0 } }
@@ -200,7 +214,7 @@ public final class HTTPServer: @unchecked Sendable {
             batchTicker = nil
         }
         ticker?.release()
-        logger?.deallocate()   // libmicrohttpd logs no more once stopped
+        logger?.deallocate()  // libmicrohttpd logs no more once stopped
         logger = nil
         parseStates?.deallocate()
         parseStates = nil

@@ -67,8 +67,9 @@ public struct LoggedActionEntry: Sendable, Decodable {
         idempotencyKey = try container.decodeIfPresent(String.self, forKey: .idempotencyKey)
         let text = try container.decode(String.self, forKey: .time)
         guard let time = Self.parseTime(text) else {
-            throw DecodingError.dataCorruptedError(forKey: .time, in: container,
-                                                   debugDescription: "not an RFC 3339 time: \(text)")
+            throw DecodingError.dataCorruptedError(
+                forKey: .time, in: container,
+                debugDescription: "not an RFC 3339 time: \(text)")
         }
         self.time = time
     }
@@ -99,14 +100,23 @@ private enum ExactJSONValue: Codable {
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(Int64.self) { self = .integer(value) }
-        else if let value = try? container.decode(UInt64.self) { self = .unsigned(value) }
-        else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode([ExactJSONValue].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: ExactJSONValue].self)) }
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(UInt64.self) {
+            self = .unsigned(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([ExactJSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: ExactJSONValue].self))
+        }
     }
 
     func encode(to encoder: any Encoder) throws {

@@ -1,5 +1,6 @@
 internal import ConcurrencyPrimitives
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -68,7 +69,9 @@ final class EventStreamConnection: Sendable {
 
     /// One GET: its body as it arrives. Ends when the response ends; cancelling the
     /// iteration cancels the request.
-    static func open(_ request: URLRequest, configuration: URLSessionConfiguration) -> AsyncThrowingStream<Part, any Error> {
+    static func open(_ request: URLRequest, configuration: URLSessionConfiguration) -> AsyncThrowingStream<
+        Part, any Error
+    > {
         AsyncThrowingStream { continuation in
             let delegate = Delegate(continuation)
             let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
@@ -91,8 +94,10 @@ final class EventStreamConnection: Sendable {
             self.continuation = continuation
         }
 
-        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        func urlSession(
+            _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+            completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+        ) {
             let http = response as? HTTPURLResponse
             let status = http?.statusCode ?? 0
             let type = http?.value(forHTTPHeaderField: "Content-Type")?.lowercased() ?? ""

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -47,29 +48,37 @@ public struct ReactorClient: Sendable {
         let body = try JSONSerialization.data(withJSONObject: reactor.map { ["reactor": $0] } ?? [:])
         let (reply, replayed): (SessionReply<State>, Bool) = try await request(
             "POST", "sessions", body: body, idempotencyKey: idempotencyKey ?? IdempotencyKey.make(), expect: 201)
-        return ReactorSession(client: self, id: reply.session, reactor: reply.reactor,
-                              initial: Snapshot(version: reply.version, state: reply.state, replayed: replayed))
+        return ReactorSession(
+            client: self, id: reply.session, reactor: reply.reactor,
+            initial: Snapshot(version: reply.version, state: reply.state, replayed: replayed))
     }
 
     /// A session someone else created, by its id. Nothing is checked until it is used.
-    public func session<State: Decodable & Sendable>(id: String, state _: State.Type = State.self) -> ReactorSession<State> {
+    public func session<State: Decodable & Sendable>(id: String, state _: State.Type = State.self) -> ReactorSession<
+        State
+    > {
         ReactorSession(client: self, id: id, reactor: nil, initial: nil)
     }
 
     func url(_ path: String, query: [URLQueryItem] = []) -> URL {
         var url = baseURL
         for component in path.split(separator: "/") { url.appendPathComponent(String(component)) }
-        guard !query.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        guard !query.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            return url
+        }
         components.queryItems = query
         return components.url ?? url
     }
 
     /// The decoded answer, and whether it was a replay (`Idempotent-Replayed: true`).
-    func request<Reply: Decodable>(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-                                   idempotencyKey: String? = nil,
-                                   expect status: Int = 200) async throws -> (Reply, replayed: Bool) {
-        let answer = try await send(method, path, query: query, body: body, idempotencyKey: idempotencyKey,
-                                    expect: status)
+    func request<Reply: Decodable>(
+        _ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+        idempotencyKey: String? = nil,
+        expect status: Int = 200
+    ) async throws -> (Reply, replayed: Bool) {
+        let answer = try await send(
+            method, path, query: query, body: body, idempotencyKey: idempotencyKey,
+            expect: status)
         do {
             return (try JSONDecoder().decode(Reply.self, from: answer.body), answer.replayed)
         } catch {
@@ -80,8 +89,10 @@ public struct ReactorClient: Sendable {
     /// One request, retried under `retry` with the same `idempotencyKey` until it gets an
     /// answer that retrying cannot change; throws the last failure when the retries run out.
     @discardableResult
-    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-              idempotencyKey: String? = nil, expect status: Int) async throws -> Answer {
+    func send(
+        _ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+        idempotencyKey: String? = nil, expect status: Int
+    ) async throws -> Answer {
         var request = URLRequest(url: url(path, query: query))
         request.httpMethod = method
         request.setValue("application/json", forHTTPHeaderField: "Accept")
@@ -102,8 +113,11 @@ public struct ReactorClient: Sendable {
                 }
                 failure = .problem(Problem(status: response.statusCode, body: data))
                 retryAfter = RetryPolicy.retryAfter(response.value(forHTTPHeaderField: "Retry-After"))
-                guard RetryPolicy.retries(status: response.statusCode, keyed: idempotencyKey != nil,
-                                          hasRetryAfter: retryAfter != nil) else { throw failure }
+                guard
+                    RetryPolicy.retries(
+                        status: response.statusCode, keyed: idempotencyKey != nil,
+                        hasRetryAfter: retryAfter != nil)
+                else { throw failure }
             } catch let ReactorClientError.transport(error) where RetryPolicy.retries(transport: error) {
                 failure = .transport(error)
             }
@@ -163,7 +177,8 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     ///     default (`--idempotency-ttl`).
     /// - Returns: the session's state and version after the action.
     @discardableResult
-    public func send<Action: Encodable>(_ action: Action, idempotencyKey: String? = nil) async throws -> Snapshot<State> {
+    public func send<Action: Encodable>(_ action: Action, idempotencyKey: String? = nil) async throws -> Snapshot<State>
+    {
         let body = try JSONEncoder().encode(action)
         let (reply, replayed): (SessionReply<State>, Bool) = try await client.request(
             "POST", "sessions/\(id)/actions", body: body, idempotencyKey: idempotencyKey ?? IdempotencyKey.make())
@@ -180,8 +195,9 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     /// `Idempotency-Key` (`idempotencyKey`, or a fresh one), so a retry after a lost answer
     /// does not fail with 404.
     public func delete(idempotencyKey: String? = nil) async throws {
-        try await client.send("DELETE", "sessions/\(id)", idempotencyKey: idempotencyKey ?? IdempotencyKey.make(),
-                              expect: 204)
+        try await client.send(
+            "DELETE", "sessions/\(id)", idempotencyKey: idempotencyKey ?? IdempotencyKey.make(),
+            expect: 204)
     }
 
     /// `GET /sessions/{id}/actions`: one page of the session's action log, oldest first.
@@ -231,8 +247,9 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
         let (reply, _): (SessionReply<State>, Bool) = try await client.request(
             "POST", "sessions/\(id)/fork", body: body, idempotencyKey: idempotencyKey ?? IdempotencyKey.make(),
             expect: 201)
-        return ReactorSession(client: client, id: reply.session, reactor: reply.reactor,
-                              initial: Snapshot(version: reply.version, state: reply.state, replayed: false))
+        return ReactorSession(
+            client: client, id: reply.session, reactor: reply.reactor,
+            initial: Snapshot(version: reply.version, state: reply.state, replayed: false))
     }
 
     /// The session's states and pulses as they happen, from `GET /sessions/{id}/events`.
@@ -260,9 +277,10 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     ) -> AsyncThrowingStream<ReactorEvent<State, Pulse>, any Error> {
         var query: [URLQueryItem] = []
         if let fields { query.append(URLQueryItem(name: "fields", value: fields.joined(separator: ","))) }
-        let source = EventStreamConnection(url: client.url("sessions/\(id)/events", query: query),
-                                 configuration: client.configuration,
-                                 lastEventID: lastEventID.map(String.init), reconnectDelay: reconnectDelay)
+        let source = EventStreamConnection(
+            url: client.url("sessions/\(id)/events", query: query),
+            configuration: client.configuration,
+            lastEventID: lastEventID.map(String.init), reconnectDelay: reconnectDelay)
         return AsyncThrowingStream { continuation in
             let task = Task {
                 do {
@@ -272,9 +290,11 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
                         let data = Data(event.data.utf8)
                         switch event.event {
                         case "state":
-                            continuation.yield(.state(try JSONDecoder().decode(State.self, from: data), version: version))
+                            continuation.yield(
+                                .state(try JSONDecoder().decode(State.self, from: data), version: version))
                         case "pulse":
-                            continuation.yield(.pulse(try JSONDecoder().decode(Pulse.self, from: data), version: version))
+                            continuation.yield(
+                                .pulse(try JSONDecoder().decode(Pulse.self, from: data), version: version))
                         default:
                             break
                         }
@@ -374,4 +394,3 @@ private struct SessionReply<State: Decodable>: Decodable {
     let version: UInt64
     let state: State
 }
-

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -45,11 +46,12 @@ public struct RetryPolicy: Sendable, Equatable {
     func delay(attempt: Int, retryAfter: Double?, random: Double = Double.random(in: 0...1)) -> Duration {
         let cap = maxDelay.seconds
         let backoff = min(cap, initialDelay.seconds * pow(2, Double(min(attempt, 62))))
-        let seconds = if let retryAfter {
-            min(cap, max(0, retryAfter)) + backoff / 2 * random
-        } else {
-            backoff / 2 + backoff / 2 * random
-        }
+        let seconds =
+            if let retryAfter {
+                min(cap, max(0, retryAfter)) + backoff / 2 * random
+            } else {
+                backoff / 2 + backoff / 2 * random
+            }
         return .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
@@ -71,7 +73,7 @@ public struct RetryPolicy: Sendable, Equatable {
         guard let error = error as? URLError else { return false }
         switch error.code {
         case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet,
-             .badServerResponse, .cannotParseResponse, .zeroByteResource:
+            .badServerResponse, .cannotParseResponse, .zeroByteResource:
             return true
         case .unknown:
             // FoundationNetworking on Linux gives an answer cut short ("transfer closed with N

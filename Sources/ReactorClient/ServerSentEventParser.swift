@@ -95,7 +95,8 @@ public struct ServerSentEventParser: Sendable {
             if !value.contains(0) { lastEventID = String(decoding: value, as: UTF8.self) }
         case "retry":
             if !value.isEmpty, value.allSatisfy({ (0x30...0x39).contains($0) }),
-               let milliseconds = Int(String(decoding: value, as: UTF8.self)) {
+                let milliseconds = Int(String(decoding: value, as: UTF8.self))
+            {
                 retry = milliseconds
             }
         default:
@@ -111,7 +112,8 @@ public struct ServerSentEventParser: Sendable {
             hasData = false
         }
         guard hasData else { return nil }
-        return ServerSentEvent(event: eventType.isEmpty ? "message" : eventType, id: lastEventID,
-                               data: String(decoding: data, as: UTF8.self))
+        return ServerSentEvent(
+            event: eventType.isEmpty ? "message" : eventType, id: lastEventID,
+            data: String(decoding: data, as: UTF8.self))
     }
 }

@@ -1,3 +1,5 @@
+internal import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-internal import ConcurrencyPrimitives
 
 /// The `flatMap(mutate)` stage of the pipeline: calls `mutate` for each action, under the
 /// gate, and merges the effects it returns. Effects run concurrently (like Rx's
@@ -67,8 +68,8 @@ class EffectParent<Mutation> {
     func effectFinished(_ subscriber: EffectSubscriber<Mutation>) {}
 }
 
-final class MutationFlatMapSubscription<Action, Mutation, Downstream: Subscriber>
-: EffectParent<Mutation>, Subscription, Subscriber, GateWork, EffectTracking
+final class MutationFlatMapSubscription<Action, Mutation, Downstream: Subscriber>: EffectParent<Mutation>, Subscription,
+    Subscriber, GateWork, EffectTracking
 where Downstream.Input == Mutation, Downstream.Failure == Never {
     typealias Input = Action
     typealias Failure = Never
@@ -159,7 +160,9 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         let stillRunning = !target.finished && !self.cancelled
         // Cancelled while `mutate` ran (the reactor was let go): the cancel missed this effect.
         let orphaned = !target.finished && self.cancelled
-        if stillRunning { running[ObjectIdentifier(target)] = unsafeDowncast(target, to: EffectSubscriber<Mutation>.self) }
+        if stillRunning {
+            running[ObjectIdentifier(target)] = unsafeDowncast(target, to: EffectSubscriber<Mutation>.self)
+        }
         target.tracked = stillRunning
         // Kept for the next action only when nothing else holds it (no subscription, no queued
         // value): whoever does may still call it.
@@ -178,7 +181,8 @@ where Downstream.Input == Mutation, Downstream.Failure == Never {
         let thread = pthread_self()
         lock.lock()
         guard let window = subscriber.window, pthread_equal(window, thread) != 0, !subscriber.isCancelled,
-              let downstream, demand > 0, !hasBuffered, !gate.isEmitting else {
+            let downstream, demand > 0, !hasBuffered, !gate.isEmitting
+        else {
             lock.unlock()
             return false
         }
@@ -359,7 +363,7 @@ final class EffectSubscriber<Mutation>: ImmediateEffectTarget, Subscriber, GateW
 
     func receive(completion: Subscribers.Completion<Never>) {
         parent.lock.lock()
-        let finished = subscription   // released after unlocking, as in `cancel`
+        let finished = subscription  // released after unlocking, as in `cancel`
         subscription = nil
         parent.lock.unlock()
         parent.effectFinished(self)

@@ -32,7 +32,8 @@ class GatedSink<Action, Mutation, State> {
 
 /// The end of the mutation stream: `scan(initialState, reduce)`, under the gate.
 final class ReduceSink<Action, Mutation, State>: GatedSink<Action, Mutation, State>,
-    Subscriber, Cancellable, GateWork {
+    Subscriber, Cancellable, GateWork
+{
     typealias Input = Mutation
     typealias Failure = Never
 
@@ -49,7 +50,8 @@ final class ReduceSink<Action, Mutation, State>: GatedSink<Action, Mutation, Sta
 /// The end of the state stream, after `transform(state:)`: sets `currentState`, then
 /// delivers to `reactor.state` subscribers (the replayed, hot stream), under the gate.
 final class StateSink<Action, Mutation, State>: GatedSink<Action, Mutation, State>,
-    Subscriber, Cancellable, GateWork {
+    Subscriber, Cancellable, GateWork
+{
     typealias Input = State
     typealias Failure = Never
 

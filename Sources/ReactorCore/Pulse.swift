@@ -50,10 +50,12 @@ extension Pulse: Encodable where Value: Encodable {
         var container = encoder.singleValueContainer()
         try container.encode(value)
         if let recorder = ThreadContext.current.pulseRecorder,
-           recorder.record(pulseIn: encoder, updatedCount: valueUpdatedCount, value: value) {
+            recorder.record(pulseIn: encoder, updatedCount: valueUpdatedCount, value: value)
+        {
             return
         }
-        let observer = (encoder as? any PulseObservingEncoder)?.pulseObserver
+        let observer =
+            (encoder as? any PulseObservingEncoder)?.pulseObserver
             ?? encoder.userInfo[.pulseObserver] as? PulseEncodingObserver
         if let observer {
             observer.didEncodePulse(at: encoder.codingPath, updatedCount: valueUpdatedCount, value: value)
@@ -94,8 +96,8 @@ extension Reactor {
             // A never-assigned pulse (count 0) compares equal to this seed and is dropped.
             .prepend((count: 0, value: nil))
             .removeDuplicates { $0.count == $1.count }
-            .dropFirst() // the seed
-            .map { $0.value! } // only the seed has no value
+            .dropFirst()  // the seed
+            .map { $0.value! }  // only the seed has no value
             .eraseToAnyPublisher()
     }
 }

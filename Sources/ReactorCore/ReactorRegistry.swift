@@ -34,7 +34,8 @@ final class ReactorRegistry {
     /// The storage of `reactor`; when this call makes it, its pipeline starts from `state`
     /// (`initialState` when nil). `made` tells whether it did.
     func storage<R: Reactor>(for reactor: R, startingFrom state: R.State?)
-        -> (storage: ReactorStorage<R.Action, R.Mutation, R.State>, made: Bool) {
+        -> (storage: ReactorStorage<R.Action, R.Mutation, R.State>, made: Bool)
+    {
         let key = ObjectIdentifier(reactor)
         while true {
             if let existing = lock.withLock({ storages[key] }) {
@@ -89,8 +90,9 @@ final class ReactorRegistry {
     private func startWatchingIfNeeded() {
         guard timer == nil else { return }
         let made = DispatchSource.makeTimerSource(queue: queue)
-        made.schedule(deadline: .now() + Self.interval, repeating: Self.interval,
-                      leeway: .milliseconds(5))
+        made.schedule(
+            deadline: .now() + Self.interval, repeating: Self.interval,
+            leeway: .milliseconds(5))
         made.setEventHandler { [unowned self] in sweep() }
         timer = made
         made.resume()

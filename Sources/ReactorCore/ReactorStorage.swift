@@ -132,7 +132,8 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
     /// What transform(state:) makes of the reduced states; nil when it hands them back as
     /// they are. (Its own function, so that nothing of the call outlives it.)
     private static func transformedStates<R: Reactor>(_ reactor: R, _ reduced: StateRelay<State>)
-    -> AnyPublisher<State, Never>? where R.State == State {
+        -> AnyPublisher<State, Never>? where R.State == State
+    {
         let erased = reduced.eraseToAnyPublisher()
         let states = reactor.transform(state: erased)
         return isSamePublisher(states, erased) ? nil : states
@@ -201,7 +202,9 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
 
 /// Whether two type-erased publishers are one and the same (the same box inside): equal
 /// bytes of the one reference `AnyPublisher` holds.
-private func isSamePublisher<Output, Failure>(_ a: AnyPublisher<Output, Failure>,
-                                              _ b: AnyPublisher<Output, Failure>) -> Bool {
+private func isSamePublisher<Output, Failure>(
+    _ a: AnyPublisher<Output, Failure>,
+    _ b: AnyPublisher<Output, Failure>
+) -> Bool {
     withUnsafeBytes(of: a) { a in withUnsafeBytes(of: b) { b in a.elementsEqual(b) } }
 }

@@ -99,7 +99,7 @@ final class SerialGate {
                 if waiters > 0 { condition?.signal() }
                 mutex.unlock()
                 context.pop(self)
-                _ = dropped // released outside the lock
+                _ = dropped  // released outside the lock
                 return
             }
             var batch: [() -> Void] = []

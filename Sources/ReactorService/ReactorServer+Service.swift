@@ -10,13 +10,13 @@ extension ReactorServer: Service {
     /// gracefully, on a thread of its own (a stop blocks for up to `stopDeadline`), and returns.
     public func run() async throws {
         try start()
-        try? await gracefulShutdown()   // returns at the shutdown, throws at a cancellation: either way, stop
+        try? await gracefulShutdown()  // returns at the shutdown, throws at a cancellation: either way, stop
         await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
             let stopping: @Sendable () -> Void = {
                 self.stop()
                 stopped.resume()
             }
-            if (try? PlatformThread.detached(stopping)) == nil { stopping() }   // no thread to be had: here
+            if (try? PlatformThread.detached(stopping)) == nil { stopping() }  // no thread to be had: here
         }
     }
 }

@@ -1,4 +1,11 @@
+internal import CMicroHTTPDOwnAnswers
+import ConcurrencyPrimitives
 import Dispatch
+import Logging
+import MicroHTTP
+import ReactorCore
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -7,12 +14,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-internal import CMicroHTTPDOwnAnswers
-import ConcurrencyPrimitives
-import Logging
-import MicroHTTP
-import ReactorCore
-import ReactorStore
 
 /// Serves reactors over HTTP: sessions, actions, and their state and pulses as SSE.
 ///
@@ -46,14 +47,17 @@ public final class ReactorServer: Sendable {
     /// A server with `configuration` and no reactor kinds yet; nothing listens before `start()`.
     /// `logger` gets the server's log lines. Without `configuration.adminToken` the server makes
     /// a random admin token (see `ServiceConfiguration.adminToken`).
-    public init(configuration: ServiceConfiguration = ServiceConfiguration(),
-                logger: Logger = Logger(label: "reactord")) {
+    public init(
+        configuration: ServiceConfiguration = ServiceConfiguration(),
+        logger: Logger = Logger(label: "reactord")
+    ) {
         let token = configuration.adminToken ?? Self.randomToken()
         let context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
         context.routes.withLock { $0 = RouteTable(context: context).router }
         self.context = context
-        http = HTTPServer(configuration: Self.httpConfiguration(configuration, context: context, logger: logger),
-                          router: context.routes.current)
+        http = HTTPServer(
+            configuration: Self.httpConfiguration(configuration, context: context, logger: logger),
+            router: context.routes.current)
     }
 
     /// Adds a reactor kind. `make` builds one reactor per session and is handed the global
@@ -88,7 +92,9 @@ public final class ReactorServer: Sendable {
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
     ) where R.Action: Decodable, R.State: Codable {
-        add(kind, { currentUser, _ in make(currentUser) }) { json in try JSONDecoder().decode(R.State.self, from: Data(json)) }
+        add(kind, { currentUser, _ in make(currentUser) }) { json in
+            try JSONDecoder().decode(R.State.self, from: Data(json))
+        }
     }
 
     /// Adds a reactor kind whose factory is also handed the `Principal` that creates the session:
@@ -119,19 +125,24 @@ public final class ReactorServer: Sendable {
     ) where R.Action: Decodable, R.State: Encodable {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
-        let currentUser = context.currentUser, logger = context.logger
+        let currentUser = context.currentUser
+        let logger = context.logger
         // Shared by every session of this kind (made per session, the closure cost each one a context).
         let sessionKind = SessionKind(name: kind, redactedFields: SensitiveFields.of(R.Action.self)) { error in
             logger.error("a state could not be encoded", metadata: ["reactor": "\(kind)", "error": "\(error)"])
         }
-        context.registry.register(kind, factory: { key, hub, principal, storedState in
-            let state = try storedState.map(decode)
-            return ReactorSession(key: key, kind: sessionKind, owner: principal?.subject,
-                                  reactor: make(currentUser, principal), hub: hub, restoring: state)
-        }, describe: {
-            // A reactor made only to read its initial state (its pipeline is never started).
-            KindDescription.of(kind: kind, initialState: make(currentUser, nil).initialState, action: R.Action.self)
-        })
+        context.registry.register(
+            kind,
+            factory: { key, hub, principal, storedState in
+                let state = try storedState.map(decode)
+                return ReactorSession(
+                    key: key, kind: sessionKind, owner: principal?.subject,
+                    reactor: make(currentUser, principal), hub: hub, restoring: state)
+            },
+            describe: {
+                // A reactor made only to read its initial state (its pipeline is never started).
+                KindDescription.of(kind: kind, initialState: make(currentUser, nil).initialState, action: R.Action.self)
+            })
     }
 
     /// Opens the store (throws `StoreError.cannotOpen`, naming what is wrong, when it cannot),
@@ -142,17 +153,20 @@ public final class ReactorServer: Sendable {
         try context.openStore()
         if let engine = context.persistence?.engine {
             // Reachable: a one-row read on the store's reader connection answers.
-            addReadinessCheck(ReadinessCheck("store") {
-                do throws(StoreError) {
-                    _ = try engine.loadUser()
-                    return nil
-                } catch {
-                    return "the store does not answer: \(error.detail)"
-                }
-            })
+            addReadinessCheck(
+                ReadinessCheck("store") {
+                    do throws(StoreError) {
+                        _ = try engine.loadUser()
+                        return nil
+                    } catch {
+                        return "the store does not answer: \(error.detail)"
+                    }
+                })
         }
         let cluster = context.cluster
-        if let cluster, configuration.port != 0 { try cluster.store.advertise(advertisedAddress(port: configuration.port)) }
+        if let cluster, configuration.port != 0 {
+            try cluster.store.advertise(advertisedAddress(port: configuration.port))
+        }
         do {
             try http.start()
         } catch {
@@ -169,12 +183,16 @@ public final class ReactorServer: Sendable {
         // the token of a server that runs in the same folder.
         if configuration.adminToken == nil { announceGeneratedToken() }
         context.readiness.setListening(true)
-        context.logger.info("reactord listening", metadata: [
-            "host": "\(context.configuration.host)", "port": "\(http.port)",
-            "reactors": "\(context.registry.names.joined(separator: ","))",
-            "access_log": "\(context.configuration.accessLog ? "on" : "off")",
-            "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
-        ].merging(cluster.map { ["node": "\($0.store.nodeID)", "advertise": "\(configuration.advertise ?? "")"] } ?? [:]) { $1 })
+        context.logger.info(
+            "reactord listening",
+            metadata: [
+                "host": "\(context.configuration.host)", "port": "\(http.port)",
+                "reactors": "\(context.registry.names.joined(separator: ","))",
+                "access_log": "\(context.configuration.accessLog ? "on" : "off")",
+                "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
+            ].merging(
+                cluster.map { ["node": "\($0.store.nodeID)", "advertise": "\(configuration.advertise ?? "")"] } ?? [:]
+            ) { $1 })
     }
 
     /// Where other nodes of a cluster reach this one: `advertise`, else `http://HOST:PORT`.
@@ -182,8 +200,9 @@ public final class ReactorServer: Sendable {
         if let advertise = configuration.advertise { return advertise }
         let host = configuration.host
         guard !["0.0.0.0", "::", "", "*"].contains(host) else {
-            throw .cannotOpen("cluster mode needs --advertise URL (REACTORD_ADVERTISE) when listening on \(host): "
-                + "other nodes forward requests to that address")
+            throw .cannotOpen(
+                "cluster mode needs --advertise URL (REACTORD_ADVERTISE) when listening on \(host): "
+                    + "other nodes forward requests to that address")
         }
         return host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
     }
@@ -194,37 +213,43 @@ public final class ReactorServer: Sendable {
     /// committed and streams close without it, so clients reconnect and resume.
     public func stop() {
         guard context.beginStopping() else { return }
-        defer { tokenFile.current?.release() }   // last: another server may have the file from then on
-        defer { context.routes.withLock { $0 = Router() } }   // they hold the context: no cycle once stopped
+        defer { tokenFile.current?.release() }  // last: another server may have the file from then on
+        defer { context.routes.withLock { $0 = Router() } }  // they hold the context: no cycle once stopped
         let started = DispatchTime.now().uptimeNanoseconds
-        context.logger.info("reactord stopping", metadata: [
-            "sessions": "\(context.sessions.sessionCount)", "streams": "\(http.openStreamCount)",
-        ])
+        context.logger.info(
+            "reactord stopping",
+            metadata: [
+                "sessions": "\(context.sessions.sessionCount)", "streams": "\(http.openStreamCount)",
+            ])
         sweeper.current?.cancel()
         guard let persistence = context.persistence else {
             let ended = context.sessions.removeAll()
             for session in ended { context.end(session, reason: "shutdown") }
             http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
-            context.logger.info("reactord stopped", metadata: [
-                "sessions_ended": "\(ended.count)", "streams_left": "\(http.openStreamCount)",
-                "seconds": "\(Self.seconds(since: started))",
-            ])
+            context.logger.info(
+                "reactord stopped",
+                metadata: [
+                    "sessions_ended": "\(ended.count)", "streams_left": "\(http.openStreamCount)",
+                    "seconds": "\(Self.seconds(since: started))",
+                ])
             return
         }
         let sessions = context.sessions.removeAll()
-        for session in sessions { session.release() }   // no change after this one...
-        persistence.journal.stop()                      // ...so this commits the last of them
+        for session in sessions { session.release() }  // no change after this one...
+        persistence.journal.stop()  // ...so this commits the last of them
         // Committed: every lease goes back now, not at exit, so that other nodes serve these
         // sessions on their next request while this one drains its connections.
         context.cluster?.store.release(sessions.map(\.id))
         for session in sessions { context.end(session, reason: nil) }
         context.cluster?.stop()
         http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline)
-        persistence.engine.close()                      // a shared store gives the leases back
-        context.logger.info("reactord stopped", metadata: [
-            "sessions_in_memory": "\(sessions.count)", "streams_left": "\(http.openStreamCount)",
-            "seconds": "\(Self.seconds(since: started))",
-        ])
+        persistence.engine.close()  // a shared store gives the leases back
+        context.logger.info(
+            "reactord stopped",
+            metadata: [
+                "sessions_in_memory": "\(sessions.count)", "streams_left": "\(http.openStreamCount)",
+                "seconds": "\(Self.seconds(since: started))",
+            ])
     }
 
     private static func seconds(since start: UInt64) -> Double {
@@ -244,7 +269,8 @@ public final class ReactorServer: Sendable {
         let registered = DispatchGroup()
         let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
             #if !os(Linux)
-            signal(number, SIG_IGN)   // kqueue reports a signal beside its action; on Linux libdispatch installs a handler
+            // kqueue reports a signal beside its action; on Linux libdispatch installs a handler
+            signal(number, SIG_IGN)
             #endif
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { stopped.signal() }
@@ -253,20 +279,22 @@ public final class ReactorServer: Sendable {
             source.resume()
             return source
         }
-        _ = registered.wait(timeout: .now() + 5)   // bounded: a source that cannot register never says so
+        _ = registered.wait(timeout: .now() + 5)  // bounded: a source that cannot register never says so
         do {
             try start()
         } catch {
-            signals.forEach { $0.cancel() }
+            for source in signals { source.cancel() }
             throw error
         }
         stopped.wait()
         stop()
-        signals.forEach { $0.cancel() }
+        for source in signals { source.cancel() }
     }
 
-    private static func httpConfiguration(_ configuration: ServiceConfiguration, context: ServiceContext,
-                                          logger: Logger) -> HTTPServerConfiguration {
+    private static func httpConfiguration(
+        _ configuration: ServiceConfiguration, context: ServiceContext,
+        logger: Logger
+    ) -> HTTPServerConfiguration {
         let metrics = context.metrics
         var http = HTTPServerConfiguration()
         // libmicrohttpd's own log is mostly about single clients (one line per vanished event
@@ -292,9 +320,10 @@ public final class ReactorServer: Sendable {
             metrics.countRefusal(method: head.method, path: head.path, status: response.status)
             // Before routing, only the connection limits answer so (and stopping, which `hit` skips).
             if LimitNotices.isLimitRefusal(response) {
-                limits.hit(response.status == 429
-                    ? "a connection refused: its address is at the per-address connection limit (429 with Retry-After)"
-                    : "a connection refused: the server is at its connection limit (503 with Retry-After)")
+                limits.hit(
+                    response.status == 429
+                        ? "a connection refused: its address is at the per-address connection limit (429 with Retry-After)"
+                        : "a connection refused: the server is at its connection limit (503 with Retry-After)")
             }
         }
         return http
@@ -316,23 +345,27 @@ public final class ReactorServer: Sendable {
                 tokenFile.withLock { $0 = file }
                 metadata["admin_token_file"] = "\(path)"
             case .failure(.inUse):
-                logger.warning("""
+                logger.warning(
+                    """
                     no admin token configured, and the token file belongs to another running server: it is left \
                     as it is (set REACTORD_ADMIN_TOKEN or --admin-token-file)
                     """,
-                               metadata: ["admin_token_file": "\(path)"])
+                    metadata: ["admin_token_file": "\(path)"])
             case let .failure(.cannotWrite(reason)):
-                logger.warning("no admin token configured, and the generated one could not be written",
-                               metadata: ["admin_token_file": "\(path)", "error": "\(reason)"])
+                logger.warning(
+                    "no admin token configured, and the generated one could not be written",
+                    metadata: ["admin_token_file": "\(path)", "error": "\(reason)"])
             }
         }
         if isatty(STDERR_FILENO) == 1 {
-            let line = Array("reactord: this run's admin token (also in the file named in the log, if any): \(adminToken)\n".utf8)
+            let line = Array(
+                "reactord: this run's admin token (also in the file named in the log, if any): \(adminToken)\n".utf8)
             _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
             metadata["printed_to"] = "stderr (a terminal)"
         }
-        logger.info("no admin token configured; made one for this run (set REACTORD_ADMIN_TOKEN to choose it)",
-                    metadata: metadata)
+        logger.info(
+            "no admin token configured; made one for this run (set REACTORD_ADMIN_TOKEN to choose it)",
+            metadata: metadata)
     }
 
     private static func randomToken() -> String {

@@ -1,13 +1,14 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import ConcurrencyPrimitives
 import Logging
 import MicroHTTP
 import ReactorCore
 import ReactorStore
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// What every route shares: the sessions, the reactor kinds, the global user, the store, the
 /// metrics.
@@ -59,16 +60,20 @@ final class ServiceContext: @unchecked Sendable {
 
     private static func actionLog(_ configuration: ServiceConfiguration, keepsEntries: Bool) -> ActionLogSettings? {
         guard configuration.actionLogLength > 0 else { return nil }
-        return ActionLogSettings(length: configuration.actionLogLength, age: configuration.actionLogAge,
-                                 keepsEntries: keepsEntries)
+        return ActionLogSettings(
+            length: configuration.actionLogLength, age: configuration.actionLogAge,
+            keepsEntries: keepsEntries)
     }
 
-    private static func ledger(_ configuration: ServiceConfiguration, engine: (any StoreEngine)?,
-                               metrics: IdempotencyMetrics) -> IdempotencyLedger {
+    private static func ledger(
+        _ configuration: ServiceConfiguration, engine: (any StoreEngine)?,
+        metrics: IdempotencyMetrics
+    ) -> IdempotencyLedger {
         // A forwarding node's own keys need only outlive a holder's lease and the forward's retry.
-        IdempotencyLedger(ttl: configuration.idempotencyTTL,
-                          forwardTTL: max(60, 4 * (configuration.forwardTimeout + configuration.leaseDuration)),
-                          engine: engine, metrics: metrics)
+        IdempotencyLedger(
+            ttl: configuration.idempotencyTTL,
+            forwardTTL: max(60, 4 * (configuration.forwardTimeout + configuration.leaseDuration)),
+            engine: engine, metrics: metrics)
     }
 
     /// Opens the configured store and brings back what must be there before the first
@@ -76,24 +81,30 @@ final class ServiceContext: @unchecked Sendable {
     /// Sessions themselves come back lazily, on their first request.
     func openStore() throws(StoreError) {
         guard let engine = try configuration.store.open(leaseDuration: configuration.leaseDuration) else { return }
-        let shared = (engine as? any ClusterStore).map { Cluster(store: $0, configuration: configuration, metrics: metrics) }
+        let shared = (engine as? any ClusterStore).map {
+            Cluster(store: $0, configuration: configuration, metrics: metrics)
+        }
         do throws(StoreError) {
             let stored: [UInt8]?
             if let shared { stored = try shared.loadUser().user } else { stored = try engine.loadUser() }
             if let json = stored {
                 guard let user = try? JSONDecoder().decode(User.self, from: Data(json)) else {
-                    throw StoreError.cannotOpen("the stored global user does not decode: \(String(decoding: json, as: UTF8.self))")
+                    throw StoreError.cannotOpen(
+                        "the stored global user does not decode: \(String(decoding: json, as: UTF8.self))")
                 }
                 currentUser.send(user)
             }
             sessions.setStored(try engine.sessionCount())
-            access.countStoredSessions { owner in Result { () throws(StoreError) in try engine.sessionCount(ownedBy: owner) } }
+            access.countStoredSessions { owner in
+                Result { () throws(StoreError) in try engine.sessionCount(ownedBy: owner) }
+            }
         } catch {
             engine.close()
             throw error
         }
-        persistence = Persistence(engine: engine, historyLength: configuration.historyLength,
-                                  actionLogLength: configuration.actionLogLength, logger: logger)
+        persistence = Persistence(
+            engine: engine, historyLength: configuration.historyLength,
+            actionLogLength: configuration.actionLogLength, logger: logger)
         cluster = shared
         idempotency = Self.ledger(configuration, engine: engine, metrics: idempotency.metrics)
         actionLogSettings = Self.actionLog(configuration, keepsEntries: false)
@@ -108,8 +119,9 @@ final class ServiceContext: @unchecked Sendable {
     func openAPISpec(template: String) -> [UInt8] {
         let kinds = registry.names
         if let cached = spec.withLock({ $0 }), cached.kinds == kinds { return cached.bytes }
-        let text = OpenAPISpec.render(template: template, kinds: registry.descriptions(),
-                                      defaultKind: configuration.defaultReactor ?? kinds.first)
+        let text = OpenAPISpec.render(
+            template: template, kinds: registry.descriptions(),
+            defaultKind: configuration.defaultReactor ?? kinds.first)
         let bytes = Array(text.utf8)
         spec.withLock { $0 = (kinds, bytes) }
         return bytes
@@ -141,7 +153,9 @@ final class ServiceContext: @unchecked Sendable {
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         if let address = cluster?.knownHolder(of: key) { return .failure(.heldElsewhere(address: address)) }
         let found = persistence.restore(key, into: self, onlyAtThisAddress: forwarded)
-        if case let .failure(.heldElsewhere(address)) = found, !address.isEmpty { cluster?.remember(address, asHolderOf: key) }
+        if case let .failure(.heldElsewhere(address)) = found, !address.isEmpty {
+            cluster?.remember(address, asHolderOf: key)
+        }
         return found
     }
 
@@ -149,14 +163,18 @@ final class ServiceContext: @unchecked Sendable {
     /// `owner`: the subject that creates a new session (a restored one has its stored owner).
     func makeHub(id: String, kind: String, owner: String? = nil, restoring stored: StoredSession? = nil) -> EventHub {
         let record = persistence.map {
-            SessionRecord(id: id, kind: kind, owner: stored?.owner ?? owner, journal: $0.journal, stored: stored,
-                          ttl: configuration.sessionTTL)
+            SessionRecord(
+                id: id, kind: kind, owner: stored?.owner ?? owner, journal: $0.journal, stored: stored,
+                ttl: configuration.sessionTTL)
         }
         let log = actionLogSettings.flatMap { settings in
-            SessionKey(id).map { SessionActionLog(settings: settings, session: $0, lastNumber: stored?.lastLoggedAction ?? 0) }
+            SessionKey(id).map {
+                SessionActionLog(settings: settings, session: $0, lastNumber: stored?.lastLoggedAction ?? 0)
+            }
         }
-        return EventHub(historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored,
-                        actionLog: log)
+        return EventHub(
+            historyLength: configuration.historyLength, metrics: metrics, record: record, restoring: stored,
+            actionLog: log)
     }
 
     /// Claims a place in memory for a session, unloading the least recently used idle ones when
@@ -207,8 +225,10 @@ final class ServiceContext: @unchecked Sendable {
 
     /// Removes a session for good (DELETE, or its TTL): from the store first when it is
     /// durable, then its streams get `event: end`. `completion` gets the store's failure.
-    func remove(_ session: any Session, reason: String, answer: StoredAnswer? = nil,
-                then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
+    func remove(
+        _ session: any Session, reason: String, answer: StoredAnswer? = nil,
+        then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }
+    ) {
         guard let persistence else {
             end(session, reason: reason)
             completion(nil)

@@ -2,6 +2,7 @@ internal import ConcurrencyPrimitives
 import Logging
 import MicroHTTP
 import ReactorService
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -118,7 +119,10 @@ struct AccessLineFormatter: AccessLineWriter {
             let position = key.rawValue
             while next < formatter.base.count, formatter.base[next].position <= position {
                 let entry = formatter.base[next]
-                if !(entry.position == position && entry.isKey) { separate(); out += entry.rendered }
+                if !(entry.position == position && entry.isKey) {
+                    separate()
+                    out += entry.rendered
+                }
                 next += 1
             }
             separate()
@@ -126,7 +130,11 @@ struct AccessLineFormatter: AccessLineWriter {
             let json = formatter.format == .json
             switch value {
             case let .text(text):
-                if json { AccessLineFormatter.appendEscaped(text, to: &out) } else { AccessLineFormatter.append(text, to: &out) }
+                if json {
+                    AccessLineFormatter.appendEscaped(text, to: &out)
+                } else {
+                    AccessLineFormatter.append(text, to: &out)
+                }
             case let .utf8(bytes):
                 if json { AccessLineFormatter.appendEscaped(bytes, to: &out) } else { out.append(contentsOf: bytes) }
             case let .number(number):
@@ -155,7 +163,11 @@ struct AccessLineFormatter: AccessLineWriter {
         }
 
         private mutating func separate() {
-            if formatter.format == .text { out.append(UInt8(ascii: " ")) } else if !first { out.append(UInt8(ascii: ",")) }
+            if formatter.format == .text {
+                out.append(UInt8(ascii: " "))
+            } else if !first {
+                out.append(UInt8(ascii: ","))
+            }
             first = false
         }
     }

@@ -32,4 +32,6 @@ struct Environment {
     }
 }
 
+// swift-format-ignore: AvoidRetroactiveConformances
+// swift-log's level as a flag's value: neither package can declare it, and reactord is an executable.
 extension Logger.Level: @retroactive ExpressibleByArgument {}

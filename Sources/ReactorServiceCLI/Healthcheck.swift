@@ -1,4 +1,5 @@
 import ArgumentParser
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -91,12 +92,15 @@ struct Healthcheck: ParsableCommand {
         while !received.contains(UInt8(ascii: "\n")) && received.count < 4096 {
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             guard count > 0 else {
-                throw Failure(description: count == 0 ? "the server closed the connection without an answer"
-                                                     : "no answer within \(timeout) s")
+                throw Failure(
+                    description: count == 0
+                        ? "the server closed the connection without an answer"
+                        : "no answer within \(timeout) s")
             }
             received += buffer[0..<count]
         }
-        let line = String(decoding: received.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+        let line = String(
+            decoding: received.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }, as: UTF8.self)
         let parts = line.split(separator: " ")
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/"), let status = Int(parts[1]) else {
             throw Failure(description: "not an HTTP answer: \(line.prefix(80))")

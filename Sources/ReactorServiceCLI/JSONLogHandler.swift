@@ -1,6 +1,7 @@
 import Logging
 import MicroHTTP
 import ReactorService
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

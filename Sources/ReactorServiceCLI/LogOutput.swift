@@ -1,5 +1,6 @@
 internal import ConcurrencyPrimitives
 import Logging
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -97,7 +98,7 @@ final class LogOutput: Sendable {
             while offset < bytes.count {
                 let written = systemWrite(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
                 if written < 0, errno == EINTR { continue }
-                if written <= 0 { break }   // stderr closed or broken: the lines have nowhere to go
+                if written <= 0 { break }  // stderr closed or broken: the lines have nowhere to go
                 offset += written
             }
         }
@@ -123,8 +124,10 @@ final class LogOutput: Sendable {
         while true {
             buffers.withLock(waitingOn: lineArrived, until: { !$0.pending.isEmpty }) { _, _ in }
             // Let the lines of the next 50 ms join this write, unless they fill `soon` first.
-            let batch = buffers.withLock(waitingOn: lineArrived, until: { $0.pending.count >= Self.soon },
-                                         deadline: .after(seconds: Self.delaySeconds)) { buffers, _ in cut(&buffers) }
+            let batch = buffers.withLock(
+                waitingOn: lineArrived, until: { $0.pending.count >= Self.soon },
+                deadline: .after(seconds: Self.delaySeconds)
+            ) { buffers, _ in cut(&buffers) }
             writeOut(batch)
         }
     }

@@ -1,4 +1,7 @@
 import ArgumentParser
+import Logging
+import ReactorService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -7,8 +10,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Logging
-import ReactorService
 
 extension ReactorServer {
     /// A whole server binary in one call, with reactord's command line: parses the flags and
@@ -44,8 +45,9 @@ extension ReactorServer {
         let options = parsed(ServeCommand.self, arguments).options
         do {
             try options.bootstrapLogging()
-            let server = ReactorServer(configuration: try options.configuration(),
-                                       logger: Logger(label: ServeCommand.commandName))
+            let server = ReactorServer(
+                configuration: try options.configuration(),
+                logger: Logger(label: ServeCommand.commandName))
             try register(server)
             try server.run()
         } catch {

@@ -1,10 +1,11 @@
 import ArgumentParser
+import ReactorService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReactorService
 
 extension ServerOptions {
     /// The JWT verification `--jwt-secret` or `--jwt-key` (or their variables) turn on, with
@@ -22,8 +23,9 @@ extension ServerOptions {
         let leeway: Double? = try jwtLeeway ?? environment.value("REACTORD_JWT_LEEWAY")
         let adminClaim: String? = try jwtAdminClaim ?? environment.value("REACTORD_JWT_ADMIN_CLAIM")
         if secret != nil && keyPath != nil {
-            throw ValidationError("\(source(jwtKey, "jwt-key")): give either a JWT secret or a key, not both "
-                + "(\(source(jwtSecret, "jwt-secret")) is set too)")
+            throw ValidationError(
+                "\(source(jwtKey, "jwt-key")): give either a JWT secret or a key, not both "
+                    + "(\(source(jwtSecret, "jwt-secret")) is set too)")
         }
         var verification: JWTVerification
         if let secret {
@@ -43,10 +45,13 @@ extension ServerOptions {
                 throw ValidationError("\(name): '\(keyPath)' is \(error)")
             }
         } else {
-            for (value, flag, name) in [(issuer as Any?, jwtIssuer as Any?, "jwt-issuer"), (audience, jwtAudience, "jwt-audience"),
-                                        (leeway, jwtLeeway, "jwt-leeway"), (adminClaim, jwtAdminClaim, "jwt-admin-claim")]
+            for (value, flag, name) in [
+                (issuer as Any?, jwtIssuer as Any?, "jwt-issuer"), (audience, jwtAudience, "jwt-audience"),
+                (leeway, jwtLeeway, "jwt-leeway"), (adminClaim, jwtAdminClaim, "jwt-admin-claim"),
+            ]
             where value != nil {
-                throw ValidationError("\(source(flag, name)) needs --jwt-secret or --jwt-key (REACTORD_JWT_SECRET or REACTORD_JWT_KEY)")
+                throw ValidationError(
+                    "\(source(flag, name)) needs --jwt-secret or --jwt-key (REACTORD_JWT_SECRET or REACTORD_JWT_KEY)")
             }
             return nil
         }
@@ -58,12 +63,15 @@ extension ServerOptions {
         verification.audience = audience
         if let leeway {
             guard leeway.isFinite, leeway >= 0, leeway <= 86_400 else {
-                throw ValidationError("\(source(jwtLeeway, "jwt-leeway")) must be a number of seconds from 0 to 86400 (got \(leeway))")
+                throw ValidationError(
+                    "\(source(jwtLeeway, "jwt-leeway")) must be a number of seconds from 0 to 86400 (got \(leeway))")
             }
             verification.leeway = leeway
         }
         if let adminClaim {
-            guard !adminClaim.isEmpty else { throw ValidationError("\(source(jwtAdminClaim, "jwt-admin-claim")) must not be empty") }
+            guard !adminClaim.isEmpty else {
+                throw ValidationError("\(source(jwtAdminClaim, "jwt-admin-claim")) must not be empty")
+            }
             verification.adminClaim = adminClaim
         }
         return verification

@@ -29,8 +29,10 @@ public struct LoggedAction: Sendable, Equatable {
     /// Seconds since 1970.
     public var time: Double
 
-    public init(number: UInt64, cause: Cause, origin: UInt64? = nil, firstVersion: UInt64?, version: UInt64,
-                json: [UInt8]? = nil, subject: String? = nil, idempotencyKey: String? = nil, time: Double) {
+    public init(
+        number: UInt64, cause: Cause, origin: UInt64? = nil, firstVersion: UInt64?, version: UInt64,
+        json: [UInt8]? = nil, subject: String? = nil, idempotencyKey: String? = nil, time: Double
+    ) {
         self.number = number
         self.cause = cause
         self.origin = origin

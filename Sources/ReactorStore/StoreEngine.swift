@@ -68,8 +68,10 @@ public struct StoredSession: Sendable {
     /// The number of its action log's newest entry (0: none yet): the next one follows it.
     public var lastLoggedAction: UInt64
 
-    public init(id: String, kind: String, owner: String? = nil, stateJSON: [UInt8], version: UInt64,
-                createdAt: Double, lastActive: Double, events: [StoredEvent], lastLoggedAction: UInt64 = 0) {
+    public init(
+        id: String, kind: String, owner: String? = nil, stateJSON: [UInt8], version: UInt64,
+        createdAt: Double, lastActive: Double, events: [StoredEvent], lastLoggedAction: UInt64 = 0
+    ) {
         self.id = id
         self.kind = kind
         self.owner = owner
@@ -138,9 +140,11 @@ public struct SessionWrite: Sendable {
     /// The action log's entries for these changes, oldest first.
     public var loggedActions: [LoggedAction]
 
-    public init(id: String, kind: String, owner: String? = nil, isNew: Bool, stateJSON: [UInt8], version: UInt64,
-                createdAt: Double, lastActive: Double?, events: [StoredEvent], answers: [StoredAnswer] = [],
-                loggedActions: [LoggedAction] = []) {
+    public init(
+        id: String, kind: String, owner: String? = nil, isNew: Bool, stateJSON: [UInt8], version: UInt64,
+        createdAt: Double, lastActive: Double?, events: [StoredEvent], answers: [StoredAnswer] = [],
+        loggedActions: [LoggedAction] = []
+    ) {
         self.id = id
         self.kind = kind
         self.owner = owner
@@ -176,7 +180,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     public var detail: String {
         switch self {
         case let .full(detail, _), let .unavailable(detail, _), let .damaged(detail, _), let .notHeld(detail),
-             let .cannotOpen(detail): detail
+            let .cannotOpen(detail):
+            detail
         }
     }
 

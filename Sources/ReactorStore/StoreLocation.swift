@@ -28,8 +28,9 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
             guard !path.isEmpty else { throw .cannotOpen("'sqlite:' needs a file path, e.g. sqlite:reactord.sqlite") }
             // An option it does not know would otherwise name a new, empty file ("r.sqlite?synchronous=full").
             if let query = path.firstIndex(of: "?") {
-                throw .cannotOpen("'\(path[query...])' is no option of sqlite:PATH, which takes ?sync=normal or ?sync=full "
-                    + "(a file name with '?' in it is not supported)")
+                throw .cannotOpen(
+                    "'\(path[query...])' is no option of sqlite:PATH, which takes ?sync=normal or ?sync=full "
+                        + "(a file name with '?' in it is not supported)")
             }
             self = .sqlite(path: String(path), sync: sync)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
@@ -40,8 +41,9 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
             }
             self = .postgres(url: text)
         } else {
-            throw .cannotOpen("unknown store '\(Self.redacted(text))'; expected 'memory', 'sqlite:PATH' or "
-                + "'postgres://user:password@host:port/db'")
+            throw .cannotOpen(
+                "unknown store '\(Self.redacted(text))'; expected 'memory', 'sqlite:PATH' or "
+                    + "'postgres://user:password@host:port/db'")
         }
     }
 
@@ -99,7 +101,8 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
     private static func passwordRange(in url: String) -> Range<String.Index>? {
         let authority = authority(of: url)
         guard let at = authority.lastIndex(of: "@"),
-              let colon = authority[..<at].firstIndex(of: ":") else { return nil }
+            let colon = authority[..<at].firstIndex(of: ":")
+        else { return nil }
         return authority.index(after: colon)..<at
     }
 
@@ -108,7 +111,8 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
         var input = Array(text.utf8)[...]
         while let byte = input.popFirst() {
             if byte == UInt8(ascii: "%"), input.count >= 2,
-               let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16) {
+                let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16)
+            {
                 bytes.append(value)
                 input = input.dropFirst(2)
             } else {

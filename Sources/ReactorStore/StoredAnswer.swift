@@ -27,8 +27,10 @@ public struct StoredAnswer: Sendable, Equatable {
         }
     }
 
-    public init(scope: String, key: String, request: String, status: Int, headers: [Field], body: [UInt8],
-                expires: Double, session: String?) {
+    public init(
+        scope: String, key: String, request: String, status: Int, headers: [Field], body: [UInt8],
+        expires: Double, session: String?
+    ) {
         self.scope = scope
         self.key = key
         self.request = request

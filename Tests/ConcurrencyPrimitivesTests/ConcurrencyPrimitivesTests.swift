@@ -8,7 +8,8 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
         let counter = Locked(0)
         let done = Locked(0)
         let finished = Condition()
-        let threads = 4, increments = 10_000
+        let threads = 4
+        let increments = 10_000
         for _ in 0..<threads {
             try PlatformThread.detached {
                 for _ in 0..<increments { counter.withLock { $0 += 1 } }
@@ -16,8 +17,10 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
                 finished.broadcast()
             }
         }
-        let all = done.withLock(waitingOn: finished, until: { $0 == threads },
-                                deadline: .after(seconds: 30)) { _, ready in ready }
+        let all = done.withLock(
+            waitingOn: finished, until: { $0 == threads },
+            deadline: .after(seconds: 30)
+        ) { _, ready in ready }
         XCTAssertTrue(all)
         XCTAssertEqual(counter.current, threads * increments)
     }
@@ -39,12 +42,12 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
         let mutex = Mutex(recursive: true)
         let log = Locked<[Int]>([])
         mutex.lock()
-        mutex.withLock { mutex.withLock { log.withLock { $0.append(1) } } }   // would deadlock if not recursive
+        mutex.withLock { mutex.withLock { log.withLock { $0.append(1) } } }  // would deadlock if not recursive
         mutex.lock()
         let thread = try PlatformThread.joinable {
             mutex.withLock { log.withLock { $0.append(3) } }
         }
-        mutex.unlock()   // still held once: the thread waits
+        mutex.unlock()  // still held once: the thread waits
         log.withLock { $0.append(2) }
         mutex.unlock()
         thread.join()
@@ -75,7 +78,9 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
 
     func testWaitForAValueReportsTheDeadline() {
         let flag = Locked(false)
-        let ready = flag.withLock(waitingOn: Condition(), until: { $0 }, deadline: .after(seconds: 0.02)) { _, ready in ready }
+        let ready = flag.withLock(waitingOn: Condition(), until: { $0 }, deadline: .after(seconds: 0.02)) { _, ready in
+            ready
+        }
         XCTAssertFalse(ready)
     }
 }

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import MicroHTTP
 
 /// Issue 26, item 3: libmicrohttpd 0.9.75 zeroes a connection's whole memory pool after every
@@ -15,7 +16,7 @@ final class ConnectionPoolTests: XCTestCase {
             "GET /hello HTTP/1.1\r\nHost: t\r\nX-Pad: \(String(repeating: "a", count: padding))\r\n\r\n"
         }
         let socket = try TestSocket(port: server.port)
-        for padding in [3_500, 100, 3_500] {   // keep-alive: the pool is reset between them
+        for padding in [3_500, 100, 3_500] {  // keep-alive: the pool is reset between them
             try socket.write(head(padding: padding))
             XCTAssertEqual(socket.readResponse()?.status, 200, "a \(padding)-byte header fits")
         }

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import MicroHTTP
 
 /// Behaviour 7: more than 1,024 concurrent connections (epoll, not select; RLIMIT_NOFILE raised).

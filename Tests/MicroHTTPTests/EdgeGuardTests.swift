@@ -1,5 +1,7 @@
 import XCTest
+
 @testable import MicroHTTP
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,7 +27,10 @@ final class EdgeGuardTests: XCTestCase {
     /// A head that trickles in a byte at a time (each byte resets libmicrohttpd's idle timeout)
     /// is cut at its deadline, unanswered; one that completes in time is served.
     func testAHeadTricklingPastItsDeadlineIsCutAndOneInTimeIsServed() throws {
-        let server = try pingServer { $0.headTimeout = 1; $0.connectionTimeout = 30 }
+        let server = try pingServer {
+            $0.headTimeout = 1
+            $0.connectionTimeout = 30
+        }
         defer { server.stop() }
 
         let slow = try TestClient(port: server.port, receiveTimeout: 5)
@@ -33,7 +38,10 @@ final class EdgeGuardTests: XCTestCase {
         var cutAt: Double?
         for byte in "GET /ping HTTP/1.1\r\nHost: test\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8 {
             slow.send([byte])
-            if slow.socket.peerHasClosed { cutAt = monotonicNow() - start; break }
+            if slow.socket.peerHasClosed {
+                cutAt = monotonicNow() - start
+                break
+            }
             usleep(100_000)
             if monotonicNow() - start > 4 { break }
         }
@@ -55,13 +63,16 @@ final class EdgeGuardTests: XCTestCase {
     /// Once a head is in, the deadline is off: an event stream, a deferred reply slower than the
     /// deadline, and a body that takes longer are not cut by it.
     func testTheDeadlineNeverCutsWhatFollowsAHead() throws {
-        let server = try pingServer { $0.headTimeout = 1; $0.heartbeatInterval = 60 }
+        let server = try pingServer {
+            $0.headTimeout = 1
+            $0.heartbeatInterval = 60
+        }
         defer { server.stop() }
         let stream = try TestClient(port: server.port, receiveTimeout: 5)
         stream.send("GET /events HTTP/1.1\r\nHost: test\r\n\r\n")
         XCTAssertEqual(stream.readResponse(headOnly: true)?.status, 200)
         let deferred = try TestClient(port: server.port, receiveTimeout: 5)
-        XCTAssertEqual(deferred.request("GET", "/slow")?.bodyText, "late")   // 1.6 s
+        XCTAssertEqual(deferred.request("GET", "/slow")?.bodyText, "late")  // 1.6 s
         XCTAssertFalse(stream.socket.peerHasClosed, "a stream open past the head deadline was cut")
         XCTAssertEqual(server.openStreamCount, 1)
     }
@@ -69,17 +80,25 @@ final class EdgeGuardTests: XCTestCase {
     /// A keep-alive connection's next head may start as late as the idle timeout allows, then
     /// has the head deadline; trickled past that, it is cut.
     func testAKeepAliveConnectionsNextHeadHasADeadlineToo() throws {
-        let server = try pingServer { $0.headTimeout = 1; $0.connectionTimeout = 2 }
+        let server = try pingServer {
+            $0.headTimeout = 1
+            $0.connectionTimeout = 2
+        }
         defer { server.stop() }
         let client = try TestClient(port: server.port, receiveTimeout: 5)
         XCTAssertEqual(client.request("GET", "/ping")?.bodyText, "pong")
-        usleep(1_500_000)   // idle past the head deadline, within the idle timeout
+        usleep(1_500_000)  // idle past the head deadline, within the idle timeout
         XCTAssertEqual(client.request("GET", "/ping")?.bodyText, "pong", "an idle keep-alive connection was cut")
         let start = monotonicNow()
         var cut = false
-        for byte in "GET /ping HTTP/1.1\r\nHost: test\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8 {
+        for byte in "GET /ping HTTP/1.1\r\nHost: test\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+            .utf8
+        {
             client.send([byte])
-            if client.socket.peerHasClosed { cut = true; break }
+            if client.socket.peerHasClosed {
+                cut = true
+                break
+            }
             usleep(100_000)
             if monotonicNow() - start > 5 { break }
         }
@@ -90,7 +109,10 @@ final class EdgeGuardTests: XCTestCase {
     /// Past `connectionsPerIP`, an address's next connections are answered 429 with Retry-After,
     /// then closed at once; another address is served meanwhile, and a freed place is usable.
     func testAnAddressPastItsLimitIsRefusedAndAnotherIsServed() throws {
-        let server = try pingServer { $0.connectionsPerIP = 3; $0.connectionLimit = 100 }
+        let server = try pingServer {
+            $0.connectionsPerIP = 3
+            $0.connectionLimit = 100
+        }
         defer { server.stop() }
         var held = try (0..<3).map { _ in try TestClient(port: server.port, receiveTimeout: 2) }
         for client in held { XCTAssertEqual(client.request("GET", "/ping")?.bodyText, "pong") }
@@ -103,7 +125,8 @@ final class EdgeGuardTests: XCTestCase {
 
         // Past the refusal slots: closed at once, unanswered.
         var waiting = try (0..<EdgeGuard.refusalSlots).map { _ in try TestClient(port: server.port, receiveTimeout: 2) }
-        XCTAssertTrue(waitUntil(timeout: 2) { server.edge.connections(from: "127.0.0.1") == 3 + EdgeGuard.refusalSlots })
+        XCTAssertTrue(
+            waitUntil(timeout: 2) { server.edge.connections(from: "127.0.0.1") == 3 + EdgeGuard.refusalSlots })
         let dropped = try TestClient(port: server.port, receiveTimeout: 2)
         XCTAssertTrue(dropped.isClosedByPeer(timeout: 2), "a connection past the refusal slots is closed")
 
@@ -115,9 +138,10 @@ final class EdgeGuardTests: XCTestCase {
         // new connection is served.
         waiting.removeAll()
         held.removeFirst()
-        XCTAssertTrue(waitUntil(timeout: 3) {
-            (try? TestClient(port: server.port, receiveTimeout: 1).request("GET", "/ping")?.bodyText) == "pong"
-        }, "a place freed is served again")
+        XCTAssertTrue(
+            waitUntil(timeout: 3) {
+                (try? TestClient(port: server.port, receiveTimeout: 1).request("GET", "/ping")?.bodyText) == "pong"
+            }, "a place freed is served again")
     }
 
     /// A trusted proxy's connections are not limited per address, and the address it forwards
@@ -132,32 +156,48 @@ final class EdgeGuardTests: XCTestCase {
         for client in proxied { XCTAssertEqual(client.request("GET", "/ping")?.bodyText, "pong") }
 
         let proxy = proxied[0]
-        XCTAssertEqual(proxy.request("GET", "/client", headers: ["X-Forwarded-For: 203.0.113.9"])?.bodyText,
-                       "203.0.113.9 via 127.0.0.2")
+        XCTAssertEqual(
+            proxy.request("GET", "/client", headers: ["X-Forwarded-For: 203.0.113.9"])?.bodyText,
+            "203.0.113.9 via 127.0.0.2")
         // Read from the right: the first hop that is not a trusted proxy; what the client wrote
         // left of it counts for nothing.
-        XCTAssertEqual(proxy.request("GET", "/client", headers: ["X-Forwarded-For: 1.1.1.1, 198.51.100.7, 10.1.2.3"])?.bodyText,
-                       "198.51.100.7 via 127.0.0.2")
-        XCTAssertEqual(proxy.request("GET", "/client", headers: ["Forwarded: for=\"[2001:db8::17]:4711\";proto=http, for=10.0.0.1"])?.bodyText,
-                       "2001:db8::17 via 127.0.0.2")
-        XCTAssertEqual(proxy.request("GET", "/client", headers: ["Forwarded: for=unknown"])?.bodyText,
-                       "127.0.0.2 via 127.0.0.2")
+        XCTAssertEqual(
+            proxy.request("GET", "/client", headers: ["X-Forwarded-For: 1.1.1.1, 198.51.100.7, 10.1.2.3"])?.bodyText,
+            "198.51.100.7 via 127.0.0.2")
+        XCTAssertEqual(
+            proxy.request(
+                "GET", "/client", headers: ["Forwarded: for=\"[2001:db8::17]:4711\";proto=http, for=10.0.0.1"])?
+                .bodyText,
+            "2001:db8::17 via 127.0.0.2")
+        XCTAssertEqual(
+            proxy.request("GET", "/client", headers: ["Forwarded: for=unknown"])?.bodyText,
+            "127.0.0.2 via 127.0.0.2")
         XCTAssertEqual(proxy.request("GET", "/client")?.bodyText, "127.0.0.2 via 127.0.0.2")
 
         let direct = try TestClient(port: server.port, receiveTimeout: 2)
-        XCTAssertEqual(direct.request("GET", "/client", headers: ["X-Forwarded-For: 203.0.113.9",
-                                                              "Forwarded: for=203.0.113.10"])?.bodyText,
-                       "127.0.0.1 via 127.0.0.1")
+        XCTAssertEqual(
+            direct.request(
+                "GET", "/client",
+                headers: [
+                    "X-Forwarded-For: 203.0.113.9",
+                    "Forwarded: for=203.0.113.10",
+                ])?.bodyText,
+            "127.0.0.1 via 127.0.0.1")
         let second = try TestClient(port: server.port, receiveTimeout: 2)
         XCTAssertEqual(second.request("GET", "/ping")?.bodyText, "pong")
-        XCTAssertEqual(try TestClient(port: server.port, receiveTimeout: 2).request("GET", "/ping")?.status, 429,
-                       "an untrusted address is limited")
+        XCTAssertEqual(
+            try TestClient(port: server.port, receiveTimeout: 2).request("GET", "/ping")?.status, 429,
+            "an untrusted address is limited")
     }
 
     /// A bounded slowloris from 127.0.0.1 (five times the connection limit, a byte now and then
     /// on each) leaves 127.0.0.2 answered within 100 ms, every time.
     func testSlowlorisFromOneAddressLeavesAnotherServed() throws {
-        let server = try pingServer { $0.connectionLimit = 100; $0.connectionsPerIP = 10; $0.headTimeout = 2 }
+        let server = try pingServer {
+            $0.connectionLimit = 100
+            $0.connectionsPerIP = 10
+            $0.headTimeout = 2
+        }
         defer { server.stop() }
         let attack = SlowlorisAttack(port: server.port, connections: 500)
         defer { attack.stop() }

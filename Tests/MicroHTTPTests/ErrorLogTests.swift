@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+
 @testable import MicroHTTP
 
 /// libmicrohttpd's own error log goes to `HTTPServerConfiguration.errorLog`, never to stderr:
@@ -26,7 +27,10 @@ final class ErrorLogTests: XCTestCase {
         let registry = StreamRegistry()
         var server: HTTPServer!
         let stderr = try capturingStderr {
-            server = try startServer({ $0.bodyLimit = 1024; $0.errorLog = { line in lines.update { $0.append(line) } } }) { router in
+            server = try startServer({
+                $0.bodyLimit = 1024
+                $0.errorLog = { line in lines.update { $0.append(line) } }
+            }) { router in
                 router.add(.POST, "/echo") { request in .response(Response(body: request.body)) }
                 router.add(.GET, "/events") { _ in .eventStream(headers: HTTPHeaders()) { registry.add($0) } }
             }
@@ -46,10 +50,12 @@ final class ErrorLogTests: XCTestCase {
         XCTAssertFalse(lines.value.isEmpty, "libmicrohttpd logged something")
         XCTAssertTrue(lines.value.contains { $0.contains("internal error") }, "\(lines.value.prefix(5))")
         XCTAssertTrue(lines.value.allSatisfy { !$0.hasSuffix("\n") }, "one line per call, without its newline")
-        XCTAssertFalse(lines.value.contains { $0.contains("not the first option") }, "the logger is set before any option")
+        XCTAssertFalse(
+            lines.value.contains { $0.contains("not the first option") }, "the logger is set before any option")
         XCTAssertEqual(server.lastErrorLogLine, lines.value.last)
-        XCTAssertFalse(stderr.contains("internal error") || stderr.contains("Failed to send"),
-                       "nothing of libmicrohttpd's on stderr: \(stderr.prefix(300))")
+        XCTAssertFalse(
+            stderr.contains("internal error") || stderr.contains("Failed to send"),
+            "nothing of libmicrohttpd's on stderr: \(stderr.prefix(300))")
         print("libmicrohttpd lines routed to the handler: \(lines.value.count); e.g. \(lines.value.first ?? "")")
     }
 

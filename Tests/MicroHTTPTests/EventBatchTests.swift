@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import XCTest
+
 @testable import MicroHTTP
 
 /// libmicrohttpd 0.9.75 reads epoll events 128 at a time and, after a full batch, waits for more
@@ -31,9 +32,10 @@ final class EventBatchTests: XCTestCase {
         defer { for fd in sets + wakeups { close(fd) } }
         let ticker = try XCTUnwrap(BatchTicker(epollSets: sets))
         defer { ticker.release() }
-        let counts = Locked([0, 0]), done = Locked(false)
+        let counts = Locked([0, 0])
+        let done = Locked(false)
         let waiters = DispatchGroup()
-        defer {   // on every way out, before the descriptors close: end the waiters
+        defer {  // on every way out, before the descriptors close: end the waiters
             done.update { $0 = true }
             var one: UInt64 = 1
             for wakeup in wakeups { _ = write(wakeup, &one, MemoryLayout<UInt64>.size) }
@@ -54,7 +56,7 @@ final class EventBatchTests: XCTestCase {
         // This thread plays the acceptor's: it reads the timer as soon as it fires.
         var ticks = 0
         var timer = pollfd(fd: ticker.timer, events: Int16(POLLIN), revents: 0)
-        while ticks < 20 {   // about a second
+        while ticks < 20 {  // about a second
             guard poll(&timer, 1, 1_000) == 1 else { return XCTFail("the timer did not fire") }
             if ticker.tick() { ticks += 1 }
         }
@@ -64,11 +66,15 @@ final class EventBatchTests: XCTestCase {
     #endif
 
     private func checkAFullBatchIsServed(threads: Int, heldDaemon: Int = 0) throws {
-        let blocked = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        let server = try startServer({ $0.connectionTimeout = 120; $0.threads = threads }) { router in
+        let blocked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let server = try startServer({
+            $0.connectionTimeout = 120
+            $0.threads = threads
+        }) { router in
             router.add(.GET, "/block") { _ in
                 blocked.signal()
-                release.wait()   // holds a daemon's one thread while the batch gathers
+                release.wait()  // holds a daemon's one thread while the batch gathers
                 return .response(.text("released"))
             }
             router.add(.GET, "/ok") { _ in .response(.text("fine")) }

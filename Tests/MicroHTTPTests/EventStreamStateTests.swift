@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import MicroHTTP
 
 /// The SSE connection's rules on their own, without a socket: what the reader gets, when the
@@ -7,7 +8,9 @@ final class EventStreamStateTests: XCTestCase {
     private var buffer = [UInt8](repeating: 0, count: 64)
 
     private func read(_ state: inout EventStreamState, capacity: Int = 64) -> (EventStreamState.Read, String) {
-        let result = buffer.withUnsafeMutableBytes { state.read(into: $0.baseAddress!, capacity: min(capacity, $0.count)) }
+        let result = buffer.withUnsafeMutableBytes {
+            state.read(into: $0.baseAddress!, capacity: min(capacity, $0.count))
+        }
         guard case let .bytes(count) = result else { return (result, "") }
         return (result, String(decoding: buffer.prefix(count), as: UTF8.self))
     }
@@ -85,13 +88,15 @@ final class EventStreamStateTests: XCTestCase {
         var state = EventStreamState(queueLimit: 100)
         _ = read(&state)
         _ = state.send(Frame("a"), inBatch: false)
-        XCTAssertEqual(state.close(finalFrame: Frame("end"), reason: .closedByServer, inBatch: false), .none,
-                       "the send resumed it already")
+        XCTAssertEqual(
+            state.close(finalFrame: Frame("end"), reason: .closedByServer, inBatch: false), .none,
+            "the send resumed it already")
         XCTAssertTrue(state.isClosed)
         XCTAssertFalse(state.send(Frame("late"), inBatch: false).queued)
         XCTAssertEqual(read(&state).1, "aend")
         XCTAssertEqual(read(&state).0, .endOfStream)
-        XCTAssertEqual(state.close(finalFrame: nil, reason: .overflow, inBatch: false), .none, "later closes do nothing")
+        XCTAssertEqual(
+            state.close(finalFrame: nil, reason: .overflow, inBatch: false), .none, "later closes do nothing")
         XCTAssertEqual(state.complete(clientGone: false, daemonShutdown: false), .closedByServer)
         XCTAssertNil(state.complete(clientGone: true, daemonShutdown: true), "completes once")
     }
@@ -111,8 +116,10 @@ final class EventStreamStateTests: XCTestCase {
     }
 
     func testTheReasonOfAnEndNobodyAskedForComesFromHowItEnded() {
-        for (clientGone, shutdown, reason) in [(true, false, StreamCloseReason.clientGone), (false, true, .serverStopping),
-                                               (false, false, .closedByServer)] {
+        for (clientGone, shutdown, reason) in [
+            (true, false, StreamCloseReason.clientGone), (false, true, .serverStopping),
+            (false, false, .closedByServer),
+        ] {
             var state = EventStreamState(queueLimit: 100)
             _ = read(&state)
             XCTAssertEqual(state.complete(clientGone: clientGone, daemonShutdown: shutdown), reason)

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import MicroHTTP
 
 /// Issue 26, item 4: the events waiting for one subscriber leave together. The stream's reader

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import MicroHTTP
 
 /// Behaviour 1: keep-alive, chunked POST bodies, 413 (by Content-Length and chunked),
@@ -7,11 +8,17 @@ final class RequestTests: XCTestCase {
     private func echoServer(bodyLimit: Int = 1 << 20) throws -> HTTPServer {
         try startServer({ $0.bodyLimit = bodyLimit }) { router in
             let echo: Handler = { request in
-                var lines = ["method=\(request.method)", "path=\(request.path)",
-                             "peer=\(request.peer ?? "-")", "bytes=\(request.body.count)",
-                             "body=\(String(decoding: request.body, as: UTF8.self))"]
-                for (name, value) in request.query.sorted(by: { $0.key < $1.key }) { lines.append("q.\(name)=\(value)") }
-                for (name, value) in request.pathParameters.sorted(by: { $0.key < $1.key }) { lines.append("p.\(name)=\(value)") }
+                var lines = [
+                    "method=\(request.method)", "path=\(request.path)",
+                    "peer=\(request.peer ?? "-")", "bytes=\(request.body.count)",
+                    "body=\(String(decoding: request.body, as: UTF8.self))",
+                ]
+                for (name, value) in request.query.sorted(by: { $0.key < $1.key }) {
+                    lines.append("q.\(name)=\(value)")
+                }
+                for (name, value) in request.pathParameters.sorted(by: { $0.key < $1.key }) {
+                    lines.append("p.\(name)=\(value)")
+                }
                 lines.append("h.x-custom=\(request.headers["x-CUSTOM"] ?? "-")")
                 return .response(.text(lines.joined(separator: "\n")))
             }
@@ -35,13 +42,18 @@ final class RequestTests: XCTestCase {
         defer { server.stop() }
         let client = try TestClient(port: server.port)
 
-        let first = try XCTUnwrap(client.request("GET", "/echo?name=J%C3%BCrgen+Smith&name=second&flag&x=a%26b",
-                                                 headers: ["X-Custom: Value 1"]))
+        let first = try XCTUnwrap(
+            client.request(
+                "GET", "/echo?name=J%C3%BCrgen+Smith&name=second&flag&x=a%26b",
+                headers: ["X-Custom: Value 1"]))
         XCTAssertEqual(first.status, 200)
         XCTAssertEqual(first.header("content-type"), "text/plain; charset=utf-8")
         let lines = Set(first.bodyText.split(separator: "\n").map(String.init))
-        XCTAssertTrue(lines.isSuperset(of: ["method=GET", "path=/echo", "peer=127.0.0.1", "q.name=Jürgen Smith",
-                                            "q.flag=", "q.x=a&b", "h.x-custom=Value 1"]), first.bodyText)
+        XCTAssertTrue(
+            lines.isSuperset(of: [
+                "method=GET", "path=/echo", "peer=127.0.0.1", "q.name=Jürgen Smith",
+                "q.flag=", "q.x=a&b", "h.x-custom=Value 1",
+            ]), first.bodyText)
 
         // The same socket again: keep-alive.
         let second = try XCTUnwrap(client.request("GET", "/items/42/parts/wheel"))
@@ -82,8 +94,9 @@ final class RequestTests: XCTestCase {
         let response = try XCTUnwrap(client.readResponse())
         XCTAssertEqual(response.status, 413)
         XCTAssertEqual(response.header("Content-Type"), "application/problem+json")
-        XCTAssertTrue(response.bodyText.contains("\"detail\":\"request body exceeds the limit of 1024 bytes\""),
-                      response.bodyText)
+        XCTAssertTrue(
+            response.bodyText.contains("\"detail\":\"request body exceeds the limit of 1024 bytes\""),
+            response.bodyText)
         XCTAssertTrue(response.bodyText.contains("\"status\":413"))
     }
 
@@ -157,11 +170,16 @@ final class RequestTests: XCTestCase {
     }
 
     private func checkLimitsPerIPAndSlowlorisTimeout(threads: Int) throws {
-        let server = try startServer({ $0.connectionsPerIP = 2; $0.connectionTimeout = 1; $0.threads = threads }) { router in
+        let server = try startServer({
+            $0.connectionsPerIP = 2
+            $0.connectionTimeout = 1
+            $0.threads = threads
+        }) { router in
             router.add(.GET, "/ping") { _ in .response(.text("pong")) }
         }
         defer { server.stop() }
-        let first = try TestClient(port: server.port), second = try TestClient(port: server.port)
+        let first = try TestClient(port: server.port)
+        let second = try TestClient(port: server.port)
         XCTAssertEqual(first.request("GET", "/ping")?.bodyText, "pong")
         XCTAssertEqual(second.request("GET", "/ping")?.bodyText, "pong")
         let third = try TestClient(port: server.port)
@@ -198,7 +216,12 @@ final class RequestTests: XCTestCase {
         }) { router in
             router.add(.GET, "/ok") { _ in .response(.text("fine")) }
             router.add(.POST, "/ok") { _ in .response(.text("fine")) }
-            router.add(.GET, "/slow") { _ in .deferred { held.keep($0); stuck.signal() } }  // answered by stop()
+            router.add(.GET, "/slow") { _ in
+                .deferred {
+                    held.keep($0)
+                    stuck.signal()
+                }
+            }  // answered by stop()
         }
         var stopped = false
         defer { if !stopped { server.stop() } }
@@ -213,7 +236,10 @@ final class RequestTests: XCTestCase {
             ("DELETE /ok HTTP/1.1\r\nHost: t\r\nX-Tag: c\r\n\r\n", 405, "DELETE /ok c"),
             ("POST /ok HTTP/1.1\r\nHost: t\r\nX-Tag: d\r\nContent-Length: 500\r\n\r\n", 413, "POST /ok d"),
             ("GET /ok HTTP/1.1\r\nX-Tag: e\r\n\r\n", 400, "GET /ok e"),
-            ("POST /ok HTTP/1.1\r\nHost: t\r\nX-Tag: f\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab", 400, "POST /ok f"),
+            (
+                "POST /ok HTTP/1.1\r\nHost: t\r\nX-Tag: f\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab", 400,
+                "POST /ok f"
+            ),
         ]
         for (request, status, mark) in cases {
             let response = try XCTUnwrap(try ask(request), request)
@@ -226,10 +252,13 @@ final class RequestTests: XCTestCase {
         kept.send("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n")
         XCTAssertEqual(kept.readResponse()?.status, 200)
         let slow = try TestClient(port: server.port, receiveTimeout: 5)
-        slow.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")   // holds stop() in its drain phase
+        slow.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")  // holds stop() in its drain phase
         XCTAssertEqual(stuck.wait(timeout: .now() + 5), .success)
         let stopping = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async { server.stop(deadline: 2); stopping.signal() }
+        DispatchQueue.global().async {
+            server.stop(deadline: 2)
+            stopping.signal()
+        }
         stopped = true
         XCTAssertTrue(waitUntil(timeout: 5) { server.isStopping })
         kept.send("GET /ok HTTP/1.1\r\nHost: t\r\nX-Tag: g\r\n\r\n")
@@ -247,7 +276,9 @@ extension RequestTests {
     func testAConnectionPastTheLimitIsAnswered503ThenClosed() throws {
         let server = try startServer({ configuration in
             configuration.connectionLimit = 2
-            configuration.decorate = { head, response in response.headers.add("X-Decorated", "\(head.method) \(head.path)") }
+            configuration.decorate = { head, response in
+                response.headers.add("X-Decorated", "\(head.method) \(head.path)")
+            }
         }) { router in
             router.add(.GET, "/ok") { _ in .response(.text("fine")) }
         }
@@ -267,10 +298,11 @@ extension RequestTests {
         XCTAssertTrue(third.isClosedByPeer())
         XCTAssertEqual(first?.request("GET", "/ok")?.status, 200, "a connection within the limit is unaffected")
 
-        first = nil   // closes its socket
-        XCTAssertTrue(waitUntil(timeout: 5) {
-            (try? TestClient(port: server.port, receiveTimeout: 2))?.request("GET", "/ok")?.status == 200
-        }, "a freed slot was not given to a new connection")
+        first = nil  // closes its socket
+        XCTAssertTrue(
+            waitUntil(timeout: 5) {
+                (try? TestClient(port: server.port, receiveTimeout: 2))?.request("GET", "/ok")?.status == 200
+            }, "a freed slot was not given to a new connection")
     }
 }
 
@@ -285,7 +317,7 @@ extension RequestTests {
         let capacity = 1 + HTTPServer.overLimitSlots
         let served = try TestClient(port: server.port, receiveTimeout: 5)
         XCTAssertEqual(served.request("GET", "/ok")?.status, 200)
-        var idle = try (1..<capacity).map { _ in try TestClient(port: server.port) }   // silent: they keep their slots
+        var idle = try (1..<capacity).map { _ in try TestClient(port: server.port) }  // silent: they keep their slots
         XCTAssertTrue(waitUntil(timeout: 5) { server.openConnectionCount == capacity })
 
         let waiting = try TestClient(port: server.port, receiveTimeout: 1)
@@ -293,7 +325,7 @@ extension RequestTests {
         XCTAssertNil(waiting.readResponse(), "a connection past every slot was served")
         XCTAssertEqual(server.openConnectionCount, capacity)
 
-        idle.removeLast()   // one closes: the waiting connection is accepted, past the limit
+        idle.removeLast()  // one closes: the waiting connection is accepted, past the limit
         waiting.socket.setTimeout(5)
         XCTAssertEqual(waiting.readResponse()?.status, 503)
         XCTAssertEqual(served.request("GET", "/ok")?.status, 200)
@@ -304,5 +336,9 @@ extension RequestTests {
 private final class HeldResponders: @unchecked Sendable {
     private let lock = NSLock()
     private var responders: [Responder] = []
-    func keep(_ responder: Responder) { lock.lock(); responders.append(responder); lock.unlock() }
+    func keep(_ responder: Responder) {
+        lock.lock()
+        responders.append(responder)
+        lock.unlock()
+    }
 }

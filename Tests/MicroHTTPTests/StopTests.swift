@@ -1,10 +1,13 @@
 import XCTest
+
 @testable import MicroHTTP
 
 /// Behaviour 6: a graceful, bounded stop with streams open and a request in flight.
 final class StopTests: XCTestCase {
-    private func server(_ registry: StreamRegistry, started: DispatchSemaphore,
-                        answerAfter delay: Double?) throws -> HTTPServer {
+    private func server(
+        _ registry: StreamRegistry, started: DispatchSemaphore,
+        answerAfter delay: Double?
+    ) throws -> HTTPServer {
         try startServer({ $0.heartbeatInterval = 60 }) { router in
             router.add(.GET, "/events") { _ in
                 .eventStream(headers: HTTPHeaders()) { stream in registry.add(stream) }
@@ -30,16 +33,18 @@ final class StopTests: XCTestCase {
     /// count went below zero, and stop() waited on it for most of its deadline.
     func testRequestsEndedBeforeTheHandlerLeaveNothingInFlight() throws {
         let server = try startServer { router in router.add(.GET, "/hello") { _ in .response(.text("hi")) } }
-        for head in ["GET /hello HTTP/1.1\r\nHost: t\r\nNoColonHere\r\n\r\n",  // libmicrohttpd's own 400
-                     "GET /hello HTTP/1.1\r\nHost: t\r\nX-Half: ",                 // then the client leaves
-                     "GET /a b HTTP/1.1\r\nHost: t\r\n\r\n",                       // our 400
-                     "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"] {                   // answered
+        for head in [
+            "GET /hello HTTP/1.1\r\nHost: t\r\nNoColonHere\r\n\r\n",  // libmicrohttpd's own 400
+            "GET /hello HTTP/1.1\r\nHost: t\r\nX-Half: ",  // then the client leaves
+            "GET /a b HTTP/1.1\r\nHost: t\r\n\r\n",  // our 400
+            "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n",
+        ] {  // answered
             let client = try TestClient(port: server.port, receiveTimeout: 2)
             client.send(head)
             _ = client.readResponse()
         }
         XCTAssertTrue(waitUntil(timeout: 5) { server.requestsInFlight == 0 })
-        Thread.sleep(forTimeInterval: 0.3)   // a late completion would take it below zero
+        Thread.sleep(forTimeInterval: 0.3)  // a late completion would take it below zero
         XCTAssertEqual(server.requestsInFlight, 0)
         let before = monotonicNow()
         server.stop(deadline: 4)
@@ -52,7 +57,7 @@ final class StopTests: XCTestCase {
         let server = try server(registry, started: started, answerAfter: 0.3)
         let fleet = try StreamFleet(port: server.port, count: 500, path: "/events")
         XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 500 })
-        registry.send(Frame("data: hello\n\n"))   // queued bytes, flushed before the final frame
+        registry.send(Frame("data: hello\n\n"))  // queued bytes, flushed before the final frame
         let inFlight = try TestClient(port: server.port)
         inFlight.send("GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
         XCTAssertEqual(started.wait(timeout: .now() + 5), .success)
@@ -110,11 +115,12 @@ final class StopTests: XCTestCase {
 
         let stopped = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            server.stop(deadline: 6)   // waits 3 s for the stuck request, then answers it 503
+            server.stop(deadline: 6)  // waits 3 s for the stuck request, then answers it 503
             stopped.signal()
         }
-        XCTAssertTrue(waitUntil(timeout: 1.5) { (try? TestClient(port: server.port)) == nil },
-                      "connects were accepted while the stop waited")
+        XCTAssertTrue(
+            waitUntil(timeout: 1.5) { (try? TestClient(port: server.port)) == nil },
+            "connects were accepted while the stop waited")
         XCTAssertEqual(stopped.wait(timeout: .now()), .timedOut, "the stop did not wait for the request")
         XCTAssertEqual(stopped.wait(timeout: .now() + 8), .success)
         XCTAssertEqual(try XCTUnwrap(stuck.readResponse()).status, 503)
@@ -128,13 +134,18 @@ final class StopUnderArrivalsTests: XCTestCase {
     /// What the clients of one test saw; each request carries its own number.
     private final class Tally: @unchecked Sendable {
         private let lock = NSLock()
-        private(set) var handled = Set<Int>()       // requests a handler answered 200
-        private(set) var received = Set<Int>()      // 200s a client read whole
-        private(set) var stopping = 0               // 503s a client read whole
-        private(set) var truncated: [String] = []   // answers that ended part way
+        private(set) var handled = Set<Int>()  // requests a handler answered 200
+        private(set) var received = Set<Int>()  // 200s a client read whole
+        private(set) var stopping = 0  // 503s a client read whole
+        private(set) var truncated: [String] = []  // answers that ended part way
         private var next = 0
 
-        func number() -> Int { lock.withLock { next += 1; return next } }
+        func number() -> Int {
+            lock.withLock {
+                next += 1
+                return next
+            }
+        }
         func handle(_ number: Int) { lock.withLock { _ = handled.insert(number) } }
         func answered(_ number: Int, status: Int?) {
             lock.withLock {
@@ -196,7 +207,7 @@ final class StopUnderArrivalsTests: XCTestCase {
                 parser.endOfStream()
                 break
             } catch {
-                break   // reset: a connection the server never took (it closed it unread)
+                break  // reset: a connection the server never took (it closed it unread)
             }
         }
         if parser.isComplete {

@@ -1,20 +1,26 @@
 import XCTest
+
 @testable import MicroHTTP
 
 /// Behaviours 2–5: many subscribers, idle cost, vanished clients, a slow subscriber.
 final class StreamTests: XCTestCase {
     /// Every connection socket of the server is closed, and the descriptor count is back near
     /// its baseline (the runtime may have opened one or two of its own meanwhile).
-    private func assertConnectionsReleased(_ server: HTTPServer, descriptorBaseline baseline: Int,
-                                           file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(waitUntil(timeout: 5) { ProcessStats.connectedSockets(localPort: server.port) == 0 },
-                      "\(ProcessStats.connectedSockets(localPort: server.port)) server sockets still open",
-                      file: file, line: line)
+    private func assertConnectionsReleased(
+        _ server: HTTPServer, descriptorBaseline baseline: Int,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertTrue(
+            waitUntil(timeout: 5) { ProcessStats.connectedSockets(localPort: server.port) == 0 },
+            "\(ProcessStats.connectedSockets(localPort: server.port)) server sockets still open",
+            file: file, line: line)
         XCTAssertLessThanOrEqual(ProcessStats.openDescriptors(), baseline + 2, file: file, line: line)
     }
 
-    private func streamServer(_ registry: StreamRegistry,
-                              _ configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws -> HTTPServer {
+    private func streamServer(
+        _ registry: StreamRegistry,
+        _ configure: (inout HTTPServerConfiguration) -> Void = { _ in }
+    ) throws -> HTTPServer {
         try startServer(configure) { router in
             router.add(.GET, "/events") { _ in
                 .eventStream(headers: HTTPHeaders([("X-Stream", "yes")])) { stream in
@@ -63,14 +69,18 @@ final class StreamTests: XCTestCase {
         let fleet = try StreamFleet(port: server.port, count: 1000, path: "/events")
         let allOpen = waitUntil(timeout: 20) { server.openStreamCount == 1000 }
         fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.events.count + $0.parser.body.count > 0 } }
-        XCTAssertTrue(allOpen, "\(server.openStreamCount) streams, \(server.openConnectionCount) connections; of the clients "
-                      + "\(fleet.members.filter(\.ended).count) were closed, \(fleet.members.filter { $0.parser.status == nil }.count) unanswered")
+        XCTAssertTrue(
+            allOpen,
+            "\(server.openStreamCount) streams, \(server.openConnectionCount) connections; of the clients "
+                + "\(fleet.members.filter(\.ended).count) were closed, \(fleet.members.filter { $0.parser.status == nil }.count) unanswered"
+        )
         usleep(200_000)  // let the connections settle into suspension
 
         let open = ProcessStats.cpuShare(seconds: 5)
-        XCTAssertLessThan(open.share - baseline.share, 0.02,
-                          "idle streams used \(open.share * 100) % of a core, \(baseline.share * 100) % without them; "
-                          + "busiest threads: \(open.busiest)")
+        XCTAssertLessThan(
+            open.share - baseline.share, 0.02,
+            "idle streams used \(open.share * 100) % of a core, \(baseline.share * 100) % without them; "
+                + "busiest threads: \(open.busiest)")
         XCTAssertEqual(server.openStreamCount, 1000)
     }
 
@@ -133,7 +143,9 @@ final class StreamTests: XCTestCase {
                 let caught = fleet.pump(timeout: 5, skipping: slowSkipped) { fleet in
                     fleet.members.dropFirst().allSatisfy { $0.events.count == index + 1 }
                 }
-                XCTAssertTrue(caught, "readers fell behind at event \(index): \(Set(fleet.members.dropFirst().map { $0.events.count }))")
+                XCTAssertTrue(
+                    caught,
+                    "readers fell behind at event \(index): \(Set(fleet.members.dropFirst().map { $0.events.count }))")
                 readerLag.append(monotonicNow() - before)
                 if overflowAt == nil && slow.isClosed { overflowAt = index }
             }
@@ -170,11 +182,13 @@ final class StreamTests: XCTestCase {
         XCTAssertEqual(ProcessStats.connectedSockets(localPort: server.port), 200, "the server's ends, counted")
 
         closing.closeAll()
-        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 100 },
-                      "\(server.openStreamCount) streams open after 100 of 200 clients closed")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { server.openStreamCount == 100 },
+            "\(server.openStreamCount) streams open after 100 of 200 clients closed")
         resetting.resetAll()
-        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 0 },
-                      "\(server.openStreamCount) streams open after every client closed")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { server.openStreamCount == 0 },
+            "\(server.openStreamCount) streams open after every client closed")
         XCTAssertTrue(waitUntil(timeout: 5) { registry.closeReasons.count == 200 })
         XCTAssertEqual(registry.closeReasons.filter { $0 == .clientGone }.count, 200)
         assertConnectionsReleased(server, descriptorBaseline: baseline)
@@ -187,7 +201,10 @@ final class StreamTests: XCTestCase {
     /// in the very instant of the disconnect, some would be answered 503 for the limit.)
     func testDeadSubscribersDoNotHoldConnectionSlots() throws {
         let registry = StreamRegistry()
-        let server = try startServer({ $0.heartbeatInterval = 3600; $0.connectionLimit = 40 }) { router in
+        let server = try startServer({
+            $0.heartbeatInterval = 3600
+            $0.connectionLimit = 40
+        }) { router in
             router.add(.GET, "/events") { _ in .eventStream(headers: HTTPHeaders()) { registry.add($0) } }
             router.add(.GET, "/ping") { _ in .response(.text("pong")) }
         }

@@ -1,10 +1,11 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import ReactorClient
 import ReactorService
 import XCTest
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// `ReactorClient` against a real reactord server in this process.
 final class ClientTests: XCTestCase {
@@ -75,10 +76,22 @@ final class ClientTests: XCTestCase {
         XCTAssertEqual(received.map(\.version), [0, 1, 2, 3, 4])
         guard received.count == 5 else { return }
         if case let .state(state, _) = received[1] { XCTAssertEqual(state.count, 1) } else { XCTFail("\(received[1])") }
-        if case let .state(state, _) = received[2] { XCTAssertEqual(state.alertMessage, "Hello") } else { XCTFail("\(received[2])") }
+        if case let .state(state, _) = received[2] {
+            XCTAssertEqual(state.alertMessage, "Hello")
+        } else {
+            XCTFail("\(received[2])")
+        }
         // The same message twice: two pulses, and no second state (it did not change).
-        if case let .pulse(pulse, _) = received[3] { XCTAssertEqual(pulse, .alertMessage("Hello")) } else { XCTFail("\(received[3])") }
-        if case let .pulse(pulse, _) = received[4] { XCTAssertEqual(pulse, .alertMessage("Hello")) } else { XCTFail("\(received[4])") }
+        if case let .pulse(pulse, _) = received[3] {
+            XCTAssertEqual(pulse, .alertMessage("Hello"))
+        } else {
+            XCTFail("\(received[3])")
+        }
+        if case let .pulse(pulse, _) = received[4] {
+            XCTAssertEqual(pulse, .alertMessage("Hello"))
+        } else {
+            XCTFail("\(received[4])")
+        }
     }
 
     func testAnyPulseAndFieldsFilter() async throws {
@@ -92,10 +105,11 @@ final class ClientTests: XCTestCase {
             for try await event in events {
                 switch event {
                 case let .state(state, _): received.append("count \(state.count)")
-                case let .pulse(pulse, _): received.append("\(pulse.name) \(try pulse.value(as: String?.self) ?? "nil")")
+                case let .pulse(pulse, _):
+                    received.append("\(pulse.name) \(try pulse.value(as: String?.self) ?? "nil")")
                 }
                 if received.count == 1 {
-                    try await session.send(CounterAction.alert("Hey"))   // a state change outside `count`, and a pulse
+                    try await session.send(CounterAction.alert("Hey"))  // a state change outside `count`, and a pulse
                     try await session.send(CounterAction.decrease)
                 }
                 if received.count == 3 { break }
@@ -145,7 +159,11 @@ final class ClientTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .milliseconds(1_400))
         XCTAssertEqual(received.map(\.version), [0, 1, 2])
         guard received.count == 3 else { return }
-        if case let .pulse(pulse, _) = received[2] { XCTAssertEqual(pulse, .alertMessage("while away")) } else { XCTFail("\(received[2])") }
+        if case let .pulse(pulse, _) = received[2] {
+            XCTAssertEqual(pulse, .alertMessage("while away"))
+        } else {
+            XCTFail("\(received[2])")
+        }
     }
 
     /// Many drops in a row (the server ends each stream after 0.3 s): every version arrives
@@ -184,7 +202,8 @@ final class ClientTests: XCTestCase {
         let deadline = ContinuousClock.now + .seconds(5)
         var subscribers = -1.0
         while ContinuousClock.now < deadline {
-            let (data, _) = try await URLSession.shared.data(from: fixture.client.baseURL.appendingPathComponent("metrics"))
+            let (data, _) = try await URLSession.shared.data(
+                from: fixture.client.baseURL.appendingPathComponent("metrics"))
             let line = String(decoding: data, as: UTF8.self).split(separator: "\n")
                 .first { $0.hasPrefix("reactord_subscribers ") }
             subscribers = line.flatMap { Double($0.split(separator: " ")[1]) } ?? -1

@@ -40,7 +40,8 @@ final class HistoryTests: XCTestCase {
         XCTAssertEqual(entries.first?.idempotencyKey, "history-key-1")
         XCTAssertNotNil(entries.last?.idempotencyKey, "the client sends a key of its own")
         XCTAssertEqual(try entries[0].decodeAction(Increase.self), Increase(type: "increase"))
-        let alert = try XCTUnwrap(try JSONSerialization.jsonObject(with: XCTUnwrap(entries[3].action)) as? [String: String])
+        let alert = try XCTUnwrap(
+            try JSONSerialization.jsonObject(with: XCTUnwrap(entries[3].action)) as? [String: String])
         XCTAssertEqual(alert, ["type": "alert", "message": "Hello"])
         for entry in entries {
             XCTAssertEqual(entry.time.timeIntervalSince(started), 0, accuracy: 30, "\(entry.time)")
@@ -109,7 +110,9 @@ final class HistoryTests: XCTestCase {
             _ = try await session.fork(at: 99)
             XCTFail("a fork from a version not reached should be refused")
         } catch let ReactorClientError.problem(problem) {
-            XCTAssertEqual(problem.status, 422, "the session is there; the body names a version it does not have: \(problem.description)")
+            XCTAssertEqual(
+                problem.status, 422,
+                "the session is there; the body names a version it does not have: \(problem.description)")
         }
         do {
             _ = try await session.actions(limit: 0)

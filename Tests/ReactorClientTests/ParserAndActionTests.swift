@@ -6,15 +6,18 @@ import XCTest
 
 final class ServerSentEventParserTests: XCTestCase {
     func testEventsSplitAtAnyByteBoundary() {
-        let text = "retry: 3000\n\n: keep-alive\nevent: state\nid: 1\ndata: {\"count\":1}\n\nevent: pulse\r\nid: 2\r\ndata: a\r\ndata: b\r\n\r\n"
+        let text =
+            "retry: 3000\n\n: keep-alive\nevent: state\nid: 1\ndata: {\"count\":1}\n\nevent: pulse\r\nid: 2\r\ndata: a\r\ndata: b\r\n\r\n"
         let bytes = Array(text.utf8)
         for split in 0...bytes.count {
             var parser = ServerSentEventParser()
             let events = parser.consume(bytes[..<split]) + parser.consume(bytes[split...])
-            XCTAssertEqual(events, [
-                ServerSentEvent(event: "state", id: "1", data: #"{"count":1}"#),
-                ServerSentEvent(event: "pulse", id: "2", data: "a\nb"),
-            ], "split at \(split)")
+            XCTAssertEqual(
+                events,
+                [
+                    ServerSentEvent(event: "state", id: "1", data: #"{"count":1}"#),
+                    ServerSentEvent(event: "pulse", id: "2", data: "a\nb"),
+                ], "split at \(split)")
             XCTAssertEqual(parser.retry, 3000)
             XCTAssertEqual(parser.lastEventID, "2")
         }
@@ -23,8 +26,12 @@ final class ServerSentEventParserTests: XCTestCase {
     func testLoneCRAndDefaultsAndIgnoredFields() {
         var parser = ServerSentEventParser(lastEventID: "7")
         let events = parser.consume(Array("\u{FEFF}data:x\rretry: soon\rid: a\0b\r\rdata\r\r".utf8))
-        XCTAssertEqual(events, [ServerSentEvent(event: "message", id: "7", data: "x"),
-                                ServerSentEvent(event: "message", id: "7", data: "")])
+        XCTAssertEqual(
+            events,
+            [
+                ServerSentEvent(event: "message", id: "7", data: "x"),
+                ServerSentEvent(event: "message", id: "7", data: ""),
+            ])
         XCTAssertNil(parser.retry)
     }
 
@@ -56,8 +63,9 @@ final class ActionEncodingTests: XCTestCase {
 
     /// What the client writes is what the server's `ActionFields` reads.
     func testTheServerDecodesWhatTheClientEncodes() throws {
-        let decoded = try JSONDecoder().decode(CounterReactor.Action.self,
-                                               from: JSONEncoder().encode(CounterAction.alert("round trip")))
+        let decoded = try JSONDecoder().decode(
+            CounterReactor.Action.self,
+            from: JSONEncoder().encode(CounterAction.alert("round trip")))
         guard case let .alert(message) = decoded else { return XCTFail("\(decoded)") }
         XCTAssertEqual(message, "round trip")
     }

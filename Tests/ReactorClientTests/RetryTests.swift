@@ -1,9 +1,11 @@
 import Foundation
+import XCTest
+
+@testable import ReactorClient
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-@testable import ReactorClient
-import XCTest
 
 /// `ReactorClient`'s retries, against a scripted server on a real loopback socket that loses
 /// answers, answers 503/504/409, or stays silent, and shows what each attempt carried.
@@ -29,8 +31,10 @@ final class RetryTests: XCTestCase {
         return server
     }
 
-    private func client(_ server: ScriptedServer, retry: RetryPolicy = quick,
-                        configure: (URLSessionConfiguration) -> Void = { _ in }) -> ReactorClient {
+    private func client(
+        _ server: ScriptedServer, retry: RetryPolicy = quick,
+        configure: (URLSessionConfiguration) -> Void = { _ in }
+    ) -> ReactorClient {
         let configuration = URLSessionConfiguration.ephemeral
         configure(configuration)
         return ReactorClient(baseURL: server.url, configuration: configuration, retry: retry)
@@ -64,9 +68,12 @@ final class RetryTests: XCTestCase {
     }
 
     func testResetAndCutAnswersAreRetriedWithTheSameKey() async throws {
-        let server = try serve([.reset, .cut(Self.reply(count: 1, version: 1)), .drop,
-                                .answer(200, [:], Self.reply(count: 1, version: 1))])
-        let after = try await client(server).session(id: Self.session, state: CounterState.self).send(CounterAction.increase)
+        let server = try serve([
+            .reset, .cut(Self.reply(count: 1, version: 1)), .drop,
+            .answer(200, [:], Self.reply(count: 1, version: 1)),
+        ])
+        let after = try await client(server).session(id: Self.session, state: CounterState.self).send(
+            CounterAction.increase)
         XCTAssertEqual(after.state.count, 1)
         XCTAssertEqual(server.requests.count, 4, "reset, cut, drop, then the answer")
         XCTAssertEqual(Set(keys(server)).count, 1, "\(keys(server))")
@@ -81,8 +88,10 @@ final class RetryTests: XCTestCase {
     }
 
     func test503And504AreRetriedAndRetryAfterIsWaitedFor() async throws {
-        let server = try serve([.answer(503, ["Retry-After": "1"]), .answer(504),
-                                .answer(200, [:], Self.reply(count: 1, version: 1))])
+        let server = try serve([
+            .answer(503, ["Retry-After": "1"]), .answer(504),
+            .answer(200, [:], Self.reply(count: 1, version: 1)),
+        ])
         let session = client(server).session(id: Self.session, state: CounterState.self)
         let start = ContinuousClock.now
         let after = try await session.send(CounterAction.increase)
@@ -96,7 +105,9 @@ final class RetryTests: XCTestCase {
     }
 
     func testALongRetryAfterIsCapped() async throws {
-        let server = try serve([.answer(503, ["Retry-After": "30"]), .answer(200, [:], Self.reply(count: 1, version: 1))])
+        let server = try serve([
+            .answer(503, ["Retry-After": "30"]), .answer(200, [:], Self.reply(count: 1, version: 1)),
+        ])
         let retry = RetryPolicy(maxRetries: 1, initialDelay: .milliseconds(20), maxDelay: .milliseconds(300))
         let session = client(server, retry: retry).session(id: Self.session, state: CounterState.self)
         let start = ContinuousClock.now
@@ -108,7 +119,8 @@ final class RetryTests: XCTestCase {
     }
 
     func testRetriesStopAtTheLimitWithTheLastAnswer() async throws {
-        let server = try serve([.answer(503, [:], #"{"status":503,"title":"Service Unavailable","detail":"stopping"}"#)])
+        let server = try serve([.answer(503, [:], #"{"status":503,"title":"Service Unavailable","detail":"stopping"}"#)]
+        )
         let retry = RetryPolicy(maxRetries: 2, initialDelay: .milliseconds(10))
         let session = client(server, retry: retry).session(id: Self.session, state: CounterState.self)
         do {
@@ -133,10 +145,13 @@ final class RetryTests: XCTestCase {
     func testClientErrorsAndOtherStatusesAreNotRetried() async throws {
         // 409 without Retry-After is a damaged session's, not a key in flight: it will not change.
         for status in [400, 404, 409, 412, 422, 500] {
-            let server = try serve([.answer(status, [:], #"{"status":\#(status),"detail":"no"}"#),
-                                    .answer(200, [:], Self.reply(count: 1, version: 1))])
+            let server = try serve([
+                .answer(status, [:], #"{"status":\#(status),"detail":"no"}"#),
+                .answer(200, [:], Self.reply(count: 1, version: 1)),
+            ])
             do {
-                try await client(server).session(id: Self.session, state: CounterState.self).send(CounterAction.increase)
+                try await client(server).session(id: Self.session, state: CounterState.self).send(
+                    CounterAction.increase)
                 XCTFail("\(status) should be thrown")
             } catch let ReactorClientError.problem(problem) {
                 XCTAssertEqual(problem.status, status)
@@ -147,8 +162,10 @@ final class RetryTests: XCTestCase {
 
     func testAKeyStillInFlightIsAskedAgainAfterRetryAfterAndTheReplayIsReported() async throws {
         let conflict = #"{"status":409,"detail":"a request with this Idempotency-Key is still running"}"#
-        let server = try serve([.answer(409, ["Retry-After": "1"], conflict),
-                                .answer(200, ["Idempotent-Replayed": "true"], Self.reply(count: 7, version: 7))])
+        let server = try serve([
+            .answer(409, ["Retry-After": "1"], conflict),
+            .answer(200, ["Idempotent-Replayed": "true"], Self.reply(count: 7, version: 7)),
+        ])
         let session = client(server).session(id: Self.session, state: CounterState.self)
         let start = ContinuousClock.now
         let after = try await session.send(CounterAction.increase)
@@ -179,8 +196,9 @@ final class RetryTests: XCTestCase {
         let port = probe.port
         probe.stop()
         let retry = RetryPolicy(maxRetries: 6, initialDelay: .milliseconds(100), maxDelay: .seconds(1))
-        let client = ReactorClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!,
-                                   configuration: .ephemeral, retry: retry)
+        let client = ReactorClient(
+            baseURL: URL(string: "http://127.0.0.1:\(port)")!,
+            configuration: .ephemeral, retry: retry)
         let sending = Task {
             try await client.session(id: Self.session, state: CounterState.self).send(CounterAction.increase)
         }
@@ -193,8 +211,10 @@ final class RetryTests: XCTestCase {
     }
 
     func testCreatingAndDeletingASessionAreRetriedWithOneKeyEach() async throws {
-        let server = try serve([.drop, .answer(201, [:], Self.reply(count: 0, version: 0)),
-                                .answer(504), .answer(204)])
+        let server = try serve([
+            .drop, .answer(201, [:], Self.reply(count: 0, version: 0)),
+            .answer(504), .answer(204),
+        ])
         let client = client(server)
         let session = try await client.createSession(reactor: "counter", state: CounterState.self)
         XCTAssertEqual(session.id, Self.session)

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,7 +48,9 @@ final class ScriptedServer: @unchecked Sendable {
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(fd, 16) == 0 else {
             let message = String(cString: strerror(errno))
@@ -115,7 +118,9 @@ final class ScriptedServer: @unchecked Sendable {
     private func write(_ bytes: [UInt8], to connection: Int32) {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes[offset...].withUnsafeBytes {
+                send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             guard sent > 0 else { return }
             offset += sent
         }
@@ -132,8 +137,10 @@ final class ScriptedServer: @unchecked Sendable {
             if headEnd == nil, let found = buffer.range(of: separator) {
                 headEnd = found
                 let head = String(decoding: buffer[..<found.lowerBound], as: UTF8.self)
-                for line in head.split(separator: "\r\n").dropFirst() where line.lowercased().hasPrefix("content-length:") {
-                    contentLength = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
+                for line in head.split(separator: "\r\n").dropFirst()
+                where line.lowercased().hasPrefix("content-length:") {
+                    contentLength =
+                        Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
                 }
             }
             if let headEnd, buffer.count - headEnd.upperBound >= contentLength {
@@ -143,7 +150,8 @@ final class ScriptedServer: @unchecked Sendable {
                 var headers: [String: String] = [:]
                 for line in lines.dropFirst() {
                     guard let colon = line.firstIndex(of: ":") else { continue }
-                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                        in: .whitespaces)
                 }
                 let body = buffer[headEnd.upperBound..<(headEnd.upperBound + contentLength)]
                 return Request(method: String(first[0]), path: String(first[1]), headers: headers, body: Data(body))

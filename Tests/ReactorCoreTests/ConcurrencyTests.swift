@@ -9,7 +9,7 @@ final class ConcurrencyTests: XCTestCase {
         for _ in 0..<3 {
             let reactor = CounterReactor(currentUser: CurrentValueSubject(nil))
             var delivered: [Int] = []
-            let cancellable = reactor.state.sink { delivered.append($0.count) } // under the gate
+            let cancellable = reactor.state.sink { delivered.append($0.count) }  // under the gate
             DispatchQueue.concurrentPerform(iterations: 8) { _ in
                 for _ in 0..<10_000 { reactor.action.send(.increase) }
             }

@@ -15,7 +15,10 @@ final class Probe: @unchecked Sendable {
 final class TickReactor: Reactor {
     enum Action { case load, ticks, sleep }
     enum Mutation { case loaded(Int), tick }
-    struct State { var value = 0; var ticks = 0 }
+    struct State {
+        var value = 0
+        var ticks = 0
+    }
     let initialState = State()
     let probe: Probe
 
@@ -68,7 +71,7 @@ final class EffectTests: XCTestCase {
         let loaded = expectation(description: "loaded")
         let cancellable = reactor.state.sink { if $0.value == 42 { loaded.fulfill() } }
         reactor.action.send(.load)
-        XCTAssertEqual(reactor.currentState.value, 0) // asynchronous
+        XCTAssertEqual(reactor.currentState.value, 0)  // asynchronous
         wait(for: [loaded], timeout: 5)
         XCTAssertEqual(reactor.currentState.value, 42)
         cancellable.cancel()
@@ -157,7 +160,7 @@ final class EffectTests: XCTestCase {
         let cancellable = AnyPublisher<Int, Never>.run { send in
             await send(1)
             gate.wait()
-            await send(2) // after cancel: dropped
+            await send(2)  // after cancel: dropped
             done.fulfill()
         }.sink { value in received.update { $0.append(value) } }
         let first = Date()
@@ -235,11 +238,11 @@ final class ReleaseTests: XCTestCase {
         let reactor = HoldingReactor()
         var watcher: Watcher? = Watcher()
         watcher?.watch = reactor.state.sink { _ in }
-        reactor.action.send(watcher)   // the state now holds the only reference to the watcher
+        reactor.action.send(watcher)  // the state now holds the only reference to the watcher
         watcher = nil
         let returned = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            reactor.action.send(nil)   // replaces, and so frees, the state holding it
+            reactor.action.send(nil)  // replaces, and so frees, the state holding it
             returned.signal()
         }
         XCTAssertEqual(returned.wait(timeout: .now() + 10), .success, "send never returned")
@@ -258,11 +261,11 @@ final class ReleaseTests: XCTestCase {
             cancellable = reactor.state.sink { states.append($0.count) }
             reactor.action.send(.increase)
         }
-        XCTAssertNil(weakReactor) // at once
+        XCTAssertNil(weakReactor)  // at once
         let start = Date()
         while weakAction != nil && Date().timeIntervalSince(start) < 10 { usleep(10_000) }
         XCTAssertNil(weakAction)  // after the sweep
-        user.send("kim")          // reaches nothing
+        user.send("kim")  // reaches nothing
         XCTAssertEqual(states, [0, 1])
         cancellable?.cancel()
     }

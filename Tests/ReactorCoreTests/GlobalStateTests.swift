@@ -28,8 +28,9 @@ final class GlobalStateTests: XCTestCase {
         let reactor = CounterReactor(currentUser: user)
         var counts: [Int] = []
         var finished = false
-        let cancellable = reactor.state.sink(receiveCompletion: { _ in finished = true },
-                                             receiveValue: { counts.append($0.count) })
+        let cancellable = reactor.state.sink(
+            receiveCompletion: { _ in finished = true },
+            receiveValue: { counts.append($0.count) })
         user.send(completion: .finished)
         reactor.action.send(.increase)
         reactor.action.send(.increase)
@@ -57,7 +58,8 @@ final class GlobalStateTests: XCTestCase {
             func transform(mutation: AnyPublisher<Mutation, Never>) -> AnyPublisher<Mutation, Never> {
                 // A failing global stream must be caught to merge (its Failure is Never);
                 // catching it ends that stream only.
-                .merge(mutation, numbers.map(Mutation.set).catch { _ in Empty<Mutation, Never>() }.eraseToAnyPublisher())
+                .merge(
+                    mutation, numbers.map(Mutation.set).catch { _ in Empty<Mutation, Never>() }.eraseToAnyPublisher())
             }
         }
         let reactor = Failing()
@@ -84,8 +86,9 @@ final class GlobalStateTests: XCTestCase {
         let reactor = Once()
         var finished = false
         var states: [Int] = []
-        let cancellable = reactor.state.sink(receiveCompletion: { _ in finished = true },
-                                             receiveValue: { states.append($0) })
+        let cancellable = reactor.state.sink(
+            receiveCompletion: { _ in finished = true },
+            receiveValue: { states.append($0) })
         reactor.action.send(5)
         reactor.action.send(7)
         XCTAssertEqual(states, [0, 5])

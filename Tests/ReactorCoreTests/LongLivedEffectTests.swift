@@ -37,7 +37,7 @@ final class LongLivedEffectTests: XCTestCase {
         ticks.send(())
         ticks.send(())
         reactor.action.send(.stop)
-        ticks.send(()) // stopped: ignored
+        ticks.send(())  // stopped: ignored
         reactor.action.send(.start)
         ticks.send(())
         ticks.send(())
@@ -51,7 +51,7 @@ final class LongLivedEffectTests: XCTestCase {
         let ticks = PassthroughSubject<Void, Never>()
         let reactor = StopwatchReactor(ticks: ticks.eraseToAnyPublisher())
         reactor.action.send(.start)
-        reactor.action.send(.start) // two effects, both counting
+        reactor.action.send(.start)  // two effects, both counting
         DispatchQueue.concurrentPerform(iterations: 4) { _ in
             for _ in 0..<2_500 { ticks.send(()) }
         }
@@ -73,7 +73,7 @@ final class LongLivedEffectTests: XCTestCase {
             func reduce(state: Int, mutation: Int) -> Int { state + mutation }
         }
         let reactor = Merging()
-        _ = reactor.currentState // builds the pipeline: subscribes to `external`
+        _ = reactor.currentState  // builds the pipeline: subscribes to `external`
         let group = DispatchGroup()
         DispatchQueue.global().async(group: group) {
             for _ in 0..<5_000 { reactor.external.send(1) }
@@ -123,7 +123,8 @@ final class LongLivedEffectTests: XCTestCase {
         reactors.removeAll()
         let start = Date()
         while ReactorDiagnostics.registeredReactorCount > registered - 100,
-              Date().timeIntervalSince(start) < 10 {
+            Date().timeIntervalSince(start) < 10
+        {
             usleep(10_000)
         }
         XCTAssertLessThanOrEqual(ReactorDiagnostics.registeredReactorCount, registered - 100)

@@ -86,9 +86,11 @@ final class OperatorTests: XCTestCase {
         let a = PassthroughSubject<Int, Never>()
         let b = PassthroughSubject<Int, Never>()
         let recorder = Recorder<Int>()
-        AnyPublisher.merge(a.handleEvents(receiveCancel: { cancels += 1 }).eraseToAnyPublisher(),
-                           b.handleEvents(receiveCancel: { cancels += 1 }).eraseToAnyPublisher())
-            .subscribe(recorder)
+        AnyPublisher.merge(
+            a.handleEvents(receiveCancel: { cancels += 1 }).eraseToAnyPublisher(),
+            b.handleEvents(receiveCancel: { cancels += 1 }).eraseToAnyPublisher()
+        )
+        .subscribe(recorder)
         a.send(1)
         recorder.cancel()
         a.send(2)
@@ -103,7 +105,10 @@ final class OperatorTests: XCTestCase {
         let overlapped = Locked(false)
         var total = 0
         let cancellable = AnyPublisher.merge(subjects.map { $0.eraseToAnyPublisher() }).sink { _ in
-            inside.update { if $0 > 0 { overlapped.update { $0 = true } }; $0 += 1 }
+            inside.update {
+                if $0 > 0 { overlapped.update { $0 = true } }
+                $0 += 1
+            }
             total += 1
             inside.update { $0 -= 1 }
         }
@@ -120,7 +125,7 @@ final class OperatorTests: XCTestCase {
         let b = PassthroughSubject<Int, Never>()
         let recorder = Recorder<Int>()
         AnyPublisher.concat(.just(0), a.eraseToAnyPublisher(), b.eraseToAnyPublisher(), .just(9)).subscribe(recorder)
-        b.send(-1) // not subscribed yet
+        b.send(-1)  // not subscribed yet
         a.send(1)
         a.send(2)
         a.send(completion: .finished)

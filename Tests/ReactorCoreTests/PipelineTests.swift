@@ -9,10 +9,10 @@ final class PipelineTests: XCTestCase {
         let cancellable = reactor.pulse(\.$alertMessage).sink { received.append($0) }
         reactor.action.send(.alert("Hello"))  // Hello
         reactor.action.send(.alert("Hello"))  // Hello again: equal value, new assignment
-        reactor.action.send(.doSomeAction)    // nothing
+        reactor.action.send(.doSomeAction)  // nothing
         reactor.action.send(.alert("Hello"))  // Hello
-        reactor.action.send(.alert("tokijh")) // tokijh
-        reactor.action.send(.doSomeAction)    // nothing
+        reactor.action.send(.alert("tokijh"))  // tokijh
+        reactor.action.send(.doSomeAction)  // nothing
         XCTAssertEqual(received, ["Hello", "Hello", "Hello", "tokijh"])
         cancellable.cancel()
     }
@@ -40,10 +40,12 @@ final class PipelineTests: XCTestCase {
         var states: [[String]] = []
         let cancellable = reactor.state.sink { states.append($0) }
         reactor.action.send(["action"])
-        XCTAssertEqual(states, [
-            ["transformedState"],
-            ["action", "transformedAction", "mutation", "transformedMutation", "reduce", "transformedState"],
-        ])
+        XCTAssertEqual(
+            states,
+            [
+                ["transformedState"],
+                ["action", "transformedAction", "mutation", "transformedMutation", "reduce", "transformedState"],
+            ])
         XCTAssertEqual(reactor.currentState, states.last)
         cancellable.cancel()
     }
@@ -108,8 +110,9 @@ final class PipelineTests: XCTestCase {
     func testActionBuildsTheStateStream() {
         let reactor = StageReactor()
         reactor.action.send(["action"])
-        XCTAssertEqual(reactor.currentState,
-                       ["action", "transformedAction", "mutation", "transformedMutation", "reduce", "transformedState"])
+        XCTAssertEqual(
+            reactor.currentState,
+            ["action", "transformedAction", "mutation", "transformedMutation", "reduce", "transformedState"])
     }
 
     /// Semantics 3: a new subscriber gets the current state at once (replay(1)).

@@ -10,7 +10,7 @@ final class PulseTests: XCTestCase {
         XCTAssertEqual(state.$value.valueUpdatedCount, 0)
         state.value = 10
         XCTAssertEqual(state.$value.valueUpdatedCount, 1)
-        XCTAssertEqual(state.$value.valueUpdatedCount, 1) // reading doesn't count
+        XCTAssertEqual(state.$value.valueUpdatedCount, 1)  // reading doesn't count
         for (value, expected) in [(20, 2), (20, 3), (20, 4), (30, 5), (30, 6)] as [(Int, UInt)] {
             state.value = value
             XCTAssertEqual(state.$value.valueUpdatedCount, expected)
@@ -40,8 +40,9 @@ final class PulseTests: XCTestCase {
         var state = CounterReactor.State()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        XCTAssertEqual(String(decoding: try encoder.encode(state), as: UTF8.self),
-                       #"{"alertMessage":null,"count":0}"#)
+        XCTAssertEqual(
+            String(decoding: try encoder.encode(state), as: UTF8.self),
+            #"{"alertMessage":null,"count":0}"#)
         state.alertMessage = "Hello"
         state.user = "jay"
         let json = String(decoding: try encoder.encode(state), as: UTF8.self)
@@ -50,7 +51,8 @@ final class PulseTests: XCTestCase {
         XCTAssertEqual(decoded.alertMessage, "Hello")
         XCTAssertEqual(decoded.user, "jay")
         XCTAssertEqual(decoded.$alertMessage.valueUpdatedCount, 0)
-        let null = try JSONDecoder().decode(CounterReactor.State.self, from: Data(#"{"alertMessage":null,"count":3}"#.utf8))
+        let null = try JSONDecoder().decode(
+            CounterReactor.State.self, from: Data(#"{"alertMessage":null,"count":3}"#.utf8))
         XCTAssertNil(null.alertMessage)
         XCTAssertEqual(null.count, 3)
     }
@@ -59,7 +61,7 @@ final class PulseTests: XCTestCase {
         var a = Pulse(wrappedValue: "x")
         let b = Pulse(wrappedValue: "x")
         XCTAssertEqual(a, b)
-        a.value = "x" // re-assigned: a new event, so no longer equal
+        a.value = "x"  // re-assigned: a new event, so no longer equal
         XCTAssertNotEqual(a, b)
     }
 

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import ReactorCore
 
 /// `Reactor.restore(_:)`: a reactor brought back from a store starts from the stored state,

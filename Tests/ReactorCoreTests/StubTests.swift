@@ -14,7 +14,7 @@ final class StubTests: XCTestCase {
         reactor.action.send(.increase)
         XCTAssertEqual(reactor.stub.actions, [.increase, .alert("x"), .increase])
         XCTAssertEqual(reactor.currentState.count, 0)
-        XCTAssertNil(reactor.currentState.user) // transform(mutation:) never ran
+        XCTAssertNil(reactor.currentState.user)  // transform(mutation:) never ran
     }
 
     func testStubStateSetsStateAndCurrentState() {
@@ -38,7 +38,7 @@ final class StubTests: XCTestCase {
         var state = reactor.currentState
         state.alertMessage = "Hi"
         reactor.stub.state.send(state)
-        reactor.stub.state.send(state) // same count: no new pulse
+        reactor.stub.state.send(state)  // same count: no new pulse
         state.alertMessage = "Hi"
         reactor.stub.state.send(state)
         XCTAssertEqual(alerts, ["Hi", "Hi"])

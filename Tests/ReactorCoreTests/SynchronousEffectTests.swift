@@ -1,6 +1,7 @@
 import Foundation
-@testable import ReactorCore
 import XCTest
+
+@testable import ReactorCore
 
 /// Effects whose values are known at once take the short way to `reduce` (issue 26, item 1):
 /// every kind still arrives whole and in order, one effect subscriber serves them all, and
@@ -20,7 +21,8 @@ final class SynchronousEffectTests: XCTestCase {
             case .combineJust: return Just(2).eraseToAnyPublisher()
             case .combineEmpty: return Empty().eraseToAnyPublisher()
             case .sequence: return [3, 4].publisher.eraseToAnyPublisher()
-            case .concat: return .concat(.just(5), .empty, [6, 7].publisher.eraseToAnyPublisher(), Just(8).eraseToAnyPublisher())
+            case .concat:
+                return .concat(.just(5), .empty, [6, 7].publisher.eraseToAnyPublisher(), Just(8).eraseToAnyPublisher())
             case .merge: return .merge(.just(9), .empty, .just(10))
             case let .later(value): return Later(value: value).eraseToAnyPublisher()
             }

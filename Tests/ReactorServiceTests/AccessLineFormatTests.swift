@@ -1,9 +1,10 @@
 import Logging
 import MicroHTTP
-@testable import ReactorService
-@testable import ReactorServiceCLI
 import TestSupport
 import XCTest
+
+@testable import ReactorService
+@testable import ReactorServiceCLI
 
 /// The access line written straight into the buffered log (`AccessLineFormatter`) is, timestamp
 /// aside, byte for byte the line swift-log's handlers make from `AccessLog`'s metadata.
@@ -14,13 +15,21 @@ final class AccessLineFormatTests: XCTestCase {
     private static var cases: [(request: Request, route: String, reply: Reply)] {
         let body = Array(#"{"session":"\#(session)","version":3,"state":{}}"#.utf8)
         return [
-            (Request(method: .POST, path: "/action", peer: "127.0.0.1"), "/action",
-             .response(Response(status: 200, body: body))),
-            (Request(method: .GET, path: "/sessions/x\"y\\z\u{1}é", query: ["access_token": "hunter2", "fields": "a\tb"],
-                     peer: "10.0.0.2", client: "203.0.113.9", pathParameters: ["id": "x\"y"]),
-             "/sessions/{id}", .response(Response(status: 404, body: []))),
-            (Request(method: .GET, path: "/sessions/s/events", peer: "::1", pathParameters: ["id": session]),
-             "/sessions/{id}/events", .eventStream(headers: HTTPHeaders(), open: { _ in })),
+            (
+                Request(method: .POST, path: "/action", peer: "127.0.0.1"), "/action",
+                .response(Response(status: 200, body: body))
+            ),
+            (
+                Request(
+                    method: .GET, path: "/sessions/x\"y\\z\u{1}é",
+                    query: ["access_token": "hunter2", "fields": "a\tb"],
+                    peer: "10.0.0.2", client: "203.0.113.9", pathParameters: ["id": "x\"y"]),
+                "/sessions/{id}", .response(Response(status: 404, body: []))
+            ),
+            (
+                Request(method: .GET, path: "/sessions/s/events", peer: "::1", pathParameters: ["id": session]),
+                "/sessions/{id}/events", .eventStream(headers: HTTPHeaders(), open: { _ in })
+            ),
             (Request(method: .POST, path: "/sessions"), "/sessions", .deferred { _ in }),
         ]
     }
@@ -37,7 +46,9 @@ final class AccessLineFormatTests: XCTestCase {
 
     func testTextLinesAreSwiftLogsStreamHandlerLines() {
         for base in Self.bases {
-            for ((request, route, reply), nanoseconds) in zip(Self.cases + Self.cases, Self.durations + Self.durations.reversed()) {
+            for ((request, route, reply), nanoseconds) in zip(
+                Self.cases + Self.cases, Self.durations + Self.durations.reversed())
+            {
                 let reference = referenceLine(.text, base: base, request, route, reply, nanoseconds)
                 let direct = directLine(.text, base: base, request, route, reply, nanoseconds)
                 XCTAssertEqual(Self.cutTimestamp(direct, .text), Self.cutTimestamp(reference, .text))
@@ -48,13 +59,16 @@ final class AccessLineFormatTests: XCTestCase {
 
     func testJSONLinesAreTheJSONHandlersLines() throws {
         for base in Self.bases {
-            for ((request, route, reply), nanoseconds) in zip(Self.cases + Self.cases, Self.durations + Self.durations.reversed()) {
+            for ((request, route, reply), nanoseconds) in zip(
+                Self.cases + Self.cases, Self.durations + Self.durations.reversed())
+            {
                 let reference = referenceLine(.json, base: base, request, route, reply, nanoseconds)
                 let direct = directLine(.json, base: base, request, route, reply, nanoseconds)
                 XCTAssertEqual(Self.cutTimestamp(direct, .json), Self.cutTimestamp(reference, .json))
                 let object = try JSONSerialization.jsonObject(with: Data(direct.utf8)) as? [String: Any]
                 let stamp = try XCTUnwrap(object?["timestamp"] as? String)
-                XCTAssertNotNil(stamp.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression), stamp)
+                XCTAssertNotNil(
+                    stamp.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression), stamp)
             }
         }
     }
@@ -67,25 +81,34 @@ final class AccessLineFormatTests: XCTestCase {
         var provided = buffered
         provided.metadataProvider = Logger.MetadataProvider { ["trace": "1"] }
         XCTAssertNil(AccessLog(logger: Logger(label: "reactord") { _ in provided }, route: "/action").direct)
-        XCTAssertNil(AccessLog(logger: Logger(label: "reactord") { _ in EventCapture(events: TestSupport.Locked([])) }, route: "/action").direct)
+        XCTAssertNil(
+            AccessLog(
+                logger: Logger(label: "reactord") { _ in EventCapture(events: TestSupport.Locked([])) },
+                route: "/action"
+            ).direct)
     }
 
     // MARK: - the two ways
 
-    private func directLine(_ format: LogFormat, base: Logger.Metadata, _ request: Request, _ route: String,
-                            _ reply: Reply, _ nanoseconds: UInt64) -> String {
+    private func directLine(
+        _ format: LogFormat, base: Logger.Metadata, _ request: Request, _ route: String,
+        _ reply: Reply, _ nanoseconds: UInt64
+    ) -> String {
         var logger = Logger(label: "reactord") { _ in
             BufferedLogHandler(inner: JSONLogHandler(label: "reactord"), format: format, label: "reactord")
         }
         for (key, value) in base { logger[metadataKey: key] = value }
         let log = AccessLog(logger: logger, route: route)
         let formatter = log.direct as! AccessLineFormatter
-        return String(decoding: formatter.bytes(of: log.line(request, route: route, reply: reply, nanoseconds: nanoseconds)),
-                      as: UTF8.self)
+        return String(
+            decoding: formatter.bytes(of: log.line(request, route: route, reply: reply, nanoseconds: nanoseconds)),
+            as: UTF8.self)
     }
 
-    private func referenceLine(_ format: LogFormat, base: Logger.Metadata, _ request: Request, _ route: String,
-                               _ reply: Reply, _ nanoseconds: UInt64) -> String {
+    private func referenceLine(
+        _ format: LogFormat, base: Logger.Metadata, _ request: Request, _ route: String,
+        _ reply: Reply, _ nanoseconds: UInt64
+    ) -> String {
         let events = TestSupport.Locked<[LogEvent]>([])
         var logger = Logger(label: "reactord") { _ in EventCapture(events: events) }
         for (key, value) in base { logger[metadataKey: key] = value }

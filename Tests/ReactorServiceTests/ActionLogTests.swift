@@ -42,9 +42,12 @@ class ActionLogTests: XCTestCase {
     }
 
     @discardableResult
-    private func act(_ fixture: ServerFixture, _ session: String, _ action: String,
-                     headers: [String: String] = [:]) throws -> TestResponse {
-        let response = try fixture.client.request("POST", "/sessions/\(session)/actions", body: action, headers: headers)
+    private func act(
+        _ fixture: ServerFixture, _ session: String, _ action: String,
+        headers: [String: String] = [:]
+    ) throws -> TestResponse {
+        let response = try fixture.client.request(
+            "POST", "/sessions/\(session)/actions", body: action, headers: headers)
         XCTAssertEqual(response.status, 200, response.text)
         return response
     }
@@ -86,16 +89,20 @@ class ActionLogTests: XCTestCase {
         let session = try open(fixture)
         let before = Date().addingTimeInterval(-1)
         try act(fixture, session, #"{"type":"add","amount":2}"#, headers: ["Idempotency-Key": "first-add"])
-        XCTAssertEqual(try fixture.client.request("POST", "/action",
-                                                  body: #"{"session":"\#(session)","action":{"type":"add","amount":3}}"#).status, 200)
+        XCTAssertEqual(
+            try fixture.client.request(
+                "POST", "/action",
+                body: #"{"session":"\#(session)","action":{"type":"add","amount":3}}"#
+            ).status, 200)
         try act(fixture, session, #"{"type":"noop"}"#)
         let entries = try log(fixture, session)
         XCTAssertEqual(entries.count, 3, "\(entries)")
         XCTAssertEqual(entries.map { $0["number"] as? Int }, [1, 2, 3])
         XCTAssertEqual(entries.map { $0["cause"] as? String }, ["action", "action", "action"])
         XCTAssertEqual(entries[0]["action"] as? NSDictionary, ["type": "add", "amount": 2] as NSDictionary)
-        XCTAssertEqual(entries[1]["action"] as? NSDictionary, ["type": "add", "amount": 3] as NSDictionary,
-                       "POST /action's action alone")
+        XCTAssertEqual(
+            entries[1]["action"] as? NSDictionary, ["type": "add", "amount": 3] as NSDictionary,
+            "POST /action's action alone")
         XCTAssertEqual(entries[0]["idempotencyKey"] as? String, "first-add")
         XCTAssertNil(entries[1]["idempotencyKey"])
         XCTAssertEqual(entries[0]["from"] as? Int, 1)
@@ -151,10 +158,14 @@ class ActionLogTests: XCTestCase {
         let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
         XCTAssertEqual(export.status, 200)
         XCTAssertEqual(export.header("Content-Type"), "application/x-ndjson")
-        let lines = export.text.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let lines = export.text.split(separator: "\n").map {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
         XCTAssertEqual(lines.compactMap { $0?["number"] as? Int }, Array(1...9))
-        for (query, problem) in [("?limit=0", "limit"), ("?limit=1001", "limit"), ("?after=-1", "after"),
-                                 ("?after=%2B5", "after"), ("?limit=+5", "limit"), ("?format=xml", "format")] {
+        for (query, problem) in [
+            ("?limit=0", "limit"), ("?limit=1001", "limit"), ("?after=-1", "after"),
+            ("?after=%2B5", "after"), ("?limit=+5", "limit"), ("?format=xml", "format"),
+        ] {
             let refused = try fixture.client.request("GET", "/sessions/\(session)/actions\(query)")
             XCTAssertEqual(refused.status, 400, query)
             XCTAssertTrue((refused.object["detail"] as? String ?? "").contains(problem), refused.text)
@@ -206,11 +217,15 @@ class ActionLogTests: XCTestCase {
         let withinTheirActions = entries.filter { ($0["action"] as? [String: Any])?["type"] as? String == "addLater" }
             .map { ($0["version"] as? Int ?? 0) - ($0["from"] as? Int ?? 0) }.reduce(0, +)
         let adds = entries.filter { ($0["action"] as? [String: Any])?["type"] as? String == "add" }
-        XCTAssertEqual(adds.filter { $0["from"] != nil && $0["from"] as? Int != $0["version"] as? Int }.count, 0,
-                       "an add makes one version, its own (none when it adds 0)")
-        XCTAssertEqual(effects.count + withinTheirActions, 40,
-                       "two mutations of each effect: \(effects.map { ($0["origin"] ?? "-", $0["from"] ?? "-", $0["version"] ?? "-") })")
-        XCTAssertEqual(entries.compactMap { $0["number"] as? Int }.sorted(), Array(1...entries.count), "numbered without gaps")
+        XCTAssertEqual(
+            adds.filter { $0["from"] != nil && $0["from"] as? Int != $0["version"] as? Int }.count, 0,
+            "an add makes one version, its own (none when it adds 0)")
+        XCTAssertEqual(
+            effects.count + withinTheirActions, 40,
+            "two mutations of each effect: \(effects.map { ($0["origin"] ?? "-", $0["from"] ?? "-", $0["version"] ?? "-") })"
+        )
+        XCTAssertEqual(
+            entries.compactMap { $0["number"] as? Int }.sorted(), Array(1...entries.count), "numbered without gaps")
         let versions = entries.compactMap { $0["version"] as? Int }
         XCTAssertEqual(versions, versions.sorted(), "in the order of their versions")
         // The logged actions, in order, on a fresh session: the same total.
@@ -228,7 +243,9 @@ class ActionLogTests: XCTestCase {
         let original = try fixture.client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any]
         // The user is the global one's, not the actions': a fresh session only has the total in common.
         XCTAssertEqual(replayed["total"] as? Int, original?["total"] as? Int)
-        XCTAssertEqual(replayed["total"] as? Int, (0..<1_000).reduce(0) { $0 + ($1 % 50 == 20 || $1 % 50 == 30 ? 0 : $1 % 50 == 10 ? $1 : $1 % 7) })
+        XCTAssertEqual(
+            replayed["total"] as? Int,
+            (0..<1_000).reduce(0) { $0 + ($1 % 50 == 20 || $1 % 50 == 30 ? 0 : $1 % 50 == 10 ? $1 : $1 % 7) })
     }
 
     func testAForkStartsFromTheStateAtItsVersionWithItsOwnHistory() throws {
@@ -246,26 +263,32 @@ class ActionLogTests: XCTestCase {
         XCTAssertEqual((forked.object["state"] as? [String: Any])?["total"] as? Int, 3)
         try act(fixture, fork, #"{"type":"add","amount":10}"#)
         XCTAssertEqual(try log(fixture, fork).count, 1, "its own log starts at the fork")
-        XCTAssertEqual((try fixture.client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any])?["total"]
-                       as? Int, 6, "the original is untouched")
+        XCTAssertEqual(
+            (try fixture.client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any])?["total"]
+                as? Int, 6, "the original is untouched")
         let current = try fixture.client.request("POST", "/sessions/\(session)/fork")
-        XCTAssertEqual((current.object["state"] as? [String: Any])?["total"] as? Int, 6, "no version: the current state")
+        XCTAssertEqual(
+            (current.object["state"] as? [String: Any])?["total"] as? Int, 6, "no version: the current state")
         let future = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":99}"#)
-        XCTAssertEqual(future.status, 422, "the session is there; the body names a version it does not have: \(future.text)")
+        XCTAssertEqual(
+            future.status, 422, "the session is there; the body names a version it does not have: \(future.text)")
         XCTAssertTrue((future.object["detail"] as? String ?? "").contains("version 3"), future.text)
         let unknown = try fixture.client.request("POST", "/sessions/AAAAAAAAAAAAAAAAAAAAAA/fork")
         XCTAssertEqual(unknown.status, 404, unknown.text)
         // Under an Idempotency-Key a repeat gets the first fork back, and makes no second one.
-        let keyed = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":1}"#,
-                                               headers: ["Idempotency-Key": "fork-once"])
-        let again = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":1}"#,
-                                               headers: ["Idempotency-Key": "fork-once"])
+        let keyed = try fixture.client.request(
+            "POST", "/sessions/\(session)/fork", body: #"{"version":1}"#,
+            headers: ["Idempotency-Key": "fork-once"])
+        let again = try fixture.client.request(
+            "POST", "/sessions/\(session)/fork", body: #"{"version":1}"#,
+            headers: ["Idempotency-Key": "fork-once"])
         XCTAssertEqual(keyed.status, 201, keyed.text)
         XCTAssertEqual(again.status, 201, again.text)
         XCTAssertEqual(again.header("Idempotent-Replayed"), "true")
         XCTAssertEqual(again.object["session"] as? String, keyed.object["session"] as? String)
-        let other = try fixture.client.request("POST", "/sessions/\(session)/fork", body: #"{"version":2}"#,
-                                               headers: ["Idempotency-Key": "fork-once"])
+        let other = try fixture.client.request(
+            "POST", "/sessions/\(session)/fork", body: #"{"version":2}"#,
+            headers: ["Idempotency-Key": "fork-once"])
         XCTAssertEqual(other.status, 422, "the key named another fork: \(other.text)")
     }
 
@@ -290,13 +313,15 @@ class ActionLogTests: XCTestCase {
         defer { fixture.stop() }
         let session = try open(fixture)
         try act(fixture, session, #"{"type":"login","name":"ann","password":"hunter2","nested":{"password":["x"]}}"#)
-        try act(fixture, session, #"{"type":"login","name":"bo","pass\u0077ord":"hunter3"}"#)   // as json.dumps may spell it
+        // as json.dumps may spell it
+        try act(fixture, session, #"{"type":"login","name":"bo","pass\u0077ord":"hunter3"}"#)
         let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
         XCTAssertFalse(export.text.contains("hunter2") || export.text.contains("hunter3"), export.text)
         let entry = try XCTUnwrap(try log(fixture, session).first)
-        XCTAssertEqual(entry["action"] as? NSDictionary,
-                       ["type": "login", "name": "ann", "password": "[redacted]", "nested": ["password": "[redacted]"]]
-                        as NSDictionary)
+        XCTAssertEqual(
+            entry["action"] as? NSDictionary,
+            ["type": "login", "name": "ann", "password": "[redacted]", "nested": ["password": "[redacted]"]]
+                as NSDictionary)
     }
 
     func testWithTheLogOffNothingIsLogged() throws {
@@ -307,8 +332,9 @@ class ActionLogTests: XCTestCase {
         let refused = try fixture.client.request("GET", "/sessions/\(session)/actions")
         XCTAssertEqual(refused.status, 404)
         XCTAssertTrue((refused.object["detail"] as? String ?? "").contains("--action-log 0"), refused.text)
-        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/1").status, 200,
-                       "states come from the history, which stays")
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions/\(session)/states/1").status, 200,
+            "states come from the history, which stays")
     }
 
     func testTheLogKeepsItsNewestEntries() throws {
@@ -329,12 +355,14 @@ class ActionLogTests: XCTestCase {
         var opened: [String] = []
         for _ in 0..<5 { opened.append(try open(fixture)) }
         XCTAssertEqual(try fixture.client.request("GET", "/sessions").status, 401)
-        XCTAssertEqual(try fixture.client.request("GET", "/sessions", headers: ["Authorization": "Bearer nope"]).status, 403)
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions", headers: ["Authorization": "Bearer nope"]).status, 403)
         var listed: [String] = []
         var after = ""
         for _ in 0..<10 {
-            let page = try fixture.client.request("GET", "/sessions?limit=2&after=\(after)",
-                                                  headers: ["Authorization": "Bearer \(ServerFixture.token)"])
+            let page = try fixture.client.request(
+                "GET", "/sessions?limit=2&after=\(after)",
+                headers: ["Authorization": "Bearer \(ServerFixture.token)"])
             XCTAssertEqual(page.status, 200, page.text)
             let sessions = page.object["sessions"] as? [[String: Any]] ?? []
             listed += sessions.compactMap { $0["session"] as? String }
@@ -355,8 +383,10 @@ class ActionLogTests: XCTestCase {
         fixture = try ServerFixture { $0.store = try! self.store() }
         defer { fixture.stop() }
         XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200)
-        let entries = try fixture.client.request("GET", "/sessions/\(session)/actions").object["actions"] as? [[String: Any]]
-        XCTAssertEqual(entries?.compactMap { $0["number"] as? Int }, [1, 2, 3, 4], "numbering goes on after the restart")
+        let entries =
+            try fixture.client.request("GET", "/sessions/\(session)/actions").object["actions"] as? [[String: Any]]
+        XCTAssertEqual(
+            entries?.compactMap { $0["number"] as? Int }, [1, 2, 3, 4], "numbering goes on after the restart")
         let first = try fixture.client.request("GET", "/sessions/\(session)/states/0")
         XCTAssertEqual((first.object["state"] as? [String: Any])?["count"] as? Int, 0, first.text)
     }
@@ -394,7 +424,8 @@ private final class LedgerReactor: Reactor {
             case "addLater": self = .addLater(try container.decode(Int.self, forKey: .amount))
             case "noop": self = .noop
             case "login": self = .login(try container.decode(String.self, forKey: .name))
-            default: throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown type")
+            default:
+                throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown type")
             }
         }
     }
@@ -420,11 +451,13 @@ private final class LedgerReactor: Reactor {
         switch action {
         case let .add(amount): return .just(.add(amount))
         case let .addLater(amount):
-            return .concat(.just(.setPending(true)), .run { send in
-                try? await Task.sleep(nanoseconds: 2_000_000)
-                await send(.add(amount))
-                await send(.setPending(false))
-            })
+            return .concat(
+                .just(.setPending(true)),
+                .run { send in
+                    try? await Task.sleep(nanoseconds: 2_000_000)
+                    await send(.add(amount))
+                    await send(.setPending(false))
+                })
         case .noop, .login: return .empty
         }
     }

@@ -15,13 +15,17 @@ final class CORSTests: XCTestCase {
         fixture.stop()
     }
 
-    private func preflight(_ path: String, origin: String, method: String = "POST",
-                           headers: String = "content-type") throws -> TestResponse {
-        try fixture.client.request("OPTIONS", path, headers: [
-            "Origin": origin,
-            "Access-Control-Request-Method": method,
-            "Access-Control-Request-Headers": headers,
-        ])
+    private func preflight(
+        _ path: String, origin: String, method: String = "POST",
+        headers: String = "content-type"
+    ) throws -> TestResponse {
+        try fixture.client.request(
+            "OPTIONS", path,
+            headers: [
+                "Origin": origin,
+                "Access-Control-Request-Method": method,
+                "Access-Control-Request-Headers": headers,
+            ])
     }
 
     private func list(_ value: String?) -> Set<String> {
@@ -41,8 +45,9 @@ final class CORSTests: XCTestCase {
 
     func testPreflightForEventsAllowsLastEventID() throws {
         let session = try fixture.createSession()
-        let response = try preflight("/sessions/\(session)/events", origin: Self.allowed, method: "GET",
-                                     headers: "last-event-id")
+        let response = try preflight(
+            "/sessions/\(session)/events", origin: Self.allowed, method: "GET",
+            headers: "last-event-id")
         XCTAssertEqual(response.status, 204)
         XCTAssertEqual(response.header("Access-Control-Allow-Origin"), Self.allowed)
         XCTAssertTrue(list(response.header("Access-Control-Allow-Methods")).contains("get"))
@@ -71,8 +76,9 @@ final class CORSTests: XCTestCase {
     func testActionRepliesCarryTheAllowedOriginOnly() throws {
         let session = try fixture.createSession()
         let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
-        let allowed = try fixture.client.request("POST", "/action", body: body,
-                                                 headers: ["Origin": Self.allowed, "Content-Type": "application/json"])
+        let allowed = try fixture.client.request(
+            "POST", "/action", body: body,
+            headers: ["Origin": Self.allowed, "Content-Type": "application/json"])
         XCTAssertEqual(allowed.status, 200)
         XCTAssertEqual(allowed.header("Access-Control-Allow-Origin"), Self.allowed)
         XCTAssertEqual(allowed.header("Vary"), "Origin")

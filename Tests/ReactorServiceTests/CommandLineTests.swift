@@ -45,22 +45,22 @@ final class CommandLineTests: XCTestCase {
             (["--max-sessions", "0"], "--max-sessions"),
             (["--body-limit", "10"], "--body-limit"),
             (["--heartbeat", "0"], "--heartbeat"),
-            (["--heartbeat", "inf"], "--heartbeat"),     // trapped in Dispatch before it was refused
+            (["--heartbeat", "inf"], "--heartbeat"),  // trapped in Dispatch before it was refused
             (["--history=-1"], "--history"),
             (["--action-log=-1"], "--action-log"),
             (["--action-log-age", "-1"], "--action-log-age"),
             (["--action-log-age", "0"], "--action-log-age"),
             (["--action-log-age", "inf"], "--action-log-age"),
             (["--connection-limit", "0"], "--connection-limit"),
-            (["--connection-limit", "\(Int.max)"], "--connection-limit"),   // overflowed and trapped at start
+            (["--connection-limit", "\(Int.max)"], "--connection-limit"),  // overflowed and trapped at start
             (["--body-limit", "\(Int.max)"], "--body-limit"),
             (["--admin-token", ""], "--admin-token"),
-            (["--admin-token-file", "/no-such-folder/token"], "--admin-token-file"),   // only warned, and ran
-            (["--admin-token-file", "/etc/hostname/token"], "--admin-token-file"),     // a file is no folder
-            (["--admin-token-file", "/tmp"], "--admin-token-file"),                    // a folder is no file
-            (["--advertise", "http://10.0.0.5"], "--advertise"),      // every forward then failed: no port
+            (["--admin-token-file", "/no-such-folder/token"], "--admin-token-file"),  // only warned, and ran
+            (["--admin-token-file", "/etc/hostname/token"], "--admin-token-file"),  // a file is no folder
+            (["--admin-token-file", "/tmp"], "--admin-token-file"),  // a folder is no file
+            (["--advertise", "http://10.0.0.5"], "--advertise"),  // every forward then failed: no port
             (["--advertise", "http://:8080"], "--advertise"),
-            (["healthcheck", "--timeout=-1"], "--timeout"),      // the subcommand's usage errors exit 2 too (was 64)
+            (["healthcheck", "--timeout=-1"], "--timeout"),  // the subcommand's usage errors exit 2 too (was 64)
             (["healthcheck", "--bogus"], "--bogus"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-issuer", ""], "--jwt-issuer"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-audience", ""], "--jwt-audience"),
@@ -124,11 +124,14 @@ final class CommandLineTests: XCTestCase {
         let tokenFile = folder.appendingPathComponent("reactord-admin-token").path
         let store = "sqlite:" + folder.appendingPathComponent("reactord.sqlite").path
         let first = try ReactordProcess(arguments: ["--admin-token-file", tokenFile, "--store", store])
-        let token = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let client = HTTPClient(port: first.port)
         func putUser() throws -> Int {
-            try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#,
-                               headers: ["Authorization": "Bearer \(token)"]).status
+            try client.request(
+                "PUT", "/user", body: #"{"id":"u1","name":"jay"}"#,
+                headers: ["Authorization": "Bearer \(token)"]
+            ).status
         }
         XCTAssertEqual(try putUser(), 200)
 
@@ -178,10 +181,12 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(outcome.status, 0)
         // Help is wrapped to the terminal's width: compare with the line breaks folded away.
         let help = outcome.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
-        for variable in ["REACTORD_HOST", "REACTORD_PORT", "REACTORD_THREADS", "REACTORD_ADMIN_TOKEN",
-                         "REACTORD_SESSION_TTL", "REACTORD_LOG_LEVEL", "REACTORD_CORS_ORIGINS",
-                         "REACTORD_HEAD_TIMEOUT", "REACTORD_TRUSTED_PROXIES", "REACTORD_CONNECTIONS_PER_IP",
-                         "REACTORD_ACTION_LOG", "REACTORD_ACTION_LOG_AGE"] {
+        for variable in [
+            "REACTORD_HOST", "REACTORD_PORT", "REACTORD_THREADS", "REACTORD_ADMIN_TOKEN",
+            "REACTORD_SESSION_TTL", "REACTORD_LOG_LEVEL", "REACTORD_CORS_ORIGINS",
+            "REACTORD_HEAD_TIMEOUT", "REACTORD_TRUSTED_PROXIES", "REACTORD_CONNECTIONS_PER_IP",
+            "REACTORD_ACTION_LOG", "REACTORD_ACTION_LOG_AGE",
+        ] {
             XCTAssertTrue(help.contains("[env: \(variable)]"), "\(variable) missing from --help")
         }
         XCTAssertTrue(outcome.output.contains("USAGE: reactord"), outcome.output)
@@ -196,7 +201,8 @@ final class CommandLineTests: XCTestCase {
             XCTAssertEqual(created.status, 201, created.text)
             let id = try XCTUnwrap(created.object["session"] as? String)
             for _ in 0..<sending {
-                XCTAssertEqual(try client.request("POST", "/sessions/\(id)/actions", body: #"{"type":"increase"}"#).status, 200)
+                XCTAssertEqual(
+                    try client.request("POST", "/sessions/\(id)/actions", body: #"{"type":"increase"}"#).status, 200)
             }
             return try client.request("GET", "/sessions/\(id)/actions")
         }
@@ -209,23 +215,31 @@ final class CommandLineTests: XCTestCase {
         let entries = try XCTUnwrap(short.object["actions"] as? [[String: Any]])
         XCTAssertEqual(entries.map { $0["version"] as? Int }, [2, 3], short.text)
 
-        let flagWins = try actions(try ReactordProcess(arguments: ["--action-log", "0"],
-                                                       environment: ["REACTORD_ACTION_LOG": "5",
-                                                                     "REACTORD_ACTION_LOG_AGE": "60"]), after: 1)
+        let flagWins = try actions(
+            try ReactordProcess(
+                arguments: ["--action-log", "0"],
+                environment: [
+                    "REACTORD_ACTION_LOG": "5",
+                    "REACTORD_ACTION_LOG_AGE": "60",
+                ]), after: 1)
         XCTAssertEqual(flagWins.status, 404, flagWins.text)
     }
 
     func testGoodVariablesServe() throws {
-        let server = try ReactordProcess(arguments: [], environment: [
-            "REACTORD_THREADS": "2", "REACTORD_LOG_LEVEL": "debug", "REACTORD_ADMIN_TOKEN": "secret",
-        ])
+        let server = try ReactordProcess(
+            arguments: [],
+            environment: [
+                "REACTORD_THREADS": "2", "REACTORD_LOG_LEVEL": "debug", "REACTORD_ADMIN_TOKEN": "secret",
+            ])
         let client = HTTPClient(port: server.port)
         XCTAssertEqual(try client.request("GET", "/healthz").status, 200)
-        let denied = try client.request("PUT", "/user", body: #"{"id":"u","name":"n"}"#,
-                                        headers: ["Authorization": "Bearer wrong"])
+        let denied = try client.request(
+            "PUT", "/user", body: #"{"id":"u","name":"n"}"#,
+            headers: ["Authorization": "Bearer wrong"])
         XCTAssertEqual(denied.status, 403)
-        let allowed = try client.request("PUT", "/user", body: #"{"id":"u","name":"n"}"#,
-                                         headers: ["Authorization": "Bearer secret"])
+        let allowed = try client.request(
+            "PUT", "/user", body: #"{"id":"u","name":"n"}"#,
+            headers: ["Authorization": "Bearer secret"])
         XCTAssertEqual(allowed.status, 200)
     }
 }

@@ -16,7 +16,8 @@ final class CurrentUserTests: XCTestCase {
         var reached = 0
         for stream in streams {
             guard let event = stream.next(), event.event == "state",
-                  let user = event.state["user"] as? [String: Any] else { continue }
+                let user = event.state["user"] as? [String: Any]
+            else { continue }
             if user["id"] as? String == "u-jay", user["name"] as? String == "jay" { reached += 1 }
         }
         XCTAssertEqual(reached, 1_000)
@@ -36,8 +37,9 @@ final class CurrentUserTests: XCTestCase {
         let session = try fixture.createSession()
         let events = try fixture.subscribe(session)
         XCTAssertEqual((events.next()?.state["user"] as? [String: Any])?["name"] as? String, "kim")
-        let cleared = try fixture.client.request("DELETE", "/user",
-                                                 headers: ["Authorization": "Bearer \(ServerFixture.token)"])
+        let cleared = try fixture.client.request(
+            "DELETE", "/user",
+            headers: ["Authorization": "Bearer \(ServerFixture.token)"])
         XCTAssertEqual(cleared.status, 204)
         let next = try XCTUnwrap(events.next())
         XCTAssertTrue(next.state["user"] is NSNull, "\(next.data)")

@@ -19,8 +19,11 @@ final class DurabilityTests: XCTestCase {
     }
 
     private func start(_ extra: [String] = [], store: String? = nil) throws -> ReactordProcess {
-        try ReactordProcess(arguments: ["--store", store ?? "sqlite:\(database)", "--admin-token", "t",
-                                        "--heartbeat", "1"] + extra)
+        try ReactordProcess(
+            arguments: [
+                "--store", store ?? "sqlite:\(database)", "--admin-token", "t",
+                "--heartbeat", "1",
+            ] + extra)
     }
 
     private func create(_ client: HTTPClient) throws -> String {
@@ -29,7 +32,9 @@ final class DurabilityTests: XCTestCase {
         return try XCTUnwrap(created.object["session"] as? String)
     }
 
-    private func act(_ client: HTTPClient, _ session: String, _ action: String = #"{"type":"increase"}"#) throws -> TestResponse {
+    private func act(_ client: HTTPClient, _ session: String, _ action: String = #"{"type":"increase"}"#) throws
+        -> TestResponse
+    {
         try client.request("POST", "/action", body: #"{"session":"\#(session)","action":\#(action)}"#)
     }
 
@@ -53,7 +58,7 @@ final class DurabilityTests: XCTestCase {
                 defer { done.leave() }
                 let client = HTTPClient(port: server.port)
                 var index = worker
-                for _ in 0..<100_000 {   // bounded; the kill ends it much sooner
+                for _ in 0..<100_000 {  // bounded; the kill ends it much sooner
                     let session = sessions[index % sessions.count]
                     index += clients
                     inFlight.update { $0[session, default: 0] += 1 }
@@ -82,7 +87,9 @@ final class DurabilityTests: XCTestCase {
             total += got
         }
         XCTAssertGreaterThanOrEqual(total, 300, "the load ran")
-        print("kill -9 after \(total) answered actions on 12 sessions: every count equals its 200s (+ at most the one in flight)")
+        print(
+            "kill -9 after \(total) answered actions on 12 sessions: every count equals its 200s (+ at most the one in flight)"
+        )
         // Event ids continue without reuse: the next action is the stored version + 1.
         let session = sessions[0]
         let before = try client.request("GET", "/sessions/\(session)").object["version"] as? Int
@@ -93,17 +100,23 @@ final class DurabilityTests: XCTestCase {
     func testSIGTERMUnderLoadCommitsEverythingAnswered() throws {
         let server = try start(["--threads", "2"])
         let session = try create(HTTPClient(port: server.port))
-        let ok = Locked(0), unanswered = Locked(0), other = Locked<[Int]>([])
+        let ok = Locked(0)
+        let unanswered = Locked(0)
+        let other = Locked<[Int]>([])
         let done = DispatchGroup()
         for _ in 0..<4 {
             done.enter()
             Thread.detachNewThread { [self] in
                 defer { done.leave() }
                 var client = HTTPClient(port: server.port)
-                for _ in 0..<100_000 {   // bounded; the signal ends it much sooner
+                for _ in 0..<100_000 {  // bounded; the signal ends it much sooner
                     do {
                         let response = try act(client, session)
-                        if response.status == 200 { ok.update { $0 += 1 } } else { other.update { $0.append(response.status) } }
+                        if response.status == 200 {
+                            ok.update { $0 += 1 }
+                        } else {
+                            other.update { $0.append(response.status) }
+                        }
                     } catch {
                         unanswered.update { $0 += 1 }
                         if (try? TestSocket(port: server.port, timeout: 1)) == nil { return }
@@ -122,18 +135,22 @@ final class DurabilityTests: XCTestCase {
         let stored = try XCTUnwrap(try count(HTTPClient(port: restarted.port), session))
         XCTAssertGreaterThanOrEqual(stored, ok.value, "every action answered 200 was committed")
         XCTAssertLessThanOrEqual(stored, ok.value + unanswered.value, "and no action that was refused")
-        print("SIGTERM under load on the sqlite store: \(ok.value) answered 200, \(other.value.count) refused 503, "
-              + "\(unanswered.value) closed unanswered; stored count \(stored)")
+        print(
+            "SIGTERM under load on the sqlite store: \(ok.value) answered 200, \(other.value.count) refused 503, "
+                + "\(unanswered.value) closed unanswered; stored count \(stored)")
     }
 
     private let admin = ["Authorization": "Bearer t"]
 
     /// A session made while the user was u1, then a `kill -9` and a new server on the same file:
     /// the session is stored there, not loaded yet.
-    private func restartedWithASessionOfUserU1() throws -> (session: String, server: ReactordProcess, client: HTTPClient) {
+    private func restartedWithASessionOfUserU1() throws -> (
+        session: String, server: ReactordProcess, client: HTTPClient
+    ) {
         let server = try start()
         let client = HTTPClient(port: server.port)
-        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#, headers: admin).status, 200)
+        XCTAssertEqual(
+            try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#, headers: admin).status, 200)
         let session = try create(client)
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
@@ -146,7 +163,8 @@ final class DurabilityTests: XCTestCase {
     /// store agree (it used to be answered 200 under the stored version and then lost).
     func testAUserChangeWhileASessionIsStoredIsItsNextEvent() throws {
         let (session, restarted, again) = try restartedWithASessionOfUserU1()
-        XCTAssertEqual(try again.request("PUT", "/user", body: #"{"id":"u2","name":"kim"}"#, headers: admin).status, 200)
+        XCTAssertEqual(
+            try again.request("PUT", "/user", body: #"{"id":"u2","name":"kim"}"#, headers: admin).status, 200)
         func userID(_ body: [String: Any]) -> String? {
             ((body["state"] as? [String: Any])?["user"] as? [String: Any])?["id"] as? String
         }
@@ -176,7 +194,7 @@ final class DurabilityTests: XCTestCase {
     /// so it shows the current user under the new version, as every later read does.
     func testTheFirstReadAfterARestartShowsAUserChangeMadeWhileStored() throws {
         let (session, restarted, again) = try restartedWithASessionOfUserU1()
-        try withExtendedLifetime(restarted) {   // the server runs as long as its process object lives
+        try withExtendedLifetime(restarted) {  // the server runs as long as its process object lives
             XCTAssertEqual(try again.request("DELETE", "/user", headers: admin).status, 204)
             for attempt in 1...2 {
                 let read = try again.request("GET", "/sessions/\(session)").object
@@ -194,7 +212,7 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(stream.next()?.id, "0")
         XCTAssertEqual(try act(client, session).status, 200)
         XCTAssertEqual(try act(client, session, #"{"type":"alert","message":"before"}"#).status, 200)
-        let seen = stream.take(3)   // state 1, state 2 (the alert), pulse 3
+        let seen = stream.take(3)  // state 1, state 2 (the alert), pulse 3
         XCTAssertEqual(seen.map(\.id), ["1", "2", "3"])
         XCTAssertEqual(seen.last?.event, "pulse")
 
@@ -209,8 +227,9 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try act(again, session).status, 200)
         XCTAssertEqual(try act(again, session, #"{"type":"alert","message":"after"}"#).status, 200)
         // EventSource reconnects with the last id it saw: exactly what followed, pulses included.
-        let resumed = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events",
-                                            headers: ["Last-Event-ID": "3"])
+        let resumed = try EventStreamClient(
+            port: restarted.port, path: "/sessions/\(session)/events",
+            headers: ["Last-Event-ID": "3"])
         let missed = resumed.take(3)
         XCTAssertEqual(missed.map(\.id), ["4", "5", "6"])
         XCTAssertEqual(missed.map(\.event), ["state", "state", "pulse"])
@@ -221,8 +240,9 @@ final class DurabilityTests: XCTestCase {
         let older = try EventStreamClient(port: restarted.port, path: "/sessions/\(session)/events?lastEventId=2")
         XCTAssertEqual(older.take(4).map(\.id), ["3", "4", "5", "6"])
         // ?fields= applies to replayed events as to live ones.
-        let filtered = try EventStreamClient(port: restarted.port,
-                                             path: "/sessions/\(session)/events?fields=count&lastEventId=0")
+        let filtered = try EventStreamClient(
+            port: restarted.port,
+            path: "/sessions/\(session)/events?fields=count&lastEventId=0")
         let counts = filtered.take(2)
         XCTAssertEqual(counts.first?.data, #"{"count":1}"#)
     }
@@ -230,11 +250,15 @@ final class DurabilityTests: XCTestCase {
     func testDeletedSessionStaysGoneAndTheUserComesBack() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)
-        let kept = try create(client), deleted = try create(client)
+        let kept = try create(client)
+        let deleted = try create(client)
         XCTAssertEqual(try act(client, kept).status, 200)
         XCTAssertEqual(try client.request("DELETE", "/sessions/\(deleted)").status, 204)
-        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"u1","name":"jay"}"#,
-                                          headers: admin).status, 200)
+        XCTAssertEqual(
+            try client.request(
+                "PUT", "/user", body: #"{"id":"u1","name":"jay"}"#,
+                headers: admin
+            ).status, 200)
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
 
@@ -245,8 +269,9 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try again.request("GET", "/user").object["id"] as? String, "u1")
         let state = try again.request("GET", "/sessions/\(kept)").object["state"] as? [String: Any]
         XCTAssertEqual(state?["count"] as? Int, 1)
-        XCTAssertEqual((state?["user"] as? [String: Any])?["name"] as? String, "jay",
-                       "the user was restored before the session saw currentUser")
+        XCTAssertEqual(
+            (state?["user"] as? [String: Any])?["name"] as? String, "jay",
+            "the user was restored before the session saw currentUser")
         XCTAssertEqual(try again.request("GET", "/healthz").object["sessions"] as? Int, 1)
     }
 
@@ -254,16 +279,18 @@ final class DurabilityTests: XCTestCase {
         let server = try start(["--session-ttl", "2"])
         let client = HTTPClient(port: server.port)
         let idle = try create(client)
-        _ = try create(client)   // never asked for again: the sweeper deletes it from the store
+        _ = try create(client)  // never asked for again: the sweeper deletes it from the store
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
         Thread.sleep(forTimeInterval: 2.5)
         let restarted = try start(["--session-ttl", "2"])
         let again = HTTPClient(port: restarted.port)
-        XCTAssertEqual(try again.request("GET", "/sessions/\(idle)").status, 404,
-                       "it expired while the server was down")
-        XCTAssertTrue(waitUntil(timeout: 10) { (try? again.request("GET", "/healthz").object["sessions"] as? Int) == 0 },
-                      "the other expired one is swept from the store unasked")
+        XCTAssertEqual(
+            try again.request("GET", "/sessions/\(idle)").status, 404,
+            "it expired while the server was down")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? again.request("GET", "/healthz").object["sessions"] as? Int) == 0 },
+            "the other expired one is swept from the store unasked")
         kill(restarted.process.processIdentifier, SIGTERM)
         XCTAssertEqual(restarted.waitForExit(timeout: 10), 0)
         XCTAssertEqual(try sqlite("SELECT count(*) FROM sessions;"), "0")
@@ -281,13 +308,17 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
         // Its events, not its action log (in the same table: an entry rides on its event's row, and
         // moves to a row of its own, keyed above 2^62, when the history drops the event; docs/history.md).
-        let kept = Int(try sqlite("SELECT count(*) FROM events WHERE session = '\(session)' AND seq < (1 << 62);")) ?? -1
+        let kept =
+            Int(try sqlite("SELECT count(*) FROM events WHERE session = '\(session)' AND seq < (1 << 62);")) ?? -1
         XCTAssertGreaterThanOrEqual(kept, 10)
         XCTAssertLessThanOrEqual(kept, 10 + 64, "trimmed in steps of 64 events")
         XCTAssertEqual(try sqlite("SELECT min(seq) >= 300 - 10 - 64 FROM events;"), "1")
-        let logged = Int(try sqlite("SELECT count(*) FROM events WHERE session = '\(session)' AND cause IS NOT NULL;")) ?? -1
+        let logged =
+            Int(try sqlite("SELECT count(*) FROM events WHERE session = '\(session)' AND cause IS NOT NULL;")) ?? -1
         XCTAssertEqual(logged, 300, "its action log keeps its own length (--action-log, 1000)")
-        XCTAssertEqual(try sqlite("SELECT count(*) FROM events WHERE session = '\(other)';"), "0", "a deleted session's history goes too")
+        XCTAssertEqual(
+            try sqlite("SELECT count(*) FROM events WHERE session = '\(other)';"), "0",
+            "a deleted session's history goes too")
 
         // The newest 10 come back: a resume from 289 is exact, one from 280 starts afresh.
         let restarted = try start(["--history", "10"])
@@ -303,7 +334,7 @@ final class DurabilityTests: XCTestCase {
         var server = try start()
         var client = HTTPClient(port: server.port)
         let session = try create(client)
-        for _ in 0..<10 { XCTAssertEqual(try act(client, session).status, 200) }   // versions 1 to 10
+        for _ in 0..<10 { XCTAssertEqual(try act(client, session).status, 200) }  // versions 1 to 10
         kill(server.process.processIdentifier, SIGKILL)
         XCTAssertNotNil(server.waitForExit(timeout: 5))
         server = try start(["--history", "0"])
@@ -330,7 +361,10 @@ final class DurabilityTests: XCTestCase {
         try process.run()
         let deadline = Date().addingTimeInterval(10)
         while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        if process.isRunning { process.terminate(); return (nil, "still running") }
+        if process.isRunning {
+            process.terminate()
+            return (nil, "still running")
+        }
         let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         return (process.terminationStatus, log)
     }
@@ -360,12 +394,14 @@ final class DurabilityTests: XCTestCase {
         XCTAssertNotEqual(status ?? 0, 0)
         XCTAssertTrue(log.contains(database) && log.contains("not a SQLite database"), log)
         XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: database))), bytes, "byte for byte")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder.path), ["reactord.sqlite"],
-                       "no -wal or -shm beside it")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path), ["reactord.sqlite"],
+            "no -wal or -shm beside it")
     }
 
     func testAnotherProgramsDatabaseAndANewerSchemaAreRefused() throws {
-        try sqlite("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 5);")
+        try sqlite(
+            "CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 5);")
         let foreign = try Data(contentsOf: URL(fileURLWithPath: database))
         var (status, log) = try runToExit(["--store", "sqlite:\(database)"])
         XCTAssertNotEqual(status ?? 0, 0)
@@ -373,7 +409,7 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: database)), foreign)
 
         try FileManager.default.removeItem(atPath: database)
-        let server = try start()   // makes a current file
+        let server = try start()  // makes a current file
         XCTAssertEqual(try HTTPClient(port: server.port).request("GET", "/healthz").status, 200)
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
@@ -391,7 +427,7 @@ final class DurabilityTests: XCTestCase {
     }
 
     func testAnEmptyDatabaseIsMigratedToTheCurrentSchema() throws {
-        try sqlite("PRAGMA user_version = 0; VACUUM;")   // a valid SQLite file with no tables: schema version 0
+        try sqlite("PRAGMA user_version = 0; VACUUM;")  // a valid SQLite file with no tables: schema version 0
         let server = try start()
         let client = HTTPClient(port: server.port)
         let session = try create(client)
@@ -400,7 +436,8 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
         XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "6", "every migration ran")
         XCTAssertEqual(try sqlite("SELECT count(*) FROM sessions;"), "1")
-        XCTAssertEqual(try sqlite("SELECT cause FROM events WHERE cause IS NOT NULL;"), "action", "the action was logged")
+        XCTAssertEqual(
+            try sqlite("SELECT cause FROM events WHERE cause IS NOT NULL;"), "action", "the action was logged")
     }
 
     func testASecondProcessOnTheSameFileIsRefusedWhileTheFirstServes() throws {
@@ -416,12 +453,15 @@ final class DurabilityTests: XCTestCase {
     func testACorruptRowFailsItsSessionAlone() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)
-        let broken = try create(client), gone = try create(client), fine = try create(client)
+        let broken = try create(client)
+        let gone = try create(client)
+        let fine = try create(client)
         let rewound = try create(client)
         for session in [broken, gone, fine, rewound] { XCTAssertEqual(try act(client, session).status, 200) }
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
-        try sqlite("""
+        try sqlite(
+            """
             UPDATE sessions SET state = '{"count": "not a number"' WHERE id = '\(broken)';
             UPDATE sessions SET kind = 'retired' WHERE id = '\(gone)';
             UPDATE sessions SET version = -5 WHERE id = '\(rewound)';
@@ -456,8 +496,10 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
         // A page of the sessions' histories overwritten, as a bad disk block would (the middle one
         // of the leaves: those that restoring a session reads; dbstat numbers pages from 1).
-        let leaves = try sqlite("SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' ORDER BY pageno;")
-            .split(separator: "\n").compactMap { UInt64($0) }
+        let leaves = try sqlite(
+            "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' ORDER BY pageno;"
+        )
+        .split(separator: "\n").compactMap { UInt64($0) }
         let page = try XCTUnwrap(leaves.dropFirst(leaves.count / 2).first)
         let file = try XCTUnwrap(FileHandle(forUpdatingAtPath: database))
         try file.seek(toOffset: (page - 1) * 4096)
@@ -489,10 +531,15 @@ final class DurabilityTests: XCTestCase {
         // Fill the disk to a few pages short, then grow the history until a write fails.
         let filler = mount.appendingPathComponent("filler")
         _ = shell("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=4096", "count=400"])
-        var answered = 0, full: TestResponse?
+        var answered = 0
+        var full: TestResponse?
         for index in 0..<20_000 {
-            let response = try act(client, session, #"{"type":"alert","message":"\#(String(repeating: "x", count: 900))\#(index)"}"#)
-            if response.status == 200 { answered += 1; continue }
+            let response = try act(
+                client, session, #"{"type":"alert","message":"\#(String(repeating: "x", count: 900))\#(index)"}"#)
+            if response.status == 200 {
+                answered += 1
+                continue
+            }
             full = response
             break
         }
@@ -501,15 +548,19 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(refusal.header("content-type"), "application/problem+json")
         XCTAssertTrue(refusal.text.contains("full"), refusal.text)
         XCTAssertEqual(try client.request("GET", "/healthz").status, 200, "the server stays up")
-        XCTAssertEqual(try client.request("GET", "/sessions/\(session)").object["version"] as? Int, answered * 2,
-                       "the session is back at its last committed state")
+        XCTAssertEqual(
+            try client.request("GET", "/sessions/\(session)").object["version"] as? Int, answered * 2,
+            "the session is back at its last committed state")
         // Each failed commit lets the session go, to come back from the store: an action racing that
         // was answered 404, which a client takes as final. It exists: 507 or 503, never 404.
         let statuses = Locked<[Int]>([])
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
             let own = HTTPClient(port: server.port)
             for _ in 0..<40 {
-                let status = (try? self.act(own, session, #"{"type":"alert","message":"\#(String(repeating: "y", count: 900))"}"#).status) ?? 0
+                let status =
+                    (try? self.act(
+                        own, session, #"{"type":"alert","message":"\#(String(repeating: "y", count: 900))"}"#
+                    ).status) ?? 0
                 statuses.update { $0.append(status) }
             }
         }

@@ -1,11 +1,16 @@
 import Foundation
 import Logging
+import ReactorCore
 import ReactorService
 import XCTest
 
 /// reactord's libmicrohttpd log lines reach swift-log at debug level, tagged `source=libmicrohttpd`.
 final class ErrorLogRoutingTests: XCTestCase {
-    struct Record { let level: Logger.Level; let message: String; let source: String? }
+    struct Record {
+        let level: Logger.Level
+        let message: String
+        let source: String?
+    }
 
     struct CaptureHandler: LogHandler {
         let capture: Locked<[Record]>
@@ -17,7 +22,8 @@ final class ErrorLogRoutingTests: XCTestCase {
         }
         func log(event: LogEvent) {
             let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            let record = Record(level: event.level, message: "\(event.message)", source: merged["source"].map { "\($0)" })
+            let record = Record(
+                level: event.level, message: "\(event.message)", source: merged["source"].map { "\($0)" })
             capture.update { $0.append(record) }
         }
     }
@@ -32,7 +38,8 @@ final class ErrorLogRoutingTests: XCTestCase {
         let server = ReactorServer(configuration: configuration, logger: logger)
         server.register("counter") { _ in TinyReactor() }
         try server.start()
-        let session = try XCTUnwrap(try HTTPClient(port: server.port).request("POST", "/sessions").object["session"] as? String)
+        let session = try XCTUnwrap(
+            try HTTPClient(port: server.port).request("POST", "/sessions").object["session"] as? String)
         let fleet = try StreamFleet(port: server.port, count: 200, path: "/sessions/\(session)/events")
         XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 200 })
         fleet.resetAll()
@@ -46,8 +53,6 @@ final class ErrorLogRoutingTests: XCTestCase {
         print("200 vanished subscribers: \(mhd.count) libmicrohttpd lines, all at debug")
     }
 }
-
-import ReactorCore
 
 /// The smallest servable reactor, so this test needs nothing of Examples.
 final class TinyReactor: Reactor {

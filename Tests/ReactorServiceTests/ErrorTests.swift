@@ -27,8 +27,9 @@ final class ErrorTests: XCTestCase {
 
     func testUnparseableJSONIs400() throws {
         assertProblem(try fixture.client.request("POST", "/action", body: "{not json"), 400, mentions: ["JSON"])
-        assertProblem(try fixture.client.request("POST", "/action", bodyBytes: [0x7B, 0xFF, 0xFE, 0x7D]), 400,
-                      mentions: ["JSON"])
+        assertProblem(
+            try fixture.client.request("POST", "/action", bodyBytes: [0x7B, 0xFF, 0xFE, 0x7D]), 400,
+            mentions: ["JSON"])
         assertProblem(try fixture.client.request("POST", "/sessions", body: "[1,"), 400, mentions: ["JSON"])
         assertProblem(try fixture.client.request("POST", "/sessions", body: "\r"), 400, mentions: ["JSON"])
         assertProblem(try fixture.client.request("POST", "/sessions", body: " \n"), 400, mentions: ["JSON"])
@@ -38,45 +39,57 @@ final class ErrorTests: XCTestCase {
     /// A key twice in one object means what each reader makes of it (Foundation took the first,
     /// most parsers the last): a filter in front could pass one request and reactord serve another.
     func testADuplicateKeyIs400NamingIt() throws {
-        let cases = [(#"{"session":"\#(session)","action":{"type":"increase","type":"decrease"}}"#, "type"),
-                     (#"{"session":"\#(session)","action":{"type":"increase"},"session":"x"}"#, "session")]
+        let cases = [
+            (#"{"session":"\#(session)","action":{"type":"increase","type":"decrease"}}"#, "type"),
+            (#"{"session":"\#(session)","action":{"type":"increase"},"session":"x"}"#, "session"),
+        ]
         for (body, key) in cases {
-            assertProblem(try fixture.client.request("POST", "/action", body: body), 400, mentions: ["'\(key)'", "twice"])
+            assertProblem(
+                try fixture.client.request("POST", "/action", body: body), 400, mentions: ["'\(key)'", "twice"])
         }
-        assertProblem(try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter","reactor":"counter"}"#),
-                      400, mentions: ["reactor", "twice"])
+        assertProblem(
+            try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter","reactor":"counter"}"#),
+            400, mentions: ["reactor", "twice"])
         try assertSessionUnchanged()
     }
 
     func testWrongShapeIs422NamingTheField() throws {
         assertProblem(try fixture.client.request("POST", "/action", body: "[]"), 422, mentions: ["object"])
-        assertProblem(try fixture.client.request("POST", "/action", body: #"{"action":{"type":"increase"}}"#),
-                      422, mentions: ["session"])
-        assertProblem(try fixture.client.request("POST", "/action", body: #"{"session":42}"#), 422,
-                      mentions: ["session", "string"])
-        assertProblem(try fixture.client.request("POST", "/action", body: #"{"session":"\#(session)"}"#), 422,
-                      mentions: ["action"])
+        assertProblem(
+            try fixture.client.request("POST", "/action", body: #"{"action":{"type":"increase"}}"#),
+            422, mentions: ["session"])
+        assertProblem(
+            try fixture.client.request("POST", "/action", body: #"{"session":42}"#), 422,
+            mentions: ["session", "string"])
+        assertProblem(
+            try fixture.client.request("POST", "/action", body: #"{"session":"\#(session)"}"#), 422,
+            mentions: ["action"])
         assertProblem(try fixture.send(session, #"{"type":"explode"}"#), 422, mentions: ["explode", "increase"])
         assertProblem(try fixture.send(session, #"{"message":"no type"}"#), 422, mentions: ["type"])
         assertProblem(try fixture.send(session, #"{"type":"alert"}"#), 422, mentions: ["message"])
-        assertProblem(try fixture.send(session, #"{"type":"alert","message":7}"#), 422,
-                      mentions: ["message", "string"])
+        assertProblem(
+            try fixture.send(session, #"{"type":"alert","message":7}"#), 422,
+            mentions: ["message", "string"])
         assertProblem(try fixture.send(session, #""increase""#), 422, mentions: ["action"])
-        assertProblem(try fixture.client.request("POST", "/sessions", body: #"{"reactor":"nope"}"#), 422,
-                      mentions: ["nope", "counter"])
+        assertProblem(
+            try fixture.client.request("POST", "/sessions", body: #"{"reactor":"nope"}"#), 422,
+            mentions: ["nope", "counter"])
         try assertSessionUnchanged()
     }
 
     func testUnknownSessionIs404() throws {
         assertProblem(try fixture.send("AAAAAAAAAAAAAAAAAAAAAA", #"{"type":"increase"}"#), 404, mentions: ["session"])
         assertProblem(try fixture.client.request("GET", "/sessions/nope"), 404, mentions: ["session"])
-        assertProblem(try fixture.client.request("GET", "/sessions/AAAAAAAAAAAAAAAAAAAAAA/events"), 404,
-                      mentions: ["session"])
+        assertProblem(
+            try fixture.client.request("GET", "/sessions/AAAAAAAAAAAAAAAAAAAAAA/events"), 404,
+            mentions: ["session"])
         try assertSessionUnchanged()
     }
 
     func testOversizedBodyIs413() throws {
-        let big = #"{"session":"\#(session)","action":{"type":"alert","message":""# + String(repeating: "x", count: 8192) + #""}}"#
+        let big =
+            #"{"session":"\#(session)","action":{"type":"alert","message":""# + String(repeating: "x", count: 8192)
+            + #""}}"#
         assertProblem(try fixture.client.request("POST", "/action", body: big), 413, mentions: ["4096"])
         try assertSessionUnchanged()
     }
@@ -90,11 +103,13 @@ final class ErrorTests: XCTestCase {
         XCTAssertEqual(try fixture.send("AAAAAAAAAAAAAAAAAAAAAA", #"{"type":"increase"}"#).status, 404)
         XCTAssertEqual(try fixture.client.request("POST", "/action", body: "{not json").status, 400)
         let text = try fixture.client.request("GET", "/metrics").text
-        for line in [#"reactord_actions_total{reactor="unknown",outcome="too_large"} 1"#,
-                     #"reactord_actions_total{reactor="counter",outcome="invalid"} 1"#,
-                     #"reactord_actions_total{reactor="unknown",outcome="unknown_session"} 1"#,
-                     #"reactord_actions_total{reactor="unknown",outcome="malformed"} 1"#,
-                     #"reactord_actions_total{reactor="counter",outcome="applied"} 1"#] {
+        for line in [
+            #"reactord_actions_total{reactor="unknown",outcome="too_large"} 1"#,
+            #"reactord_actions_total{reactor="counter",outcome="invalid"} 1"#,
+            #"reactord_actions_total{reactor="unknown",outcome="unknown_session"} 1"#,
+            #"reactord_actions_total{reactor="unknown",outcome="malformed"} 1"#,
+            #"reactord_actions_total{reactor="counter",outcome="applied"} 1"#,
+        ] {
             XCTAssertTrue(text.contains(line), "\(line) in\n\(text)")
         }
         XCTAssertFalse(text.contains(#"reactor="unknown",outcome="invalid""#), text)
@@ -119,19 +134,24 @@ final class ErrorTests: XCTestCase {
         let missing = try fixture.client.request("PUT", "/user", body: #"{"id":"u1","name":"Jay"}"#)
         assertProblem(missing, 401, mentions: ["Bearer"])
         XCTAssertNotNil(missing.header("WWW-Authenticate"))
-        assertProblem(try fixture.client.request("PUT", "/user", body: #"{"id":"u1","name":"Jay"}"#,
-                                                 headers: ["Authorization": "Bearer wrong"]), 403, mentions: ["token"])
-        assertProblem(try fixture.client.request("DELETE", "/user", headers: ["Authorization": "Bearer wrong"]), 403,
-                      mentions: ["token"])
-        let body = try fixture.client.request("PUT", "/user", body: #"{"id":"u1"}"#,
-                                              headers: ["Authorization": "Bearer \(ServerFixture.token)"])
+        assertProblem(
+            try fixture.client.request(
+                "PUT", "/user", body: #"{"id":"u1","name":"Jay"}"#,
+                headers: ["Authorization": "Bearer wrong"]), 403, mentions: ["token"])
+        assertProblem(
+            try fixture.client.request("DELETE", "/user", headers: ["Authorization": "Bearer wrong"]), 403,
+            mentions: ["token"])
+        let body = try fixture.client.request(
+            "PUT", "/user", body: #"{"id":"u1"}"#,
+            headers: ["Authorization": "Bearer \(ServerFixture.token)"])
         assertProblem(body, 422, mentions: ["name"])
         XCTAssertEqual(try fixture.client.request("GET", "/user").text, "null")
         try assertSessionUnchanged()
     }
 
     func testBadFieldsFilterIs400() throws {
-        assertProblem(try fixture.client.request("GET", "/sessions/\(session)/events?fields=count,nope"), 400,
-                      mentions: ["nope", "count"])
+        assertProblem(
+            try fixture.client.request("GET", "/sessions/\(session)/events?fields=count,nope"), 400,
+            mentions: ["nope", "count"])
     }
 }

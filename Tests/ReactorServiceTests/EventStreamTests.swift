@@ -45,8 +45,8 @@ final class EventStreamTests: XCTestCase {
         let seen = first.take(3)
         XCTAssertEqual(seen.map(\.id), ["0", "1", "2"])
         first.reset()
-        try fixture.send(session, #"{"type":"alert","message":"a"}"#)   // pulse only: 4
-        try fixture.send(session, #"{"type":"increase"}"#)              // state: 5
+        try fixture.send(session, #"{"type":"alert","message":"a"}"#)  // pulse only: 4
+        try fixture.send(session, #"{"type":"increase"}"#)  // state: 5
 
         let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": "2"])
         let missed = resumed.drain()
@@ -92,7 +92,7 @@ final class EventStreamTests: XCTestCase {
         let filtered = try fixture.subscribe(session, query: "?fields=count")
         let first = try XCTUnwrap(filtered.next())
         XCTAssertEqual(Set(first.state.keys), ["count"])
-        try fixture.send(session, #"{"type":"alert","message":"m"}"#)   // state changes, count does not
+        try fixture.send(session, #"{"type":"alert","message":"m"}"#)  // state changes, count does not
         try fixture.send(session, #"{"type":"increase"}"#)
         let events = filtered.drain()
         XCTAssertEqual(events.filter { $0.event == "state" }.map { $0.state as NSDictionary }, [["count": 1]])
@@ -107,9 +107,9 @@ final class EventStreamTests: XCTestCase {
         defer { fixture.stop() }
         let session = try fixture.createSession()
         let fromStart = try fixture.subscribe(session, query: "?fields=alertMessage", headers: ["Last-Event-ID": "0"])
-        for _ in 1...3 { try fixture.send(session, #"{"type":"increase"}"#) }   // events 1-3; history holds 2 and 3
+        for _ in 1...3 { try fixture.send(session, #"{"type":"increase"}"#) }  // events 1-3; history holds 2 and 3
         let fromOne = try fixture.subscribe(session, query: "?fields=alertMessage", headers: ["Last-Event-ID": "1"])
-        try fixture.send(session, #"{"type":"alert","message":"m"}"#)           // 4: state, 5: pulse
+        try fixture.send(session, #"{"type":"alert","message":"m"}"#)  // 4: state, 5: pulse
         for stream in [fromStart, fromOne] {
             let events = stream.drain()
             XCTAssertEqual(events.map { $0.id }, ["4", "5"], "\(events.map { ($0.id, $0.event) })")
@@ -121,7 +121,8 @@ final class EventStreamTests: XCTestCase {
         let fixture = try ServerFixture { $0.threads = 2 }
         defer { fixture.stop() }
         let session = try fixture.createSession()
-        let clients = 4, perClient = 250
+        let clients = 4
+        let perClient = 250
         DispatchQueue.concurrentPerform(iterations: clients) { _ in
             let client = HTTPClient(port: fixture.port)
             for _ in 0..<perClient {

@@ -39,15 +39,20 @@ final class HostileInputTests: XCTestCase {
         Array("POST \(path) HTTP/1.1\r\nHost: t\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body
     }
 
-    private func assertProblem(_ response: ResponseParser?, _ status: Int, mentions words: [String] = [],
-                               file: StaticString = #filePath, line: UInt = #line) {
-        ReactorServiceTests.assertProblem(response.map(TestResponse.init), status, mentions: words,
-                                          notContaining: session, file: file, line: line)
+    private func assertProblem(
+        _ response: ResponseParser?, _ status: Int, mentions words: [String] = [],
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        ReactorServiceTests.assertProblem(
+            response.map(TestResponse.init), status, mentions: words,
+            notContaining: session, file: file, line: line)
     }
 
     /// `request`, on a connection of its own, is answered `status` naming the problem, then closed.
-    private func assertRefusedThenClosed(_ request: String, _ status: Int, mentions words: [String],
-                                         file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertRefusedThenClosed(
+        _ request: String, _ status: Int, mentions words: [String],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let client = try TestClient(port: fixture.port, receiveTimeout: 5)
         client.send(request)
         assertProblem(client.readResponse(), status, mentions: words, file: file, line: line)
@@ -56,8 +61,10 @@ final class HostileInputTests: XCTestCase {
 
     /// An answer libmicrohttpd made itself: well-formed, with the status, a body as long as it
     /// says, and our problem document in place of its HTML page.
-    private func assertAnsweredByLibmicrohttpd(_ response: ResponseParser?, _ status: Int, mentions words: [String],
-                                               file: StaticString = #filePath, line: UInt = #line) {
+    private func assertAnsweredByLibmicrohttpd(
+        _ response: ResponseParser?, _ status: Int, mentions words: [String],
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         guard let response else { return XCTFail("no response", file: file, line: line) }
         XCTAssertTrue(response.statusLine.hasPrefix("HTTP/1."), response.statusLine, file: file, line: line)
         XCTAssertEqual(response.header("Content-Length").flatMap(Int.init), response.body.count, file: file, line: line)
@@ -85,8 +92,10 @@ final class HostileInputTests: XCTestCase {
     // MARK: - Bodies (our code answers: problem documents)
 
     func testInvalidJSONIs400() throws {
-        for body in ["{", "{not json", "nul", #"{"session":"\#(session)","action":{"type":"increase"}"#,
-                     #"{"session":"\#(session)" "action":{}}"#, "\u{FEFF}{}garbage", "[[[[[[[[[[[["] {
+        for body in [
+            "{", "{not json", "nul", #"{"session":"\#(session)","action":{"type":"increase"}"#,
+            #"{"session":"\#(session)" "action":{}}"#, "\u{FEFF}{}garbage", "[[[[[[[[[[[[",
+        ] {
             assertProblem(try raw(post("/action", Array(body.utf8))), 400, mentions: ["JSON"])
         }
         assertProblem(try raw(post("/sessions", Array("{".utf8))), 400, mentions: ["JSON"])
@@ -98,14 +107,18 @@ final class HostileInputTests: XCTestCase {
         // JSONDecoder on Linux let these through where the value was skipped: applied, 200.
         let s = session
         var bodies: [[UInt8]] = [
-            #"{"session":"\#(s)","action":{"type":"increase",}}"#, #"{"session":"\#(s)","action":{"type":"increase"},"x":[1,]}"#,
+            #"{"session":"\#(s)","action":{"type":"increase",}}"#,
+            #"{"session":"\#(s)","action":{"type":"increase"},"x":[1,]}"#,
             #"{"session":"\#(s)","action":{"type":"increase"},}"#,
         ].map { Array($0.utf8) }
         for value in ["01", "-", "1.", "1e", "1e+", #""\q""#, #""\ud800""#, "\"a\u{1}\""] {
             bodies.append(Array(#"{"session":"\#(s)","action":{"type":"increase","x":\#(value)}}"#.utf8))
         }
-        bodies.append(Array(#"{"session":"\#(s)","action":{"type":"increase","x":""#.utf8) + [0xFF] + Array(#""}}"#.utf8))
-        let utf16 = #"{"session":"\#(s)","action":{"type":"increase"}}"#.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        bodies.append(
+            Array(#"{"session":"\#(s)","action":{"type":"increase","x":""#.utf8) + [0xFF] + Array(#""}}"#.utf8))
+        let utf16 = #"{"session":"\#(s)","action":{"type":"increase"}}"#.utf16.flatMap {
+            [UInt8($0 & 0xFF), UInt8($0 >> 8)]
+        }
         bodies.append([0xFF, 0xFE] + utf16)
         bodies.append(utf16)
         for body in bodies {
@@ -113,11 +126,17 @@ final class HostileInputTests: XCTestCase {
         }
         assertProblem(try raw(post("/sessions", Array(#"{"reactor":"counter",}"#.utf8))), 400, mentions: ["JSON"])
         let user = Array(#"{"id":"u","name":"n","x":01}"#.utf8)
-        let put = Array("PUT /user HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(ServerFixture.token)\r\nContent-Length: \(user.count)\r\n\r\n".utf8) + user
+        let put =
+            Array(
+                "PUT /user HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \(ServerFixture.token)\r\nContent-Length: \(user.count)\r\n\r\n"
+                    .utf8) + user
         assertProblem(try raw(put), 400, mentions: ["JSON"])
         try assertUnchangedAndAlive()
         // A UTF-8 byte order mark before JSON is allowed (RFC 8259 §8.1).
-        XCTAssertEqual(try raw(post("/action", [0xEF, 0xBB, 0xBF] + Array(#"{"session":"\#(s)","action":{"type":"increase"}}"#.utf8)))?.status, 200)
+        XCTAssertEqual(
+            try raw(
+                post("/action", [0xEF, 0xBB, 0xBF] + Array(#"{"session":"\#(s)","action":{"type":"increase"}}"#.utf8)))?
+                .status, 200)
     }
 
     func testHEADOnAnEventStreamIsItsHeadAlone() throws {
@@ -177,8 +196,10 @@ final class HostileInputTests: XCTestCase {
 
     func testInvalidUTF8InABodyIs400() throws {
         let prefix = Array(#"{"session":"\#(session)","action":{"type":"alert","message":""#.utf8)
-        for bad: [UInt8] in [[0xFF], [0xC3], [0xED, 0xA0, 0x80] /* a surrogate */, [0xC0, 0xAF] /* overlong */,
-                             [0xF4, 0x90, 0x80, 0x80] /* past U+10FFFF */] {
+        for bad: [UInt8] in [
+            [0xFF], [0xC3], [0xED, 0xA0, 0x80] /* a surrogate */, [0xC0, 0xAF] /* overlong */,
+            [0xF4, 0x90, 0x80, 0x80] /* past U+10FFFF */,
+        ] {
             let body = prefix + bad + Array(#""}}"#.utf8)
             assertProblem(try raw(post("/action", body)), 400, mentions: ["JSON"])
         }
@@ -209,8 +230,9 @@ final class HostileInputTests: XCTestCase {
         let prefix = Array(#"{"session":"\#(session)","action":{"type":"alert","message":"a"#.utf8)
         assertProblem(try raw(post("/action", prefix + [0] + Array(#"b"}}"#.utf8))), 400, mentions: ["JSON"])
         // A NUL in the session id or in the action type: no such session, no such type.
-        assertProblem(try raw(post("/action", Array(#"{"session":"\u0000","action":{"type":"increase"}}"#.utf8))),
-                      404, mentions: ["session"])
+        assertProblem(
+            try raw(post("/action", Array(#"{"session":"\u0000","action":{"type":"increase"}}"#.utf8))),
+            404, mentions: ["session"])
         assertProblem(try raw(action(#"{"type":"increase\u0000"}"#)), 422, mentions: ["unknown action type"])
         // A NUL in the path (percent-encoded) is just a path no route has.
         assertProblem(try raw("GET /sessions/%00 HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
@@ -279,7 +301,8 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testABadVersionAndABadChunkAreProblemDocumentsToo() throws {
-        assertAnsweredByLibmicrohttpd(try raw("GET /healthz HTTP/2.0\r\nHost: t\r\n\r\n"), 505, mentions: ["HTTP version"])
+        assertAnsweredByLibmicrohttpd(
+            try raw("GET /healthz HTTP/2.0\r\nHost: t\r\n\r\n"), 505, mentions: ["HTTP version"])
         let badChunk = "POST /action HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
         assertAnsweredByLibmicrohttpd(try raw(badChunk), 400, mentions: ["chunked"])
         try assertUnchangedAndAlive()
@@ -291,8 +314,9 @@ final class HostileInputTests: XCTestCase {
         let short = (0..<60).map { "a\($0)=1" }.joined(separator: "&")
         let long = (0..<25).map { "a\($0)=" + String(repeating: "x", count: 100) }.joined(separator: "&")
         for query in [short, long] {
-            assertProblem(try raw("GET /sessions/x/actions?\(query) HTTP/1.1\r\nHost: t\r\n\r\n"), 414,
-                          mentions: ["too many arguments"])
+            assertProblem(
+                try raw("GET /sessions/x/actions?\(query) HTTP/1.1\r\nHost: t\r\n\r\n"), 414,
+                mentions: ["too many arguments"])
         }
         // What clients send is still served: a few arguments, and as many as fit.
         let fitting = (0..<30).map { "a\($0)=1" }.joined(separator: "&")
@@ -310,8 +334,9 @@ final class HostileInputTests: XCTestCase {
         // Long itself and closes; the server and every session carry on.
         for size in [10 * 1024, 20 * 1024] {
             let longer = "/" + String(repeating: "b", count: size)
-            assertAnsweredByLibmicrohttpd(try raw("GET \(longer) HTTP/1.1\r\nHost: t\r\n\r\n"), 414,
-                                          mentions: ["target is too long"])
+            assertAnsweredByLibmicrohttpd(
+                try raw("GET \(longer) HTTP/1.1\r\nHost: t\r\n\r\n"), 414,
+                mentions: ["target is too long"])
         }
         try assertUnchangedAndAlive()
     }
@@ -336,9 +361,11 @@ final class HostileInputTests: XCTestCase {
         XCTAssertTrue(old.isClosedByPeer(timeout: 2))
         // HTTP/1.1 without Host, or with two: 400 (RFC 9112 §3.2; libmicrohttpd 0.9.75 lets
         // both through), then close.
-        for head in ["GET /healthz HTTP/1.1\r\n\r\n",
-                     "GET /sessions/\(session) HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-                     "POST /action HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"] {
+        for head in [
+            "GET /healthz HTTP/1.1\r\n\r\n",
+            "GET /sessions/\(session) HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            "POST /action HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+        ] {
             try assertRefusedThenClosed(head, 400, mentions: ["Host"])
         }
         try assertUnchangedAndAlive()
@@ -351,8 +378,10 @@ final class HostileInputTests: XCTestCase {
             try assertRefusedThenClosed("GET /healthz HTTP/1.1\r\nHost: \(host)\r\n\r\n", 400, mentions: ["Host"])
         }
         // Names, addresses, IPv6 literals, ports and the empty value (a target without authority).
-        for host in ["localhost", "localhost:8080", "10.0.0.5:80", "[::1]:8080", "[fe80::1]", "my_host.example-1", "",
-                     "localhost \t", "[::1]:8080 "] {
+        for host in [
+            "localhost", "localhost:8080", "10.0.0.5:80", "[::1]:8080", "[fe80::1]", "my_host.example-1", "",
+            "localhost \t", "[::1]:8080 ",
+        ] {
             let response = try raw("GET /healthz HTTP/1.1\r\nHost: \(host)\r\n\r\n")
             XCTAssertEqual(response?.status, 200, "Host: \(host)")
         }
@@ -363,14 +392,16 @@ final class HostileInputTests: XCTestCase {
         // RFC 9112 §3: single spaces around a target without whitespace, and a method that is a
         // token. libmicrohttpd 0.9.75 served "GET  /healthz  HTTP/1.1" as "/healthz " (404) and
         // passed on any method; a long one came back whole in the 405's detail.
-        for line in ["GET  /healthz  HTTP/1.1", "GET /healthz  HTTP/1.1", "GET /a b HTTP/1.1",
-                     "GET /sessions/\(session)\u{1}x HTTP/1.1"] {
+        for line in [
+            "GET  /healthz  HTTP/1.1", "GET /healthz  HTTP/1.1", "GET /a b HTTP/1.1",
+            "GET /sessions/\(session)\u{1}x HTTP/1.1",
+        ] {
             try assertRefusedThenClosed("\(line)\r\nHost: t\r\n\r\n", 400, mentions: ["target"])
         }
         for method in ["GE\"T", "G<script>T", "G\u{1}T", "G(T)"] {
             try assertRefusedThenClosed("\(method) /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 400, mentions: ["method"])
         }
-        let long = String(repeating: "M", count: 3_000)   // within the 4 KiB pool: ours to answer
+        let long = String(repeating: "M", count: 3_000)  // within the 4 KiB pool: ours to answer
         let response = try raw("\(long) /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
         assertProblem(response, 405)
         XCTAssertFalse(response.map { String(decoding: $0.body, as: UTF8.self).contains(long) } ?? true)
@@ -382,37 +413,45 @@ final class HostileInputTests: XCTestCase {
     func testConflictingContentLengthsAre400ThenClose() throws {
         // RFC 9112 §6.3: differing Content-Length values leave the body's end unknown: 400, close.
         let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
-        for lengths in [(body.utf8.count, body.utf8.count + 5), (body.utf8.count + 5, body.utf8.count),
-                        (body.utf8.count, 0)] {
-            try assertRefusedThenClosed("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(lengths.0)\r\n"
-                                        + "Content-Length: \(lengths.1)\r\n\r\n\(body)", 400, mentions: ["Content-Length"])
+        for lengths in [
+            (body.utf8.count, body.utf8.count + 5), (body.utf8.count + 5, body.utf8.count),
+            (body.utf8.count, 0),
+        ] {
+            try assertRefusedThenClosed(
+                "POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(lengths.0)\r\n"
+                    + "Content-Length: \(lengths.1)\r\n\r\n\(body)", 400, mentions: ["Content-Length"])
         }
         try assertUnchangedAndAlive()
         // The same value twice is one length (§6.3 allows accepting it): the action is applied.
         let client = try TestClient(port: fixture.port)
-        client.send("POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(body.utf8.count)\r\n"
-                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        client.send(
+            "POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: \(body.utf8.count)\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
         XCTAssertEqual(client.readResponse()?.status, 200)
     }
 
     func testWhitespaceBeforeAColonIs400ThenClose() throws {
         // RFC 9112 §5.1. libmicrohttpd kept "Content-Length " as some other field, so the body
         // was read as a second request: a smuggled DELETE of the session.
-        for head in ["POST /sessions HTTP/1.1\r\nHost: t\r\nContent-Length : \(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
-                     "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo\t: bar\r\n\r\n",
-                     "GET /healthz HTTP/1.1\r\nHost : t\r\n\r\n"] {
+        for head in [
+            "POST /sessions HTTP/1.1\r\nHost: t\r\nContent-Length : \(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
+            "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo\t: bar\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost : t\r\n\r\n",
+        ] {
             try assertRefusedThenClosed(head, 400, mentions: ["whitespace before its colon"])
         }
-        try assertUnchangedAndAlive()   // the smuggled DELETE did not run
+        try assertUnchangedAndAlive()  // the smuggled DELETE did not run
     }
 
     func testAFoldedFieldIs400ThenClose() throws {
         // RFC 9112 §5.2 (obs-fold): libmicrohttpd glued the continuation onto the field's name, so
         // "Content-Length:" folded before its value vanished and the body, a DELETE, ran as a
         // second request; a folded Origin lost the CORS headers.
-        for head in ["POST /action HTTP/1.1\r\nHost: t\r\nContent-Length:\r\n \(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
-                     "GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\t\(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
-                     "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\r\n b\r\n\tc\r\n\r\n"] {
+        for head in [
+            "POST /action HTTP/1.1\r\nHost: t\r\nContent-Length:\r\n \(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
+            "GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\t\(smuggledDelete.utf8.count)\r\n\r\n\(smuggledDelete)",
+            "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\r\n b\r\n\tc\r\n\r\n",
+        ] {
             try assertRefusedThenClosed(head, 400, mentions: ["obs-fold"])
         }
         // A name that ends where libmicrohttpd's pool allocations do grows in place, over its
@@ -420,19 +459,22 @@ final class HostileInputTests: XCTestCase {
         // across that end (half the 4 KiB pool: 1,984 bytes and more, for this head; the body
         // may follow later).
         for padding in 1_930...2_150 {
-            let head = "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "p", count: padding))\r\n"
+            let head =
+                "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "p", count: padding))\r\n"
                 + "Content-Length: \r\n 5\r\n\r\n"
             let response = try raw(head)
             XCTAssertEqual(response?.status, 400, "padding \(padding): \(response?.statusLine ?? "no answer")")
             if response?.status != 400 { break }
         }
-        try assertUnchangedAndAlive()   // the smuggled DELETE did not run
+        try assertUnchangedAndAlive()  // the smuggled DELETE did not run
     }
 
     func testABareCRInAFieldIs400ThenClose() throws {
         // RFC 9112 §2.2: a bare CR makes the element invalid; libmicrohttpd kept it in the value.
-        for head in ["GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\rb\r\n\r\n",
-                     "GET /healthz HTTP/1.1\r\nHost: t\r\nX-F\roo: b\r\n\r\n"] {
+        for head in [
+            "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Foo: a\rb\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: t\r\nX-F\roo: b\r\n\r\n",
+        ] {
             try assertRefusedThenClosed(head, 400, mentions: ["bare CR"])
         }
         try assertUnchangedAndAlive()
@@ -461,7 +503,10 @@ final class HostileInputTests: XCTestCase {
         let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
         let chunked = "\(String(body.utf8.count, radix: 16))\r\n\(body)\r\n0\r\n\r\n"
         let cases: [(String, Int, String)] = [
-            ("Content-Length: \(body.utf8.count)\r\nTransfer-Encoding: chunked", 400, "both Content-Length and Transfer-Encoding"),
+            (
+                "Content-Length: \(body.utf8.count)\r\nTransfer-Encoding: chunked", 400,
+                "both Content-Length and Transfer-Encoding"
+            ),
             ("Transfer-Encoding: gzip", 400, "chunked, alone and last"),
             ("Transfer-Encoding: chunked, chunked", 400, "chunked, alone and last"),
             ("Transfer-Encoding: chunked;q=1", 400, "chunked, alone and last"),
@@ -470,8 +515,9 @@ final class HostileInputTests: XCTestCase {
             ("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked", 400, "more than one Transfer-Encoding"),
         ]
         for (fields, status, mention) in cases {
-            try assertRefusedThenClosed("POST /action HTTP/1.1\r\nHost: t\r\n\(fields)\r\n\r\n\(chunked)"
-                                        + "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", status, mentions: [mention])
+            try assertRefusedThenClosed(
+                "POST /action HTTP/1.1\r\nHost: t\r\n\(fields)\r\n\r\n\(chunked)"
+                    + "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", status, mentions: [mention])
         }
         try assertUnchangedAndAlive()
         // Chunked alone is served, in any case.
@@ -490,18 +536,30 @@ final class HostileInputTests: XCTestCase {
         let cases: [(String, Int)] = [
             ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: \(big)\r\n\r\n", 413),
             ("GET /healthz HTTP/1.1\r\nOrigin: \(origin)\r\n\r\n", 400),
-            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
+            (
+                "POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+                400
+            ),
             ("GET /sessions/a/b/c HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 404),
             ("POST /nowhere HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2\r\n\r\n{}", 404),
             ("PATCH /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 405),
             ("GET /%FF HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\r\n", 400),
             // libmicrohttpd's own answers, made before any callback of ours: the fields read by
             // then (Origin among them) still reach `decorate`.
-            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nAccept: */*\r\nX-Big: \(String(repeating: "a", count: 100 * 1024))\r\n\r\n", 431),
-            ("GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\((0..<1000).map { "X-Header-\($0): value\r\n" }.joined())\r\n", 431),
+            (
+                "GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nAccept: */*\r\nX-Big: \(String(repeating: "a", count: 100 * 1024))\r\n\r\n",
+                431
+            ),
+            (
+                "GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\n\((0..<1000).map { "X-Header-\($0): value\r\n" }.joined())\r\n",
+                431
+            ),
             ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 2 \r\n\r\n{}", 400),
             ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: two\r\n\r\n{}", 400),
-            ("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413),
+            (
+                "POST /action HTTP/1.1\r\nHost: t\r\nOrigin: \(origin)\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+                413
+            ),
         ]
         for (request, status) in cases {
             let client = try TestClient(port: cors.port, receiveTimeout: 5)
@@ -548,9 +606,11 @@ final class HostileInputTests: XCTestCase {
         for (allowed, expected) in [("*", "*"), ("https://app.example", "https://app.example")] {
             let cors = try ServerFixture { $0.corsOrigins = [allowed] }
             defer { cors.stop() }
-            for request in ["GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nX-Big: \(value)\r\n\r\n",
-                            "GET /\(value) HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n\r\n",
-                            "GET /healthz HTTP/2.0\r\nHost: t\r\nOrigin: https://app.example\r\n\r\n"] {
+            for request in [
+                "GET /healthz HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nX-Big: \(value)\r\n\r\n",
+                "GET /\(value) HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n\r\n",
+                "GET /healthz HTTP/2.0\r\nHost: t\r\nOrigin: https://app.example\r\n\r\n",
+            ] {
                 let client = try TestClient(port: cors.port, receiveTimeout: 5)
                 client.send(request)
                 let response = try XCTUnwrap(client.readResponse(), String(request.prefix(60)))
@@ -563,13 +623,18 @@ final class HostileInputTests: XCTestCase {
         defer { cors.stop() }
         // A field it did read is answered as on every route: the origin itself.
         let client = try TestClient(port: cors.port, receiveTimeout: 5)
-        client.send("POST /action HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nContent-Length: 99999999999999999999999\r\n\r\n")
+        client.send(
+            "POST /action HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\nContent-Length: 99999999999999999999999\r\n\r\n"
+        )
         XCTAssertEqual(client.readResponse()?.header("Access-Control-Allow-Origin"), "https://app.example")
     }
 
     func testAtTheConnectionLimitABrowserReadsThe503() throws {
         let origin = "https://app.example"
-        let fixture = try ServerFixture { $0.corsOrigins = [origin]; $0.connectionLimit = 2 }
+        let fixture = try ServerFixture {
+            $0.corsOrigins = [origin]
+            $0.connectionLimit = 2
+        }
         defer { fixture.stop() }
         let held = try (0..<2).map { _ in try TestClient(port: fixture.port, receiveTimeout: 5) }
         for client in held { XCTAssertEqual(client.request("GET", "/healthz")?.status, 200) }
@@ -588,12 +653,13 @@ final class HostileInputTests: XCTestCase {
         let garbage: [[UInt8]] = [
             Array("\r\n\r\n".utf8) + Array("GARBAGE\r\n\r\n".utf8),
             Array("GET\r\n\r\n".utf8),
-            Array("GET /healthz\r\nHost: t\r\n\r\n".utf8),              // no version: HTTP/0.9 style
+            Array("GET /healthz\r\nHost: t\r\n\r\n".utf8),  // no version: HTTP/0.9 style
             Array("GET /healthz HTTP/9.9\r\nHost: t\r\n\r\n".utf8),
             Array("GET /healthz HTTP/1.1 extra\r\nHost: t\r\n\r\n".utf8),
             Array("GET /hea lthz HTTP/1.1\r\nHost: t\r\n\r\n".utf8),
             [0x00, 0x01, 0x02, 0xFF, 0xFE, 0x0D, 0x0A, 0x0D, 0x0A],
-            Array("\u{16}\u{03}\u{01}\u{02}\u{00}\u{01}\u{00}\u{01}\u{fc}\u{03}\u{03}".utf8) + [13, 10, 13, 10],  // a TLS hello
+            // a TLS hello
+            Array("\u{16}\u{03}\u{01}\u{02}\u{00}\u{01}\u{00}\u{01}\u{fc}\u{03}\u{03}".utf8) + [13, 10, 13, 10],
             Array("GET /healthz HTTP/1.1\r\nHost: t\r\nNoColonHere\r\n\r\n".utf8),
             Array("GET /healthz HTTP/1.1\r\nHost: t\r\n : folded\r\n\r\n".utf8),
             Array("GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: -5\r\n\r\n".utf8),
@@ -618,7 +684,10 @@ final class HostileInputTests: XCTestCase {
         // 50 clients each send half a request head, then nothing.
         let stalled = try (0..<50).map { _ in try TestClient(port: fixture.port) }
         for (index, client) in stalled.enumerated() {
-            client.send(index % 2 == 0 ? "GET /healthz HTTP/1.1\r\nHost: t" : "POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"se")
+            client.send(
+                index % 2 == 0
+                    ? "GET /healthz HTTP/1.1\r\nHost: t"
+                    : "POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"se")
         }
         // Meanwhile a normal client is served at once.
         let start = monotonicNow()

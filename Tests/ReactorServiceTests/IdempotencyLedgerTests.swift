@@ -1,6 +1,7 @@
 import MicroHTTP
-@testable import ReactorService
 import XCTest
+
+@testable import ReactorService
 
 /// The ledger's own rules, where a real server cannot hold a request open on demand: a key
 /// runs once at a time (409), is given back when its ticket goes, and the action's JSON is
@@ -8,10 +9,14 @@ import XCTest
 final class IdempotencyLedgerTests: XCTestCase {
     private func request(_ key: String, body: String = "{}") -> IdempotentRequest {
         let headers = HTTPHeaders([("Idempotency-Key", key)])
-        let request = Request(method: .POST, path: "/action", query: [:], headers: headers, body: Array(body.utf8),
-                              peer: nil, client: nil)
-        guard case let .key(read) = IdempotentRequest.read(request, scope: "", kind: .action, session: "s",
-                                                           body: request.body[...]) else {
+        let request = Request(
+            method: .POST, path: "/action", query: [:], headers: headers, body: Array(body.utf8),
+            peer: nil, client: nil)
+        guard
+            case let .key(read) = IdempotentRequest.read(
+                request, scope: "", kind: .action, session: "s",
+                body: request.body[...])
+        else {
             XCTFail("no key read")
             return IdempotentRequest.read(request, scope: "", kind: .action).key!
         }
@@ -19,15 +24,17 @@ final class IdempotencyLedgerTests: XCTestCase {
     }
 
     private func ledger() -> IdempotencyLedger {
-        IdempotencyLedger(ttl: 60, forwardTTL: 60, engine: nil, metrics: IdempotencyMetrics(registry: MetricsRegistry()))
+        IdempotencyLedger(
+            ttl: 60, forwardTTL: 60, engine: nil, metrics: IdempotencyMetrics(registry: MetricsRegistry()))
     }
 
     /// The digest is stored with each answer: it must not change between versions (a repeat
     /// after an upgrade would be 422). SHA-256 of kind, session and the body without its layout,
     /// as 32 lowercase hexadecimal digits (Python's hashlib gives the same).
     func testTheRequestDigestIsSHA256OfKindSessionAndBodyWithoutLayout() throws {
-        XCTAssertEqual(request("k", body: "{ \"type\" : \"increase\",\n \"by\": [1, 2] }").digest,
-                       "289bbabf28a9449a37fd993ae33befa2")
+        XCTAssertEqual(
+            request("k", body: "{ \"type\" : \"increase\",\n \"by\": [1, 2] }").digest,
+            "289bbabf28a9449a37fd993ae33befa2")
     }
 
     func testARepeatWhileTheFirstRunsIs409AndTheKeyIsGivenBackWithItsTicket() throws {
@@ -41,7 +48,7 @@ final class IdempotencyLedgerTests: XCTestCase {
         guard case let .answer(other) = ledger.admit(request("k", body: #"{"x":1}"#)) else { return XCTFail() }
         XCTAssertEqual(other.status, 422, "another request under a running key")
         XCTAssertNil(ticket?.keep(Response(status: 503), session: nil), "a 503 is not kept")
-        ticket = nil   // answered without a kept answer: the key is free again
+        ticket = nil  // answered without a kept answer: the key is free again
         guard case .run = ledger.admit(request("k")) else { return XCTFail("runs again") }
     }
 
@@ -49,7 +56,8 @@ final class IdempotencyLedgerTests: XCTestCase {
         let ledger = ledger()
         var ticket: IdempotencyLedger.Ticket?
         if case let .run(first) = ledger.admit(request("k", body: #"{ "a" : [1, "b c"] }"#)) { ticket = first }
-        XCTAssertNil(ticket?.keep(.json(Array(#"{"ok":true}"#.utf8), status: 201), session: "s"), "kept here, not written")
+        XCTAssertNil(
+            ticket?.keep(.json(Array(#"{"ok":true}"#.utf8), status: 201), session: "s"), "kept here, not written")
         guard case let .answer(busy) = ledger.admit(request("k", body: #"{"a":[1,"b c"]}"#)) else { return XCTFail() }
         XCTAssertEqual(busy.status, 409, "kept, but still running until its answer is given")
         ticket = nil
@@ -75,8 +83,8 @@ final class IdempotencyLedgerTests: XCTestCase {
     }
 }
 
-private extension IdempotentRequest.Reading {
-    var key: IdempotentRequest? {
+extension IdempotentRequest.Reading {
+    fileprivate var key: IdempotentRequest? {
         if case let .key(request) = self { return request }
         return nil
     }

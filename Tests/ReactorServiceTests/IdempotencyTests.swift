@@ -22,21 +22,27 @@ final class IdempotencyTests: XCTestCase {
     }
 
     private func create(_ client: HTTPClient, key: String? = nil) throws -> TestResponse {
-        try client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: key.map { ["Idempotency-Key": $0] } ?? [:])
+        try client.request(
+            "POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: key.map { ["Idempotency-Key": $0] } ?? [:])
     }
 
-    private func act(_ client: HTTPClient, _ session: String, key: String?, _ action: String = #"{"type":"increase"}"#,
-                     headers: [String: String] = [:]) throws -> TestResponse {
+    private func act(
+        _ client: HTTPClient, _ session: String, key: String?, _ action: String = #"{"type":"increase"}"#,
+        headers: [String: String] = [:]
+    ) throws -> TestResponse {
         var headers = headers
         if let key { headers["Idempotency-Key"] = key }
-        return try client.request("POST", "/action", body: #"{"session":"\#(session)","action":\#(action)}"#, headers: headers)
+        return try client.request(
+            "POST", "/action", body: #"{"session":"\#(session)","action":\#(action)}"#, headers: headers)
     }
 
     private func count(_ client: HTTPClient, _ session: String) throws -> Int? {
         (try client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any])?["count"] as? Int
     }
 
-    private func assertReplay(_ replay: TestResponse, of first: TestResponse, file: StaticString = #filePath, line: UInt = #line) {
+    private func assertReplay(
+        _ replay: TestResponse, of first: TestResponse, file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertEqual(replay.status, first.status, replay.text, file: file, line: line)
         XCTAssertEqual(replay.body, first.body, "the same bytes", file: file, line: line)
         XCTAssertEqual(replay.header("Idempotent-Replayed"), "true", file: file, line: line)
@@ -63,8 +69,10 @@ final class IdempotencyTests: XCTestCase {
         assertReplay(try act(client, session, key: "increase-1"), of: first)
         assertReplay(try create(client, key: "create-1"), of: created)
         // The other action route, the same action of the same session (laid out otherwise): the same request.
-        assertReplay(try client.request("POST", "/sessions/\(session)/actions", body: #"{ "type" : "increase" }"#,
-                                        headers: ["Idempotency-Key": "increase-1"]), of: first)
+        assertReplay(
+            try client.request(
+                "POST", "/sessions/\(session)/actions", body: #"{ "type" : "increase" }"#,
+                headers: ["Idempotency-Key": "increase-1"]), of: first)
         XCTAssertEqual(try count(client, session), 1, "applied once")
         XCTAssertEqual(try act(client, session, key: "increase-2").status, 200)
         XCTAssertEqual(try count(client, session), 2)
@@ -75,9 +83,11 @@ final class IdempotencyTests: XCTestCase {
         let client = HTTPClient(port: server.port)
         let session = try XCTUnwrap(try create(client).object["session"] as? String)
         XCTAssertEqual(try act(client, session, key: "k").status, 200)
-        for other in [try act(client, session, key: "k", #"{"type":"decrease"}"#),
-                      try client.request("DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "k"]),
-                      try create(client, key: "k")] {
+        for other in [
+            try act(client, session, key: "k", #"{"type":"decrease"}"#),
+            try client.request("DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "k"]),
+            try create(client, key: "k"),
+        ] {
             XCTAssertEqual(other.status, 422, other.text)
             XCTAssertTrue((other.object["detail"] as? String)?.contains("Idempotency-Key") == true, other.text)
         }
@@ -96,8 +106,11 @@ final class IdempotencyTests: XCTestCase {
         XCTAssertEqual(try act(client, session, key: String(repeating: "x", count: 255)).status, 200, "255 is allowed")
         let raw = try TestClient(port: server.port)
         let body = #"{"session":"\#(session)","action":{"type":"increase"}}"#
-        let twice = TestResponse(try XCTUnwrap(raw.request("POST", "/action", headers: ["Idempotency-Key: a", "Idempotency-Key: b"],
-                                                           body: body)))
+        let twice = TestResponse(
+            try XCTUnwrap(
+                raw.request(
+                    "POST", "/action", headers: ["Idempotency-Key: a", "Idempotency-Key: b"],
+                    body: body)))
         XCTAssertEqual(twice.status, 400, twice.text)
         XCTAssertEqual(try count(client, session), 1, "nothing refused was applied")
     }
@@ -128,7 +141,8 @@ final class IdempotencyTests: XCTestCase {
         let admin = ["Authorization": "Bearer t", "Idempotency-Key": "u"]
         let put = try client.request("PUT", "/user", body: #"{"id":"ada","name":"Ada"}"#, headers: admin)
         XCTAssertEqual(put.status, 200)
-        XCTAssertEqual(try client.request("PUT", "/user", body: #"{"id":"bob","name":"Bob"}"#, headers: admin).status, 422)
+        XCTAssertEqual(
+            try client.request("PUT", "/user", body: #"{"id":"bob","name":"Bob"}"#, headers: admin).status, 422)
         assertReplay(try client.request("PUT", "/user", body: #"{"id":"ada","name":"Ada"}"#, headers: admin), of: put)
     }
 
@@ -142,9 +156,11 @@ final class IdempotencyTests: XCTestCase {
         let admin = ["Authorization": "Bearer t"]
         for round in 0..<100 {
             let user = #"{"id":"u\#(round)","name":"U"}"#
-            let put = try client.request("PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "u\(round)"]) { $1 })
+            let put = try client.request(
+                "PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "u\(round)"]) { $1 })
             XCTAssertEqual(put.status, 200, put.text)
-            let again = try client.request("PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "u\(round)"]) { $1 })
+            let again = try client.request(
+                "PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "u\(round)"]) { $1 })
             XCTAssertEqual(again.status, 200, "round \(round): \(again.text)")
             let first = try act(client, session, key: "a\(round)")
             let repeated = try act(client, session, key: "a\(round)")
@@ -171,9 +187,10 @@ final class IdempotencyTests: XCTestCase {
         XCTAssertEqual(try act(client, session, key: "short").status, 200)
         XCTAssertEqual(try act(client, session, key: "short").header("Idempotent-Replayed"), "true")
         // Trimmed every 5 s in the background: bounded wait until the repeat runs again.
-        XCTAssertTrue(waitUntil(timeout: 20) {
-            (try? self.act(client, session, key: "short"))?.header("Idempotent-Replayed") == nil
-        })
+        XCTAssertTrue(
+            waitUntil(timeout: 20) {
+                (try? self.act(client, session, key: "short"))?.header("Idempotent-Replayed") == nil
+            })
         XCTAssertEqual(try count(client, session), 2)
         let metrics = try client.request("GET", "/metrics").text
         XCTAssertTrue(metrics.contains("reactord_idempotent_replays_total"), metrics)

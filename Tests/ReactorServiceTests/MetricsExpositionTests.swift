@@ -1,5 +1,6 @@
 import Dispatch
 import XCTest
+
 @testable import ReactorService
 
 /// The registry's text, byte for byte, in Prometheus' exposition format 0.0.4: what
@@ -7,10 +8,12 @@ import XCTest
 final class MetricsExpositionTests: XCTestCase {
     func testFamiliesInOrderMadeWithHelpTypeAndLabelsInOrderGiven() {
         let registry = MetricsRegistry()
-        let requests = registry.makeCounter(name: "app_requests_total", help: "Requests.",
-                                            labels: [("method", "GET"), ("route", "/a")])
-        let posts = registry.makeCounter(name: "app_requests_total", help: "Requests.",
-                                         labels: [("method", "POST"), ("route", "/a")])
+        let requests = registry.makeCounter(
+            name: "app_requests_total", help: "Requests.",
+            labels: [("method", "GET"), ("route", "/a")])
+        let posts = registry.makeCounter(
+            name: "app_requests_total", help: "Requests.",
+            labels: [("method", "POST"), ("route", "/a")])
         let open = registry.makeGauge(name: "app_open", help: "Open now.")
         let seconds = registry.makeCounter(name: "app_cpu_seconds_total", help: "CPU.")
         requests.increment()
@@ -19,10 +22,14 @@ final class MetricsExpositionTests: XCTestCase {
         open.set(3)
         seconds.increment(by: 0.25)
         // The same name and labels is the same series, not a second line.
-        registry.makeCounter(name: "app_requests_total", help: "Requests.",
-                             labels: [("method", "GET"), ("route", "/a")]).increment()
+        registry.makeCounter(
+            name: "app_requests_total", help: "Requests.",
+            labels: [("method", "GET"), ("route", "/a")]
+        ).increment()
 
-        XCTAssertEqual(String(decoding: registry.emitToBuffer(), as: UTF8.self), """
+        XCTAssertEqual(
+            String(decoding: registry.emitToBuffer(), as: UTF8.self),
+            """
             # HELP app_requests_total Requests.
             # TYPE app_requests_total counter
             app_requests_total{method="GET",route="/a"} 3
@@ -42,13 +49,15 @@ final class MetricsExpositionTests: XCTestCase {
         let histogram = registry.makeDurationHistogram(
             name: "app_duration_seconds", help: "Time taken.", labels: [("route", "/a")],
             buckets: [.microseconds(50), .milliseconds(1), .seconds(1), .seconds(2.5)])
-        histogram.recordNanoseconds(50_000)        // on a bound: in that bucket (le is <=)
+        histogram.recordNanoseconds(50_000)  // on a bound: in that bucket (le is <=)
         histogram.recordNanoseconds(700_000)
         histogram.recordNanoseconds(700_000)
-        histogram.recordNanoseconds(3_000_000_000) // over every bound: only in +Inf
+        histogram.recordNanoseconds(3_000_000_000)  // over every bound: only in +Inf
         histogram.record(0.000_001)
 
-        XCTAssertEqual(String(decoding: registry.emitToBuffer(), as: UTF8.self), """
+        XCTAssertEqual(
+            String(decoding: registry.emitToBuffer(), as: UTF8.self),
+            """
             # HELP app_duration_seconds Time taken.
             # TYPE app_duration_seconds histogram
             app_duration_seconds_bucket{route="/a",le="0.00005"} 2
@@ -65,7 +74,9 @@ final class MetricsExpositionTests: XCTestCase {
     func testAnUnlabelledHistogramAndAnEmptyOne() {
         let registry = MetricsRegistry()
         _ = registry.makeDurationHistogram(name: "lag_seconds", help: "Lag.", buckets: [.milliseconds(5)])
-        XCTAssertEqual(String(decoding: registry.emitToBuffer(), as: UTF8.self), """
+        XCTAssertEqual(
+            String(decoding: registry.emitToBuffer(), as: UTF8.self),
+            """
             # HELP lag_seconds Lag.
             # TYPE lag_seconds histogram
             lag_seconds_bucket{le="0.005"} 0
@@ -80,9 +91,13 @@ final class MetricsExpositionTests: XCTestCase {
     /// newline only (the format's rules), so no value can end a line or a label early.
     func testLabelValuesAndHelpAreEscaped() {
         let registry = MetricsRegistry()
-        registry.makeCounter(name: "odd_total", help: "A \\ backslash,\na \"quoted\" line.",
-                             labels: [("value", "a\"b\\c\nd")]).increment()
-        XCTAssertEqual(String(decoding: registry.emitToBuffer(), as: UTF8.self), #"""
+        registry.makeCounter(
+            name: "odd_total", help: "A \\ backslash,\na \"quoted\" line.",
+            labels: [("value", "a\"b\\c\nd")]
+        ).increment()
+        XCTAssertEqual(
+            String(decoding: registry.emitToBuffer(), as: UTF8.self),
+            #"""
             # HELP odd_total A \\ backslash,\na "quoted" line.
             # TYPE odd_total counter
             odd_total{value="a\"b\\c\nd"} 1

@@ -30,9 +30,10 @@ final class OperationsTests: XCTestCase {
 
         let spec = try fixture.client.request("GET", "/openapi.yaml")
         XCTAssertEqual(spec.status, 200)
-        let onDisk = try Data(contentsOf: URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("openapi.yaml"))
+        let onDisk = try Data(
+            contentsOf: URL(fileURLWithPath: #filePath)
+                .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("openapi.yaml"))
         XCTAssertEqual(spec.body, Array(onDisk), "the server serves the repository's openapi.yaml")
     }
 

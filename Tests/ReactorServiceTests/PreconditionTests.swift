@@ -13,8 +13,9 @@ final class PreconditionTests: XCTestCase {
     }
 
     private func act(_ session: String, ifMatch: String?) throws -> TestResponse {
-        try fixture.client.request("POST", "/action", body: #"{"session":"\#(session)","action":{"type":"increase"}}"#,
-                                   headers: ifMatch.map { ["If-Match": $0] } ?? [:])
+        try fixture.client.request(
+            "POST", "/action", body: #"{"session":"\#(session)","action":{"type":"increase"}}"#,
+            headers: ifMatch.map { ["If-Match": $0] } ?? [:])
     }
 
     func testEveryAnswerCarryingAStateHasItsVersionAsETag() throws {
@@ -32,15 +33,20 @@ final class PreconditionTests: XCTestCase {
         XCTAssertEqual(unchanged.status, 304)
         XCTAssertEqual(unchanged.header("ETag"), #""1""#)
         XCTAssertEqual(unchanged.body, [])
-        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)",
-                                                  headers: ["If-None-Match": #"W/"1", "7""#]).status, 304,
-                       "a list, and If-None-Match compares weakly")
-        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": "*"]).status, 304)
+        XCTAssertEqual(
+            try fixture.client.request(
+                "GET", "/sessions/\(session)",
+                headers: ["If-None-Match": #"W/"1", "7""#]
+            ).status, 304,
+            "a list, and If-None-Match compares weakly")
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": "*"]).status, 304)
         let changed = try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": #""0""#])
         XCTAssertEqual(changed.status, 200)
         XCTAssertEqual(changed.object["version"] as? Int, 1)
-        assertProblem(try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": "v1"]),
-                      400, mentions: ["If-None-Match"])
+        assertProblem(
+            try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": "v1"]),
+            400, mentions: ["If-None-Match"])
     }
 
     func testIfMatchAppliesAnActionOnlyOnTheVersionNamed() throws {
@@ -51,7 +57,7 @@ final class PreconditionTests: XCTestCase {
         XCTAssertEqual(stale.object["version"] as? Int, 1, "the problem says where the session stands")
         XCTAssertEqual((stale.object["state"] as? [String: Any])?["count"] as? Int, 1)
         XCTAssertEqual(stale.header("ETag"), #""1""#)
-        assertProblem(try act(session, ifMatch: #"W/"1""#), 412, mentions: ["version 1"])   // weak never matches
+        assertProblem(try act(session, ifMatch: #"W/"1""#), 412, mentions: ["version 1"])  // weak never matches
         XCTAssertEqual(try act(session, ifMatch: "*").status, 200, "* is: the session exists")
         XCTAssertEqual(try act(session, ifMatch: #""5", "2""#).status, 200)
         XCTAssertEqual(try act(session, ifMatch: "3").status, 200, "a bare version is read as its tag")
@@ -72,12 +78,14 @@ final class PreconditionTests: XCTestCase {
             Thread.detachNewThread { [self] in
                 defer { done.leave() }
                 let client = HTTPClient(port: fixture.port)
-                for _ in 0..<150 {   // bounded
+                for _ in 0..<150 {  // bounded
                     guard let read = try? client.request("GET", "/sessions/\(session)"),
-                          let version = read.object["version"] as? Int,
-                          let answer = try? client.request("POST", "/action",
-                              body: #"{"session":"\#(session)","action":{"type":"increase"}}"#,
-                              headers: ["If-Match": "\"\(version)\""]) else { continue }
+                        let version = read.object["version"] as? Int,
+                        let answer = try? client.request(
+                            "POST", "/action",
+                            body: #"{"session":"\#(session)","action":{"type":"increase"}}"#,
+                            headers: ["If-Match": "\"\(version)\""])
+                    else { continue }
                     if answer.status == 200 {
                         XCTAssertEqual(answer.object["version"] as? Int, version + 1)
                         wins.update { $0.append(version) }
@@ -99,7 +107,8 @@ final class PreconditionTests: XCTestCase {
         let stale = try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-Match": #""0""#])
         assertProblem(stale, 412)
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 200, "still there")
-        XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-Match": #""1""#]).status, 204)
+        XCTAssertEqual(
+            try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-Match": #""1""#]).status, 204)
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
     }
 }

@@ -63,14 +63,16 @@ final class PrincipalFactoryTests: XCTestCase {
     }
 
     func testTheFactoryReceivesTheCreatorsSubjectAndClaims() throws {
-        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"whoami"}"#,
-                                                 headers: bearer("alice", extra: #","plan":"pro""#))
+        let created = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"whoami"}"#,
+            headers: bearer("alice", extra: #","plan":"pro""#))
         XCTAssertEqual(created.status, 201, created.text)
         let state = try XCTUnwrap(created.object["state"] as? [String: Any])
         XCTAssertEqual(state["owner"] as? String, "alice")
         XCTAssertEqual(state["plan"] as? String, "pro")
 
-        let other = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"whoami"}"#, headers: bearer("bob"))
+        let other = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"whoami"}"#, headers: bearer("bob"))
         XCTAssertEqual((other.object["state"] as? [String: Any])?["owner"] as? String, "bob")
         XCTAssertNil((other.object["state"] as? [String: Any])?["plan"])
 
@@ -83,8 +85,9 @@ final class PrincipalFactoryTests: XCTestCase {
 
     func testSubjectsAreComparedByteForByte() throws {
         // "Å" as U+212B and as U+00C5 are equal Swift strings, but two subjects (RFC 7519 §7.3).
-        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#,
-                                                 headers: bearer(#"\u212B"#))
+        let created = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"counter"}"#,
+            headers: bearer(#"\u212B"#))
         XCTAssertEqual(created.status, 201, created.text)
         let id = try XCTUnwrap(created.object["session"] as? String)
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: bearer(#"\u212B"#)).status, 200)
@@ -93,22 +96,28 @@ final class PrincipalFactoryTests: XCTestCase {
 
     func testASubjectWithANulIsRefused() throws {
         // A store keeps the owner as text; PostgreSQL's failed the whole group commit on it.
-        let refused = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#,
-                                                 headers: bearer(#"a\u0000b"#))
+        let refused = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"counter"}"#,
+            headers: bearer(#"a\u0000b"#))
         XCTAssertEqual(refused.status, 401, refused.text)
         XCTAssertTrue(refused.text.contains("NUL"), refused.text)
     }
 
     func testAOneArgumentFactoryStillWorksWithAuthenticationOn() throws {
         // `counter` is registered by the bundled reactors with `{ currentUser in ... }`.
-        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: bearer("carol"))
+        let created = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: bearer("carol"))
         XCTAssertEqual(created.status, 201, created.text)
         let id = try XCTUnwrap(created.object["session"] as? String)
-        let acted = try fixture.client.request("POST", "/action", body: #"{"session":"\#(id)","action":{"type":"increase"}}"#,
-                                               headers: bearer("carol"))
+        let acted = try fixture.client.request(
+            "POST", "/action", body: #"{"session":"\#(id)","action":{"type":"increase"}}"#,
+            headers: bearer("carol"))
         XCTAssertEqual(acted.status, 200, acted.text)
-        XCTAssertEqual(try fixture.client.request("POST", "/action", body: #"{"session":"\#(id)","action":{"type":"increase"}}"#,
-                                                  headers: bearer("dave")).status, 403)
+        XCTAssertEqual(
+            try fixture.client.request(
+                "POST", "/action", body: #"{"session":"\#(id)","action":{"type":"increase"}}"#,
+                headers: bearer("dave")
+            ).status, 403)
     }
 
     func testWithoutAuthenticationThePrincipalIsNil() throws {

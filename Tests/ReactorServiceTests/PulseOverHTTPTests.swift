@@ -13,9 +13,11 @@ final class PulseOverHTTPTests: XCTestCase {
         XCTAssertEqual(initial.id, "0")
         XCTAssertEqual(events.retry, 3000)
 
-        for action in [#"{"type":"alert","message":"Hello"}"#, #"{"type":"alert","message":"Hello"}"#,
-                       #"{"type":"doSomeAction"}"#, #"{"type":"alert","message":"Hello"}"#,
-                       #"{"type":"alert","message":"tokijh"}"#, #"{"type":"doSomeAction"}"#] {
+        for action in [
+            #"{"type":"alert","message":"Hello"}"#, #"{"type":"alert","message":"Hello"}"#,
+            #"{"type":"doSomeAction"}"#, #"{"type":"alert","message":"Hello"}"#,
+            #"{"type":"alert","message":"tokijh"}"#, #"{"type":"doSomeAction"}"#,
+        ] {
             XCTAssertEqual(try fixture.send(session, action).status, 200)
         }
         let received = events.drain()

@@ -13,7 +13,8 @@ final class ReadinessTests: XCTestCase {
         XCTAssertEqual((ready.object["checks"] as? [String: Any])?["listening"] as? String, "ok")
 
         let reachable = Locked(false)
-        fixture.server.addReadinessCheck(ReadinessCheck("store") { reachable.value ? nil : "the database does not answer" })
+        fixture.server.addReadinessCheck(
+            ReadinessCheck("store") { reachable.value ? nil : "the database does not answer" })
         let notReady = try fixture.client.request("GET", "/readyz")
         XCTAssertEqual(notReady.status, 503, notReady.text)
         XCTAssertEqual(notReady.header("Content-Type"), "application/problem+json")

@@ -1,6 +1,7 @@
 import Examples
 import Foundation
 import XCTest
+
 @testable import ReactorService
 
 /// `RequestJSONDecoder` answers only with what `JSONDecoder` would give, and declines (nil)
@@ -51,19 +52,19 @@ final class RequestJSONDecoderTests: XCTestCase {
 
     func testDeclinesWhatItIsNotSureOf() {
         let bodies = [
-            #"{"name":"a","count":1.0}"#,          // JSONDecoder's number rules
+            #"{"name":"a","count":1.0}"#,  // JSONDecoder's number rules
             #"{"name":"a","count":1e2}"#,
-            #"{"name":"a","count":01}"#,           // not JSON
+            #"{"name":"a","count":01}"#,  // not JSON
             #"{"name":"a","count":1,"count":2}"#,  // duplicate key (a 400 over HTTP)
             #"{"name":"a","count":1,"\u00e9":1,"e\u0301":2}"#,  // two names, canonically one String
-            #"{"name":"a","count":1,"small":128}"#, // out of range
+            #"{"name":"a","count":1,"small":128}"#,  // out of range
             #"{"name":"a","count":1,"big":-1}"#,
-            #"{"name":"a"}"#,                      // missing field
-            #"{"name":1,"count":1}"#,              // wrong type
-            #"{"name":"\ud800","count":1}"#,       // lone surrogate
-            #"{"name":"a\x","count":1}"#,          // bad escape
-            "{\"name\":\"a\u{1}\",\"count\":1}",   // raw control character
-            #"{"name":"a","count":1} x"#,          // trailing garbage
+            #"{"name":"a"}"#,  // missing field
+            #"{"name":1,"count":1}"#,  // wrong type
+            #"{"name":"\ud800","count":1}"#,  // lone surrogate
+            #"{"name":"a\x","count":1}"#,  // bad escape
+            "{\"name\":\"a\u{1}\",\"count\":1}",  // raw control character
+            #"{"name":"a","count":1} x"#,  // trailing garbage
             #"{"name":"a","count":1,}"#,
             "",
             "null",
@@ -92,11 +93,14 @@ final class RequestJSONDecoderTests: XCTestCase {
 
     func testASwallowedRefusalStillDeclines() {
         XCTAssertNil(fast(Fallible.self, "1.5"))
-        XCTAssertEqual(try RequestDecoding.decode(Fallible.self, from: Array("1.5".utf8)), foundation(Fallible.self, "1.5"))
+        XCTAssertEqual(
+            try RequestDecoding.decode(Fallible.self, from: Array("1.5".utf8)), foundation(Fallible.self, "1.5"))
     }
 
     func testCounterActionsDecodeLikeJSONDecoder() throws {
-        for body in [#"{"type":"increase"}"#, #"{"type":"alert","message":"hi \u00e9"}"#, #"{"type":"decrease","x":[1]}"#] {
+        for body in [
+            #"{"type":"increase"}"#, #"{"type":"alert","message":"hi \u00e9"}"#, #"{"type":"decrease","x":[1]}"#,
+        ] {
             let action = try XCTUnwrap(fast(CounterReactor.Action.self, body), body)
             let reference = try XCTUnwrap(foundation(CounterReactor.Action.self, body), body)
             XCTAssertEqual(String(describing: action), String(describing: reference))
@@ -115,19 +119,23 @@ final class RequestJSONDecoderTests: XCTestCase {
         XCTAssertNil(envelope.string("missing"))
         var path: [String] = []
         var none: RequestJSONDecoder.IntegerMismatch?
-        let action = envelope.decode("action", userInfo: [:], integerMismatch: &none) { decoder -> CounterReactor.Action in
+        let action = envelope.decode("action", userInfo: [:], integerMismatch: &none) {
+            decoder -> CounterReactor.Action in
             path = decoder.codingPath.map(\.stringValue)
             return try CounterReactor.Action(from: decoder)
         }
         XCTAssertEqual(action.map { String(describing: $0) }, String(describing: CounterReactor.Action.alert("hi")))
         XCTAssertEqual(path, ["action"])
         var unused: RequestJSONDecoder.IntegerMismatch?
-        XCTAssertNil(envelope.decode("missing", userInfo: [:], integerMismatch: &unused) { try CounterReactor.Action(from: $0) })
-        XCTAssertNil(envelope.decode("extra", userInfo: [:], integerMismatch: &unused) { try CounterReactor.Action(from: $0) },
-                     "a throw is nil")
+        XCTAssertNil(
+            envelope.decode("missing", userInfo: [:], integerMismatch: &unused) { try CounterReactor.Action(from: $0) })
+        XCTAssertNil(
+            envelope.decode("extra", userInfo: [:], integerMismatch: &unused) { try CounterReactor.Action(from: $0) },
+            "a throw is nil")
         var mismatch: RequestJSONDecoder.IntegerMismatch?
-        XCTAssertNil(envelope.decode("action", userInfo: [:], integerMismatch: &mismatch) { (try? Double(from: $0)) ?? 0 },
-                     "a decline is nil, even when the decoded type swallows it")
+        XCTAssertNil(
+            envelope.decode("action", userInfo: [:], integerMismatch: &mismatch) { (try? Double(from: $0)) ?? 0 },
+            "a decline is nil, even when the decoded type swallows it")
         let numbers = try XCTUnwrap(RequestJSONDecoder.TopLevelObject(parsing: Array(#"{"n":{"count":1.5}}"#.utf8)))
         XCTAssertNil(numbers.decode("n", userInfo: [:], integerMismatch: &mismatch) { try Sample.Inner2(from: $0) })
         XCTAssertEqual(mismatch.map { $0.path.map(\.stringValue) }, ["n", "count"])

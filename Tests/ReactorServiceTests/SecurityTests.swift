@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+
 @testable import ReactorService
 
 /// Issue 6, part 6: ids are unguessable capabilities, nothing leaks them or the admin token,
@@ -50,9 +51,12 @@ final class SecurityTests: XCTestCase {
             XCTAssertFalse(try client.request("GET", path).text.contains(session), "\(path) shows no session id")
         }
         // Near misses are other ids: unknown, never a prefix or case-insensitive match.
-        let near = [String(session.dropLast()), session + "A", session.lowercased() == session ? session.uppercased() : session.lowercased(),
-                    String(session.dropLast()) + (session.last == "A" ? "B" : "A"), " " + session, session + "%20",
-                    session.replacingOccurrences(of: "-", with: "+"), "../" + session]
+        let near = [
+            String(session.dropLast()), session + "A",
+            session.lowercased() == session ? session.uppercased() : session.lowercased(),
+            String(session.dropLast()) + (session.last == "A" ? "B" : "A"), " " + session, session + "%20",
+            session.replacingOccurrences(of: "-", with: "+"), "../" + session,
+        ]
         for id in Set(near) where id != session {
             let encoded = id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id
             XCTAssertEqual(try client.request("GET", "/sessions/\(encoded)").status, 404, id)
@@ -89,7 +93,8 @@ final class SecurityTests: XCTestCase {
         ]
         errors.append(try client.request("GET", "/metrics"))
         for response in errors {
-            XCTAssertGreaterThanOrEqual(response.status, response.header("Content-Type") == "application/problem+json" ? 400 : 200)
+            XCTAssertGreaterThanOrEqual(
+                response.status, response.header("Content-Type") == "application/problem+json" ? 400 : 200)
             XCTAssertFalse(response.text.contains(session), "\(response.status) \(response.text)")
             XCTAssertFalse(response.text.contains(token), "\(response.status) \(response.text)")
             XCTAssertFalse(response.headers.values.contains { $0.contains(session) || $0.contains(token) })
@@ -110,14 +115,17 @@ final class SecurityTests: XCTestCase {
         // short guess that of a long one: every byte of the secret is read, once, whatever the
         // guess, and as many bytes of the guess (counted, not timed: a timing would measure the
         // machine's other load).
-        var wrongFirst = secret; wrongFirst[0] = 0x41
-        var wrongLast = secret; wrongLast[secret.count - 1] = 0x41
+        var wrongFirst = secret
+        wrongFirst[0] = 0x41
+        var wrongLast = secret
+        wrongLast[secret.count - 1] = 0x41
         let guesses = [wrongFirst, wrongLast, [0x41], [], Array(repeating: 0x41, count: 65_536), secret]
         for guess in guesses {
             let (countedGuess, countedSecret) = (CountingBytes(guess), CountingBytes(secret))
             XCTAssertEqual(AdminAuthorization.constantTimeEquals(countedGuess, countedSecret), guess == secret)
             XCTAssertEqual(countedSecret.reads.value, secret.count, "a guess of \(guess.count) bytes")
-            XCTAssertEqual(countedGuess.reads.value, guess.isEmpty ? 0 : secret.count, "a guess of \(guess.count) bytes")
+            XCTAssertEqual(
+                countedGuess.reads.value, guess.isEmpty ? 0 : secret.count, "a guess of \(guess.count) bytes")
         }
     }
 
@@ -130,8 +138,9 @@ final class SecurityTests: XCTestCase {
     func testConnectionsPerIPFlagOfTheExecutable() throws {
         let server = try ReactordProcess(arguments: ["--connections-per-ip", "2", "--admin-token", "t"])
         try assertLimit(port: server.port, limit: 2)
-        let environment = try ReactordProcess(arguments: ["--admin-token", "t"],
-                                              environment: ["REACTORD_CONNECTIONS_PER_IP": "4"])
+        let environment = try ReactordProcess(
+            arguments: ["--admin-token", "t"],
+            environment: ["REACTORD_CONNECTIONS_PER_IP": "4"])
         try assertLimit(port: environment.port, limit: 4)
     }
 

@@ -28,7 +28,8 @@ final class SessionActionsRouteTests: XCTestCase {
         let alert = try post(session, #"{"type":"alert","message":"Hi"}"#)
         XCTAssertEqual((alert.object["state"] as? [String: Any])?["alertMessage"] as? String, "Hi")
         let both = try fixture.send(session, #"{"type":"increase"}"#)
-        XCTAssertEqual(both.object["version"] as? Int, 4, "one session, whichever route (the alert was a state and a pulse)")
+        XCTAssertEqual(
+            both.object["version"] as? Int, 4, "one session, whichever route (the alert was a state and a pulse)")
     }
 
     func testItsErrorsNameTheProblem() throws {
@@ -37,10 +38,12 @@ final class SessionActionsRouteTests: XCTestCase {
         assertProblem(try post(session, "not json"), 400)
         assertProblem(try post(session, #"{"type":"fly"}"#), 422, mentions: ["fly"])
         assertProblem(try post(session, #"{"type":"alert"}"#), 422, mentions: ["message"])
-        assertProblem(try post(session, #"{"session":"\#(session)","action":{"type":"increase"}}"#), 422,
-                      mentions: ["type"])
+        assertProblem(
+            try post(session, #"{"session":"\#(session)","action":{"type":"increase"}}"#), 422,
+            mentions: ["type"])
         assertProblem(try post(session, #"{"type":"increase"}"#, headers: ["If-Match": #""7""#]), 412)
-        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").object["version"] as? Int, 0,
-                       "no error applied anything")
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions/\(session)").object["version"] as? Int, 0,
+            "no error applied anything")
     }
 }

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import ReactorService
 
 /// Session ids are kept as their 128 bits; the text form must round-trip exactly.
@@ -21,11 +22,11 @@ final class SessionKeyTests: XCTestCase {
 
     func testRejectsWhatWasNeverIssued() {
         XCTAssertNil(SessionKey(""))
-        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAA"))          // 21
-        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAAAA"))        // 23
-        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAA="))         // not base64url
-        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAAB"))         // low 4 bits of the last set
+        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAA"))  // 21
+        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAAAA"))  // 23
+        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAA="))  // not base64url
+        XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAAB"))  // low 4 bits of the last set
         XCTAssertNil(SessionKey("AAAAAAAAAAAAAAAAAAAAAé"))
-        XCTAssertNotNil(SessionKey("AAAAAAAAAAAAAAAAAAAAAQ"))      // last character's 2 data bits
+        XCTAssertNotNil(SessionKey("AAAAAAAAAAAAAAAAAAAAAQ"))  // last character's 2 data bits
     }
 }

@@ -88,14 +88,15 @@ final class SessionLifecycleTests: XCTestCase {
     func testAFullTableTakesNoCreationToken() throws {
         let fixture = try ServerFixture {
             $0.maxSessions = 2
-            $0.sessionCreateRate = 0.001   // no token comes back during the test
+            $0.sessionCreateRate = 0.001  // no token comes back during the test
             $0.sessionCreateBurst = 3
         }
         defer { fixture.stop() }
         let ids = try (0..<2).map { _ in try fixture.createSession() }
         for _ in 0..<3 { XCTAssertEqual(try fixture.client.request("POST", "/sessions").status, 503) }
         XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(ids[0])").status, 204)
-        XCTAssertEqual(try fixture.client.request("POST", "/sessions").status, 201, "the third token was spent on a 503")
+        XCTAssertEqual(
+            try fixture.client.request("POST", "/sessions").status, 201, "the third token was spent on a 503")
         XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(ids[1])").status, 204)
         XCTAssertEqual(try fixture.client.request("POST", "/sessions").status, 429)
     }

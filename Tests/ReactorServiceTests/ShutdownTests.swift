@@ -20,8 +20,9 @@ final class ShutdownTests: XCTestCase {
         let session = try XCTUnwrap(created.object["session"] as? String)
         let streams = try (0..<20).map { _ in try EventStreamClient(port: port, path: "/sessions/\(session)/events") }
         for stream in streams { XCTAssertEqual(stream.next()?.event, "state") }
-        let action = try client.request("POST", "/action",
-                                        body: #"{"session":"\#(session)","action":{"type":"increase"}}"#)
+        let action = try client.request(
+            "POST", "/action",
+            body: #"{"session":"\#(session)","action":{"type":"increase"}}"#)
         XCTAssertEqual(action.status, 200)
 
         kill(process.processIdentifier, SIGTERM)

@@ -1,7 +1,8 @@
 import Foundation
 import JWSSignatures
-@testable import ReactorService
 import XCTest
+
+@testable import ReactorService
 
 /// JWS signatures on the system's OpenSSL (JWSSignatures): for HS256, RS256 and ES256, the
 /// signature the algorithm's owner made verifies and any change to it, to what it signs, or to
@@ -78,8 +79,10 @@ final class SignatureVerificationTests: XCTestCase {
             ("a private key", Self.ecPrivateKey, "not a PEM public key"),
             ("no PEM", "hello", "not a PEM public key"),
             ("nothing", "", "not a PEM public key"),
-            ("a PEM block that is not base64", "-----BEGIN PUBLIC KEY-----\n!!!!\n-----END PUBLIC KEY-----\n",
-             "not a PEM public key"),
+            (
+                "a PEM block that is not base64", "-----BEGIN PUBLIC KEY-----\n!!!!\n-----END PUBLIC KEY-----\n",
+                "not a PEM public key"
+            ),
         ]
         for (name, pem, reason) in refused {
             XCTAssertThrowsError(try JWTVerification(publicKeyPEM: pem), name) { error in
@@ -101,8 +104,10 @@ final class SignatureVerificationTests: XCTestCase {
     /// The good token verifies; a flipped bit anywhere in its signature, a signature a byte
     /// short or long, a changed claim, and the same claims signed with another key all fail
     /// with the reason `signature`.
-    private func assertGoodAndBad(_ verification: JWTVerification, good: String, otherKey: String,
-                                  file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertGoodAndBad(
+        _ verification: JWTVerification, good: String, otherKey: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let principal = try verification.verify(Substring(good), now: Self.now).get()
         XCTAssertEqual(principal.subject, "alice", file: file, line: line)
 
@@ -113,17 +118,22 @@ final class SignatureVerificationTests: XCTestCase {
             ("a byte short", parts[0] + "." + parts[1] + "." + base64URL(Array(signature.dropLast()))),
             ("a byte long", parts[0] + "." + parts[1] + "." + base64URL(signature + [0])),
             ("no signature", parts[0] + "." + parts[1] + "."),
-            ("another subject", parts[0] + "." + base64URL(Array(#"{"sub":"alicf","exp":2000000000}"#.utf8)) + "." + parts[2]),
+            (
+                "another subject",
+                parts[0] + "." + base64URL(Array(#"{"sub":"alicf","exp":2000000000}"#.utf8)) + "." + parts[2]
+            ),
         ]
         for bit in Set([0, 1, 8, signature.count * 4, signature.count * 8 - 1]) {
-            bad.append(("bit \(bit) flipped", parts[0] + "." + parts[1] + "." + base64URL(flipping(bit, in: signature))))
+            bad.append(
+                ("bit \(bit) flipped", parts[0] + "." + parts[1] + "." + base64URL(flipping(bit, in: signature))))
         }
         for (name, token) in bad {
             switch verification.verify(Substring(token), now: Self.now) {
             case .success: XCTFail("\(verification.algorithm), \(name): accepted", file: file, line: line)
             case let .failure(rejection):
-                XCTAssertEqual(rejection.reason, .signature, "\(verification.algorithm), \(name): \(rejection.detail)",
-                               file: file, line: line)
+                XCTAssertEqual(
+                    rejection.reason, .signature, "\(verification.algorithm), \(name): \(rejection.detail)",
+                    file: file, line: line)
             }
         }
     }
@@ -160,24 +170,30 @@ final class SignatureVerificationTests: XCTestCase {
 
     // MARK: vectors
 
-    private static let hs = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
-            + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
-            + "dq4d6ZzSAtIWzjXprZZ0TbiEoofPMoJW7U8x6hQUHLU"
-    private static let hsOther = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
-            + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
-            + "7jwVswiHVasvr6fi4517GX5HpeP1vNVLBTnXnQisxzI"
-    private static let rs = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9."
-            + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
-            + "xre4x92aefzyaWFnuxcjDmZf3csvx8I5hEdsnPIaF6Lz-indlUWjlpeAaWl13hcU-vXCAQzt969lPEFJev9AiZtZW4OYmD__hdHN9G6yy_LmMoHdZGmp7zxUok99TTN1IztFAN5dBierPK3P_8rwWmhuxFXOT50UIH3NZid_pILw1p07Y6WOmUk24d55jGI-PYxhEitAArNUA0azw_I0V2dg5YpWxzAjt5CUzrUP3UcasMZwTFc1-CzPosFDk907RhKjvPdCk-6KppPqdBNl7zu_ZXhiwyRSayQ7dRQlc3SfRDSjlsDyD6X8FHTkhIIdk3HHa250Ci1vNKE6NQI_8g"
-    private static let rsOther = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9."
-            + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
-            + "XX59NwGfdCPAt0BuBSYofkKsUrFWjowrMlA7OEiKnvsakCHCgJB10bXILIsCWABhbFvNCw4D8cBst8SjkgvJr0HMfBlD_EwktWkXMIM_XqZzpfZV2JZ6SrSjbEqLLjw5c8xUTlpWtIUlWlyM0uHu11kNZddIWz93S18iZo9SgHFrLVDOehDuON-dWL6Z04JXpwW8TjGzz6Rgz-SYz5OdY8tf2RK4XwQ57rESaSyrBBZCaE_hCRuVPTVYXE_i5Ly5HJLXdPbIfg0Oa7oQee6NFV_-2KVNqapXBz-MhCNEiTObWfsFSKK0tJDAnF7IZf2hckfLMtiza4WJ3EyYBuofBA"
-    private static let es = "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9."
-            + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
-            + "9gv7ynPQffvkrzs45q-XgYPbQA5xGwkxWXLdHJ1AE80MZuNgnOcYX7BhTG0oRqpNwbTWunVY7Cm4Iv8_x7sWvw"
-    private static let esOther = "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9."
-            + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
-            + "nnBvo-rn6WFLpoAnu_yAhlakyBQI_j7ntTsi-Gj7Wjtmq9kYIYhqLcwP59j-lEHTNK1KYorJhe3egCx1HYL1Rg"
+    private static let hs =
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+        + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
+        + "dq4d6ZzSAtIWzjXprZZ0TbiEoofPMoJW7U8x6hQUHLU"
+    private static let hsOther =
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+        + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
+        + "7jwVswiHVasvr6fi4517GX5HpeP1vNVLBTnXnQisxzI"
+    private static let rs =
+        "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9."
+        + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
+        + "xre4x92aefzyaWFnuxcjDmZf3csvx8I5hEdsnPIaF6Lz-indlUWjlpeAaWl13hcU-vXCAQzt969lPEFJev9AiZtZW4OYmD__hdHN9G6yy_LmMoHdZGmp7zxUok99TTN1IztFAN5dBierPK3P_8rwWmhuxFXOT50UIH3NZid_pILw1p07Y6WOmUk24d55jGI-PYxhEitAArNUA0azw_I0V2dg5YpWxzAjt5CUzrUP3UcasMZwTFc1-CzPosFDk907RhKjvPdCk-6KppPqdBNl7zu_ZXhiwyRSayQ7dRQlc3SfRDSjlsDyD6X8FHTkhIIdk3HHa250Ci1vNKE6NQI_8g"
+    private static let rsOther =
+        "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9."
+        + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
+        + "XX59NwGfdCPAt0BuBSYofkKsUrFWjowrMlA7OEiKnvsakCHCgJB10bXILIsCWABhbFvNCw4D8cBst8SjkgvJr0HMfBlD_EwktWkXMIM_XqZzpfZV2JZ6SrSjbEqLLjw5c8xUTlpWtIUlWlyM0uHu11kNZddIWz93S18iZo9SgHFrLVDOehDuON-dWL6Z04JXpwW8TjGzz6Rgz-SYz5OdY8tf2RK4XwQ57rESaSyrBBZCaE_hCRuVPTVYXE_i5Ly5HJLXdPbIfg0Oa7oQee6NFV_-2KVNqapXBz-MhCNEiTObWfsFSKK0tJDAnF7IZf2hckfLMtiza4WJ3EyYBuofBA"
+    private static let es =
+        "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9."
+        + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
+        + "9gv7ynPQffvkrzs45q-XgYPbQA5xGwkxWXLdHJ1AE80MZuNgnOcYX7BhTG0oRqpNwbTWunVY7Cm4Iv8_x7sWvw"
+    private static let esOther =
+        "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9."
+        + "eyJzdWIiOiJhbGljZSIsImV4cCI6MjAwMDAwMDAwMH0."
+        + "nnBvo-rn6WFLpoAnu_yAhlakyBQI_j7ntTsi-Gj7Wjtmq9kYIYhqLcwP59j-lEHTNK1KYorJhe3egCx1HYL1Rg"
 
     private static let rsaPublicKey = """
         -----BEGIN PUBLIC KEY-----

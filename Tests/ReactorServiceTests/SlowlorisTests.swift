@@ -38,17 +38,23 @@ final class SlowlorisTests: XCTestCase {
         defer { fixture.stop() }
         func create(from source: String, forwardedFor: String) throws -> Int? {
             let client = try TestClient(port: fixture.port, receiveTimeout: 5, from: source)
-            return client.request("POST", "/sessions", headers: ["Content-Type: application/json",
-                                                                  "X-Forwarded-For: \(forwardedFor)"],
-                                  body: #"{"reactor":"counter"}"#)?.status
+            return client.request(
+                "POST", "/sessions",
+                headers: [
+                    "Content-Type: application/json",
+                    "X-Forwarded-For: \(forwardedFor)",
+                ],
+                body: #"{"reactor":"counter"}"#)?.status
         }
         XCTAssertEqual(try create(from: "127.0.0.2", forwardedFor: "203.0.113.1"), 201)
         XCTAssertEqual(try create(from: "127.0.0.2", forwardedFor: "203.0.113.1"), 429)
-        XCTAssertEqual(try create(from: "127.0.0.2", forwardedFor: "203.0.113.2"), 201, "another client behind the proxy")
+        XCTAssertEqual(
+            try create(from: "127.0.0.2", forwardedFor: "203.0.113.2"), 201, "another client behind the proxy")
 
         XCTAssertEqual(try create(from: "127.0.0.1", forwardedFor: "198.51.100.1"), 201)
-        XCTAssertEqual(try create(from: "127.0.0.1", forwardedFor: "198.51.100.2"), 429,
-                       "an untrusted peer's X-Forwarded-For is not believed: both count as 127.0.0.1")
+        XCTAssertEqual(
+            try create(from: "127.0.0.1", forwardedFor: "198.51.100.2"), 429,
+            "an untrusted peer's X-Forwarded-For is not believed: both count as 127.0.0.1")
     }
 
     /// The access log's `peer` is the client a trusted proxy forwards for, with the proxy as
@@ -66,7 +72,9 @@ final class SlowlorisTests: XCTestCase {
         defer { server.stop() }
         for source in ["127.0.0.2", "127.0.0.1"] {
             let client = try TestClient(port: server.port, receiveTimeout: 5, from: source)
-            XCTAssertEqual(client.request("GET", "/sessions/none-\(source)", headers: ["X-Forwarded-For: 203.0.113.5"])?.status, 404)
+            XCTAssertEqual(
+                client.request("GET", "/sessions/none-\(source)", headers: ["X-Forwarded-For: 203.0.113.5"])?.status,
+                404)
         }
         func line(_ source: String) -> Logger.Metadata? {
             lines.value.first { $0["path"].map { "\($0)" } == "/sessions/none-\(source)" }
@@ -93,12 +101,17 @@ final class SlowlorisTests: XCTestCase {
 
     /// `--trusted-proxies` and `REACTORD_TRUSTED_PROXIES` reach the server; `--head-timeout` too.
     func testTheFlagsAndVariablesReachTheServer() throws {
-        for (arguments, environment) in [(["--trusted-proxies", "127.0.0.2, 10.0.0.0/8", "--head-timeout", "1"], [:]),
-                                         ([], ["REACTORD_TRUSTED_PROXIES": "127.0.0.0/30", "REACTORD_HEAD_TIMEOUT": "1"])] {
-            let server = try ReactordProcess(arguments: ["--connections-per-ip", "1", "--admin-token", "t"] + arguments,
-                                             environment: environment)
-            let proxied = try (0..<3).map { _ in try TestClient(port: server.port, receiveTimeout: 5, from: "127.0.0.2") }
-            XCTAssertEqual(proxied.map { $0.request("GET", "/healthz")?.status }, [200, 200, 200], "\(arguments) \(environment)")
+        for (arguments, environment) in [
+            (["--trusted-proxies", "127.0.0.2, 10.0.0.0/8", "--head-timeout", "1"], [:]),
+            ([], ["REACTORD_TRUSTED_PROXIES": "127.0.0.0/30", "REACTORD_HEAD_TIMEOUT": "1"]),
+        ] {
+            let server = try ReactordProcess(
+                arguments: ["--connections-per-ip", "1", "--admin-token", "t"] + arguments,
+                environment: environment)
+            let proxied = try (0..<3).map { _ in try TestClient(port: server.port, receiveTimeout: 5, from: "127.0.0.2")
+            }
+            XCTAssertEqual(
+                proxied.map { $0.request("GET", "/healthz")?.status }, [200, 200, 200], "\(arguments) \(environment)")
             let slow = try TestClient(port: server.port, receiveTimeout: 5)
             slow.send("GET /healthz HTTP/1.1\r\n")
             let start = monotonicNow()

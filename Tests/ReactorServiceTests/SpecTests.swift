@@ -65,8 +65,10 @@ final class SpecTests: XCTestCase {
             try served.write(to: root, atomically: true, encoding: .utf8)
         }
         let committed = try String(contentsOf: root, encoding: .utf8)
-        XCTAssertEqual(committed, served,
-                       "openapi.yaml differs from GET /openapi.yaml: REACTORD_WRITE_SPEC=1 swift test --filter SpecTests writes it")
+        XCTAssertEqual(
+            committed, served,
+            "openapi.yaml differs from GET /openapi.yaml: REACTORD_WRITE_SPEC=1 swift test --filter SpecTests writes it"
+        )
     }
 
     func testEachRegisteredKindIsDescribedFromItsTypes() throws {
@@ -77,8 +79,9 @@ final class SpecTests: XCTestCase {
         let action = try component("FormAction", in: spec)
         let discriminator = try XCTUnwrap(action["discriminator"] as? [String: Any])
         XCTAssertEqual(discriminator["propertyName"] as? String, "type")
-        XCTAssertEqual(Set((discriminator["mapping"] as? [String: String] ?? [:]).keys),
-                       ["setCount", "setNote", "setLimits", "setSmall"])
+        XCTAssertEqual(
+            Set((discriminator["mapping"] as? [String: String] ?? [:]).keys),
+            ["setCount", "setNote", "setLimits", "setSmall"])
 
         let setCount = try component("FormActionSetCount", in: spec)
         XCTAssertEqual(setCount["required"] as? [String], ["type", "count"])
@@ -92,10 +95,12 @@ final class SpecTests: XCTestCase {
         XCTAssertEqual(note["type"] as? String, "string")
         XCTAssertEqual(note["nullable"] as? Bool, true)
 
-        let limits = try XCTUnwrap((try component("FormActionSetLimits", in: spec)["properties"] as? [String: [String: Any]])?["limits"])
+        let limits = try XCTUnwrap(
+            (try component("FormActionSetLimits", in: spec)["properties"] as? [String: [String: Any]])?["limits"])
         XCTAssertEqual(limits["type"] as? String, "array")
         XCTAssertEqual((limits["items"] as? [String: Any])?["type"] as? String, "integer")
-        let small = try XCTUnwrap((try component("FormActionSetSmall", in: spec)["properties"] as? [String: [String: Any]])?["small"])
+        let small = try XCTUnwrap(
+            (try component("FormActionSetSmall", in: spec)["properties"] as? [String: [String: Any]])?["small"])
         XCTAssertEqual(small["maximum"] as? Int, 255)
 
         // The state: fields from the State type, the nil optional one included but not required.
@@ -107,7 +112,8 @@ final class SpecTests: XCTestCase {
         XCTAssertEqual((try component("State", in: spec)["anyOf"] as? [[String: String]])?.count, 2)
         // The counter's pulse.
         let pulse = try component("CounterPulse", in: spec)
-        XCTAssertEqual((pulse["properties"] as? [String: [String: Any]])?["name"]?["enum"] as? [String], ["alertMessage"])
+        XCTAssertEqual(
+            (pulse["properties"] as? [String: [String: Any]])?["name"]?["enum"] as? [String], ["alertMessage"])
     }
 
     func testStateSchemaComesFromTheSwiftTypeNotTheInitialValue() throws {
@@ -156,12 +162,17 @@ final class SpecTests: XCTestCase {
         let line = try XCTUnwrap(lines[parameter...].first { $0.contains("schema:") && $0.contains("pattern: ") })
         // The pattern is the schema's last member: a YAML double-quoted (JSON) or single-quoted string.
         let quoted = String(try XCTUnwrap(line.split(separator: "pattern: ", maxSplits: 1).last?.dropLast()))
-        let pattern = quoted.hasPrefix("'") ? String(quoted.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
-            : try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(quoted.utf8), options: .fragmentsAllowed) as? String)
+        let pattern =
+            quoted.hasPrefix("'")
+            ? String(quoted.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+            : try XCTUnwrap(
+                try JSONSerialization.jsonObject(with: Data(quoted.utf8), options: .fragmentsAllowed) as? String)
         let regex = try NSRegularExpression(pattern: pattern)
         let session = try fixture.createSession()
-        let values = ["count", "count,user", " count , alertMessage ,", "count,,user", "\tcount\r\n", ",count",
-                      "", ",", " ", "nope", "Count", "count user", "count,nope", "count\u{A0}", "count;user", "0"]
+        let values = [
+            "count", "count,user", " count , alertMessage ,", "count,,user", "\tcount\r\n", ",count",
+            "", ",", " ", "nope", "Count", "count user", "count,nope", "count\u{A0}", "count;user", "0",
+        ]
         for value in values {
             let matches = regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
             let encoded = value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value
@@ -185,8 +196,9 @@ final class SpecTests: XCTestCase {
     }
 
     func testNullReactorIsRefusedAsTheSpecSays() throws {
-        assertProblem(try fixture.client.request("POST", "/sessions", body: #"{"reactor":null}"#), 422,
-                      mentions: ["reactor", "string"])
+        assertProblem(
+            try fixture.client.request("POST", "/sessions", body: #"{"reactor":null}"#), 422,
+            mentions: ["reactor", "string"])
         XCTAssertEqual(try fixture.client.request("POST", "/sessions", body: "{}").status, 201, "absent: the default")
     }
 }

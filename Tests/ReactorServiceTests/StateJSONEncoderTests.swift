@@ -1,12 +1,15 @@
 import Foundation
 import ReactorCore
 import XCTest
+
 @testable import ReactorService
 
 /// `StateJSONEncoder` must give `JSONEncoder`'s bytes (sorted keys, slashes unescaped) for every
 /// value, and `StateEncoding` the same pulses; where it declines, `JSONEncoder` decides.
 final class StateJSONEncoderTests: XCTestCase {
-    private func assertSameAsFoundation<T: Encodable>(_ value: T, file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertSameAsFoundation<T: Encodable>(_ value: T, file: StaticString = #filePath, line: UInt = #line)
+        throws
+    {
         let expected = try String(decoding: JSONText.makeEncoder().encode(value), as: UTF8.self)
         let fast = try String(decoding: StateJSONEncoder().encode(value), as: UTF8.self)
         XCTAssertEqual(fast, expected, file: file, line: line)
@@ -90,15 +93,16 @@ final class StateJSONEncoderTests: XCTestCase {
         try assertSameAsFoundation(1)
         try assertSameAsFoundation("top")
         try assertSameAsFoundation(Optional<Int>.none)
-        try assertSameAsFoundation([Double]([0.1, 1, 1e20, 1e-7, .leastNonzeroMagnitude, .greatestFiniteMagnitude, 123456789.125]))
-        try assertSameAsFoundation([Float]([0.1, 1, 1e20, 16777216]))
+        try assertSameAsFoundation(
+            [Double]([0.1, 1, 1e20, 1e-7, .leastNonzeroMagnitude, .greatestFiniteMagnitude, 123456789.125]))
+        try assertSameAsFoundation([Float]([0.1, 1, 1e20, 16_777_216]))
     }
 
     /// A session keeps its last encoded state: a short one must not keep the 128 bytes the
     /// encoder starts with (`Array(out[...])` kept them, capacity and all).
     func testAShortStateKeepsFewSpareBytes() throws {
         let bytes = try StateJSONEncoder().encode(Inner())
-        XCTAssertEqual(bytes.count, 15)   // {"a":"x","b":2}
+        XCTAssertEqual(bytes.count, 15)  // {"a":"x","b":2}
         XCTAssertLessThanOrEqual(bytes.capacity - bytes.count, 32, "capacity \(bytes.capacity)")
     }
 
@@ -165,6 +169,7 @@ final class StateJSONEncoderTests: XCTestCase {
         XCTAssertEqual(fast.pulses.map(\.name), reference.pulses.map(\.name))
         XCTAssertEqual(fast.pulses.map(\.name), ["message", "group.count"])
         XCTAssertEqual(fast.pulses.map(\.updatedCount), [2, 1])
-        XCTAssertEqual(fast.pulses.map { StateEncoding.encodeValue($0.value) }, [Array(#""hello""#.utf8), Array("3".utf8)])
+        XCTAssertEqual(
+            fast.pulses.map { StateEncoding.encodeValue($0.value) }, [Array(#""hello""#.utf8), Array("3".utf8)])
     }
 }

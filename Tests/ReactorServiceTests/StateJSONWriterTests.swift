@@ -1,6 +1,7 @@
 import Foundation
 import ReactorCore
 import XCTest
+
 @testable import ReactorService
 
 /// `StateJSONWriter`, the streaming encoder states take first: JSONEncoder's bytes (sorted
@@ -39,7 +40,7 @@ final class StateJSONWriterTests: XCTestCase {
             try container.encode([2, 3], forKey: .a)
             try container.encode("first", forKey: .aa)
             try container.encode("second", forKey: .aa)
-            var again = encoder.container(keyedBy: Keys.self)   // the same object, asked for again
+            var again = encoder.container(keyedBy: Keys.self)  // the same object, asked for again
             try again.encodeNil(forKey: .b)
         }
     }
@@ -47,8 +48,9 @@ final class StateJSONWriterTests: XCTestCase {
     func testSortsMembersAndKeepsTheLastOfARepeatedKey() throws {
         try assertStreamed(Unordered())
         try assertStreamed([Unordered(), Unordered()])
-        XCTAssertEqual(String(decoding: try StateJSONWriter().encode(Unordered()), as: UTF8.self),
-                       #"{"a":[2,3],"aa":"second","b":null,"c":{"a":"x","b":2}}"#)
+        XCTAssertEqual(
+            String(decoding: try StateJSONWriter().encode(Unordered()), as: UTF8.self),
+            #"{"a":[2,3],"aa":"second","b":null,"c":{"a":"x","b":2}}"#)
     }
 
     /// A super encoder asked for first, and a container asked of it.
@@ -67,7 +69,8 @@ final class StateJSONWriterTests: XCTestCase {
     func testLeavesNestedContainersToTheTree() throws {
         XCTAssertThrowsError(try StateJSONWriter().encode(Samples.Handwritten()))
         XCTAssertThrowsError(try StateJSONWriter().encode(SuperFirst()))
-        XCTAssertEqual(try StateEncoding.encode(SuperFirst()).json, Array(try JSONText.makeEncoder().encode(SuperFirst())))
+        XCTAssertEqual(
+            try StateEncoding.encode(SuperFirst()).json, Array(try JSONText.makeEncoder().encode(SuperFirst())))
         enum Shape: Encodable { case circle(radius: Double), none }
         XCTAssertThrowsError(try StateJSONWriter().encode(Shape.circle(radius: 2)))
         for value in [Shape.circle(radius: 2), .none] {

@@ -11,7 +11,8 @@ final class UnloadingTests: XCTestCase {
     private var folder: URL!
 
     override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("reactord-unloading-\(UUID().uuidString)")
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "reactord-unloading-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     }
 
@@ -74,7 +75,8 @@ final class UnloadingTests: XCTestCase {
         XCTAssertEqual(first.next()?.id, "1")
         first.reset()
         for _ in 0..<2 { XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200) }
-        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once its stream is gone")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once its stream is gone")
 
         let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": "1"])
         let missed = resumed.take(2)
@@ -94,20 +96,23 @@ final class UnloadingTests: XCTestCase {
             Thread.detachNewThread {
                 defer { done.leave() }
                 let client = HTTPClient(port: fixture.port)
-                for round in 0..<60 {   // bounded
+                for round in 0..<60 {  // bounded
                     let session = sessions[(worker + round) % sessions.count]
                     if round % 5 == worker % 5, let stream = try? fixture.subscribe(session) {
                         if stream.next() == nil { failures.update { $0.append("a stream of \(session) got no event") } }
                         stream.reset()
                     }
-                    guard let response = try? client.request("POST", "/action",
-                        body: #"{"session":"\#(session)","action":{"type":"increase"}}"#) else { continue }
+                    guard
+                        let response = try? client.request(
+                            "POST", "/action",
+                            body: #"{"session":"\#(session)","action":{"type":"increase"}}"#)
+                    else { continue }
                     if response.status == 200 {
                         answered.update { $0[session, default: 0] += 1 }
                     } else {
                         failures.update { $0.append("\(response.status): \(response.text)") }
                     }
-                    Thread.sleep(forTimeInterval: Double(round % 4) * 0.02)   // now and then past --unload-after
+                    Thread.sleep(forTimeInterval: Double(round % 4) * 0.02)  // now and then past --unload-after
                 }
             }
         }
@@ -116,8 +121,9 @@ final class UnloadingTests: XCTestCase {
         XCTAssertGreaterThan(try metric(fixture, #"reactord_session_unloads_total{reason="idle"}"#) ?? 0, 20)
         for session in sessions {
             let read = try fixture.client.request("GET", "/sessions/\(session)")
-            XCTAssertEqual((read.object["state"] as? [String: Any])?["count"] as? Int, answered.value[session] ?? 0,
-                           "every answered action applied once")
+            XCTAssertEqual(
+                (read.object["state"] as? [String: Any])?["count"] as? Int, answered.value[session] ?? 0,
+                "every answered action applied once")
         }
     }
 
@@ -144,9 +150,11 @@ final class UnloadingTests: XCTestCase {
         Thread.sleep(forTimeInterval: 1.5)
         XCTAssertEqual(try health(fixture).loaded, 1, "its .run effect keeps it in memory")
         gate.open()
-        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once the effect ended")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once the effect ended")
         let read = try fixture.client.request("GET", "/sessions/\(session)")
-        XCTAssertEqual((read.object["state"] as? [String: Any])?["done"] as? Bool, true, "the effect's mutation was stored")
+        XCTAssertEqual(
+            (read.object["state"] as? [String: Any])?["done"] as? Bool, true, "the effect's mutation was stored")
     }
 
     func testTheUserChangedWhileUnloadedReachesTheSessionWhenItLoads() throws {
@@ -163,7 +171,7 @@ final class UnloadingTests: XCTestCase {
     func testAFullTableUnloadsTheLeastRecentlyUsedAndRefusesOnlyWhenAllAreBusy() throws {
         let fixture = try start { configuration in
             configuration.maxSessions = 3
-            configuration.unloadAfter = 0   // memory pressure only
+            configuration.unloadAfter = 0  // memory pressure only
         }
         defer { fixture.stop() }
         let sessions = try (0..<3).map { _ in try fixture.createSession() }
@@ -186,11 +194,13 @@ final class UnloadingTests: XCTestCase {
         let refused = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"counter"}"#)
         assertProblem(refused, 503, mentions: ["busy"])
         XCTAssertNotNil(refused.header("Retry-After"))
-        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(sessions[2])").status, 503, "no room to load it either")
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions/\(sessions[2])").status, 503, "no room to load it either")
         watchers[2].reset()
-        XCTAssertTrue(waitUntil(timeout: 10) {
-            (try? fixture.client.request("GET", "/sessions/\(sessions[2])").status) == 200
-        }, "a stream gone frees its place")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) {
+                (try? fixture.client.request("GET", "/sessions/\(sessions[2])").status) == 200
+            }, "a stream gone frees its place")
     }
 
     func testSessionsExpireInTheStoreWithoutBeingLoaded() throws {
@@ -206,10 +216,10 @@ final class UnloadingTests: XCTestCase {
         var fixture = try start { $0.sessionTTL = 1 }
         let session = try fixture.createSession()
         fixture.stop()
-        Thread.sleep(forTimeInterval: 1.5)   // past the TTL it was made with, while no server ran
+        Thread.sleep(forTimeInterval: 1.5)  // past the TTL it was made with, while no server ran
         fixture = try start { $0.sessionTTL = 0 }
         defer { fixture.stop() }
-        Thread.sleep(forTimeInterval: 0.5)   // a few sweeps
+        Thread.sleep(forTimeInterval: 0.5)  // a few sweeps
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 200)
         XCTAssertEqual(try health(fixture).stored, 1)
     }

@@ -63,13 +63,16 @@ final class UserReactorTests: XCTestCase {
 
     func testNonIntegerNumberForAnIntegerFieldIs422NamingIt() throws {
         for literal in ["1.5", "-0.5", "1e30", "99999999999999999999", "1.5e-3"] {
-            assertProblem(try fixture.send(session, #"{"type":"setCount","count":\#(literal)}"#), 422,
-                          mentions: ["action.count", "integer", literal])
+            assertProblem(
+                try fixture.send(session, #"{"type":"setCount","count":\#(literal)}"#), 422,
+                mentions: ["action.count", "integer", literal])
         }
-        assertProblem(try fixture.send(session, #"{"type":"setLimits","limits":[1,2.5]}"#), 422,
-                      mentions: ["action.limits[1]", "integer"])
-        assertProblem(try fixture.send(session, #"{"type":"setSmall","small":256}"#), 422,
-                      mentions: ["action.small", "UInt8"])
+        assertProblem(
+            try fixture.send(session, #"{"type":"setLimits","limits":[1,2.5]}"#), 422,
+            mentions: ["action.limits[1]", "integer"])
+        assertProblem(
+            try fixture.send(session, #"{"type":"setSmall","small":256}"#), 422,
+            mentions: ["action.small", "UInt8"])
         // Not JSON at all is still 400.
         assertProblem(try fixture.send(session, #"{"type":"setCount","count":1.}"#), 400, mentions: ["JSON"])
         // What JSONDecoder takes as an integer still works, and nothing above changed the state.
@@ -95,8 +98,9 @@ final class UserReactorTests: XCTestCase {
         let states = stream.drain().filter { $0.event == "state" }.map { $0.state as NSDictionary }
         XCTAssertEqual(states, [["count": 0, "note": "hi"], ["count": 0]])
         // A name the State type does not have is still refused, naming what exists (nil ones too).
-        assertProblem(try fixture.client.request("GET", "/sessions/\(session)/events?fields=nope"), 400,
-                      mentions: ["'nope'", "note", "count"])
+        assertProblem(
+            try fixture.client.request("GET", "/sessions/\(session)/events?fields=nope"), 400,
+            mentions: ["'nope'", "note", "count"])
     }
 
     // MARK: a filtered stream resumed with Last-Event-ID gets every missed change of its fields
@@ -112,7 +116,8 @@ final class UserReactorTests: XCTestCase {
         // Events 1...8: the counts are 1, 3, 5, 7; the notes (2, 4, 6, 8) do not change `count`.
         let resumed = try fixture.subscribe(session, query: "?fields=count", headers: ["Last-Event-ID": "0"])
         let events = resumed.drain().filter { $0.event == "state" }
-        XCTAssertEqual(events.map { $0.state as NSDictionary }, [["count": 1], ["count": 2], ["count": 3], ["count": 4]])
+        XCTAssertEqual(
+            events.map { $0.state as NSDictionary }, [["count": 1], ["count": 2], ["count": 3], ["count": 4]])
         XCTAssertEqual(events.map(\.id), ["1", "3", "5", "7"])
         // From the middle, too; and live events after the replay are still filtered against it.
         let fromThree = try fixture.subscribe(session, query: "?fields=count", headers: ["Last-Event-ID": "3"])

@@ -1,7 +1,8 @@
 import Foundation
-import XCTest
-@testable import ReactorStore
 import TestSupport
+import XCTest
+
+@testable import ReactorStore
 
 /// The PostgreSQL engine against a real server (scripts/postgres-test-server), each test on a
 /// fresh database: what a commit keeps, leases and fencing between two store instances (two
@@ -10,7 +11,7 @@ final class PostgresStoreTests: XCTestCase {
     private var stores: [PostgresStore] = []
 
     override func tearDown() {
-        stores.forEach { $0.close() }
+        for store in stores { store.close() }
         stores = []
     }
 
@@ -41,15 +42,20 @@ final class PostgresStoreTests: XCTestCase {
         return wakeups
     }
 
-    private func write(_ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
-                       events: [StoredEvent] = []) -> StoreChange {
-        .session(SessionWrite(id: id, kind: "counter", owner: owner, isNew: isNew,
-                              stateJSON: Array(#"{"count":\#(version),"q":"\"\\"}"#.utf8),
-                              version: version, createdAt: 1_000, lastActive: lastActive, events: events))
+    private func write(
+        _ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
+        events: [StoredEvent] = []
+    ) -> StoreChange {
+        .session(
+            SessionWrite(
+                id: id, kind: "counter", owner: owner, isNew: isNew,
+                stateJSON: Array(#"{"count":\#(version),"q":"\"\\"}"#.utf8),
+                version: version, createdAt: 1_000, lastActive: lastActive, events: events))
     }
 
     private func event(_ seq: UInt64) -> StoredEvent {
-        StoredEvent(seq: seq, pulse: seq % 2 == 0 ? "alert" : nil, json: Array(#"{"count":\#(seq),"s":"a,b {c} \"d\""}"#.utf8))
+        StoredEvent(
+            seq: seq, pulse: seq % 2 == 0 ? "alert" : nil, json: Array(#"{"count":\#(seq),"s":"a,b {c} \"d\""}"#.utf8))
     }
 
     private func text(_ bytes: [UInt8]?) -> String? { bytes.map { String(decoding: $0, as: UTF8.self) } }
@@ -88,9 +94,12 @@ final class PostgresStoreTests: XCTestCase {
 
     func testACommitKeepsStateVersionHistoryOwnerAndUser() throws {
         let store = try open(try database())
-        let refused = try store.commit([write("s1", version: 0, isNew: true, owner: "alice", lastActive: 1_000),
-                                        write("s1", version: 3, lastActive: 2_000, events: [event(1), event(2), event(3)]),
-                                        .user(Array(#"{"id":"u","name":"n"}"#.utf8))], historyLength: 2)
+        let refused = try store.commit(
+            [
+                write("s1", version: 0, isNew: true, owner: "alice", lastActive: 1_000),
+                write("s1", version: 3, lastActive: 2_000, events: [event(1), event(2), event(3)]),
+                .user(Array(#"{"id":"u","name":"n"}"#.utf8)),
+            ], historyLength: 2)
         XCTAssertEqual(refused, [])
         let session = try XCTUnwrap(try store.session("s1", historyLength: 2))
         XCTAssertEqual(session.version, 3)
@@ -114,8 +123,12 @@ final class PostgresStoreTests: XCTestCase {
         let store = try open(dsn)
         try store.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
         for version in stride(from: 10, through: 300, by: 10) {
-            try store.commit([write("s1", version: UInt64(version),
-                                    events: (version - 9...version).map { event(UInt64($0)) })], historyLength: 10)
+            try store.commit(
+                [
+                    write(
+                        "s1", version: UInt64(version),
+                        events: (version - 9...version).map { event(UInt64($0)) })
+                ], historyLength: 10)
         }
         let session = try XCTUnwrap(try store.session("s1", historyLength: 10))
         XCTAssertEqual(session.events.map(\.seq), Array(291...300))
@@ -132,7 +145,8 @@ final class PostgresStoreTests: XCTestCase {
     func testAHolderAtTheSameAddressIsTakenOnlyWhenItStoppedRenewingFirst() throws {
         let dsn = try database()
         let before = try open(dsn, lease: 30, address: "http://same")
-        try before.commit([write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true)], historyLength: 10)
+        try before.commit(
+            [write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true)], historyLength: 10)
         Thread.sleep(forTimeInterval: 0.05)
         let restarted = try open(dsn, lease: 30, address: "http://same")
         guard case .taken = try restarted.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
@@ -166,7 +180,8 @@ final class PostgresStoreTests: XCTestCase {
                     case 0:
                         // Newest first, the reverse of the ids' order, and a different order each round.
                         let order = round % 2 == 0 ? ids.reversed() : ids.shuffled()
-                        let refused = try holder.commit(order.map { write($0, version: UInt64(round)) }, historyLength: 10)
+                        let refused = try holder.commit(
+                            order.map { write($0, version: UInt64(round)) }, historyLength: 10)
                         if !refused.isEmpty { failures.update { $0.append("refused \(refused)") } }
                     case 1:
                         let lost = try holder.renewLeases()
@@ -193,7 +208,7 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(address, "http://a")
         guard case .missing = try b.claim("nope", historyLength: 10) else { return XCTFail("not missing") }
 
-        Thread.sleep(forTimeInterval: 1.2)   // a's leases pass; a does not renew
+        Thread.sleep(forTimeInterval: 1.2)  // a's leases pass; a does not renew
         XCTAssertFalse(a.holds("s1"), "a stops counting on its lease before it passes")
         for id in ["s1", "s3"] {
             guard case let .taken(session) = try b.claim(id, historyLength: 10) else { return XCTFail("not taken") }
@@ -201,11 +216,13 @@ final class PostgresStoreTests: XCTestCase {
         }
         XCTAssertTrue(b.holds("s1"))
         let check = try PostgresConnection(uri: dsn, secrets: [])
-        XCTAssertEqual(try check.execute("SELECT fence, holder_address FROM reactord_sessions WHERE id = 's1'").string(0, 0), "2")
+        XCTAssertEqual(
+            try check.execute("SELECT fence, holder_address FROM reactord_sessions WHERE id = 's1'").string(0, 0), "2")
 
         // a's stale write of s1 is refused, s2 in the same batch is written.
-        let refused = try a.commit([write("s1", version: 1, events: [event(1)]), write("s2", version: 1, events: [event(1)])],
-                                   historyLength: 10)
+        let refused = try a.commit(
+            [write("s1", version: 1, events: [event(1)]), write("s2", version: 1, events: [event(1)])],
+            historyLength: 10)
         XCTAssertEqual(refused, ["s1"])
         XCTAssertEqual(try b.session("s1", historyLength: 10)?.version, 0)
         XCTAssertEqual(try b.session("s1", historyLength: 10)?.events, [], "a refused write's events are not inserted")
@@ -227,9 +244,10 @@ final class PostgresStoreTests: XCTestCase {
         let a = try open(dsn, lease: 1, address: "http://a")
         let b = try open(dsn, lease: 1, address: "http://b")
         func answer(_ key: String, session: String?) -> StoredAnswer {
-            StoredAnswer(scope: "", key: key, request: "digest", status: 201,
-                         headers: [.init("Location", "/sessions/\(session ?? "")")], body: Array(#"{"q":"\""}"#.utf8),
-                         expires: 5_000, session: session)
+            StoredAnswer(
+                scope: "", key: key, request: "digest", status: 201,
+                headers: [.init("Location", "/sessions/\(session ?? "")")], body: Array(#"{"q":"\""}"#.utf8),
+                expires: 5_000, session: session)
         }
         guard case let .session(created) = write("s1", version: 0, isNew: true) else { return XCTFail() }
         var keyed = created
@@ -239,7 +257,7 @@ final class PostgresStoreTests: XCTestCase {
         kept.session = "s1"
         XCTAssertEqual(kept, keyed.answers[0])
 
-        Thread.sleep(forTimeInterval: 1.2)   // a's lease passes; b takes s1 over
+        Thread.sleep(forTimeInterval: 1.2)  // a's lease passes; b takes s1 over
         guard case .taken = try b.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
         guard case var stale = write("s1", version: 1), case .session(var fenced) = stale else { return XCTFail() }
         fenced.answers = [answer("late", session: "s1")]
@@ -257,7 +275,8 @@ final class PostgresStoreTests: XCTestCase {
         let a = try open(dsn, address: "http://a")
         let b = try open(dsn, address: "http://b")
         try a.commit([write("s1", version: 0, isNew: true, lastActive: 1_000)], historyLength: 10)
-        XCTAssertEqual(try a.sessions(lastActiveBefore: 2_000, limit: 10), [], "a live lease keeps a session from expiring")
+        XCTAssertEqual(
+            try a.sessions(lastActiveBefore: 2_000, limit: 10), [], "a live lease keeps a session from expiring")
         guard case .heldElsewhere = try b.claim("s1", historyLength: 10) else { return XCTFail("taken") }
         a.release(["s1"])
         XCTAssertFalse(a.holds("s1"))
@@ -276,11 +295,18 @@ final class PostgresStoreTests: XCTestCase {
 
     func testAnExpiryLeavesASessionUsedSinceItWasFoundExpired() throws {
         let a = try open(try database(), address: "http://a")
-        try a.commit([write("used", version: 1, isNew: true, lastActive: 5_000, events: [event(1)]),
-                      write("idle", version: 1, isNew: true, lastActive: 1_000, events: [event(1)])], historyLength: 10)
-        XCTAssertEqual(try a.commit([.delete(id: "used", reason: "expired", idleBefore: 2_000),
-                                     .delete(id: "idle", reason: "expired", idleBefore: 2_000)], historyLength: 10),
-                       ["used"])
+        try a.commit(
+            [
+                write("used", version: 1, isNew: true, lastActive: 5_000, events: [event(1)]),
+                write("idle", version: 1, isNew: true, lastActive: 1_000, events: [event(1)]),
+            ], historyLength: 10)
+        XCTAssertEqual(
+            try a.commit(
+                [
+                    .delete(id: "used", reason: "expired", idleBefore: 2_000),
+                    .delete(id: "idle", reason: "expired", idleBefore: 2_000),
+                ], historyLength: 10),
+            ["used"])
         XCTAssertEqual(try a.session("used", historyLength: 10)?.events, [event(1)], "it stays, with its history")
         XCTAssertNil(try a.session("idle", historyLength: 10))
     }
@@ -292,17 +318,23 @@ final class PostgresStoreTests: XCTestCase {
         let wakeups = self.wakeups(of: b)
         try a.commit([write("s1", version: 0, isNew: true), write("s2", version: 0, isNew: true)], historyLength: 10)
         try b.commit([write("s3", version: 0, isNew: true)], historyLength: 10)
-        XCTAssertEqual(try a.commit([.delete(id: "s1", reason: "deleted"), .delete(id: "s3", reason: "deleted"),
-                                     .delete(id: "missing", reason: "deleted")], historyLength: 10),
-                       ["s3"], "another node's live session is not deleted; a missing one is no refusal")
+        XCTAssertEqual(
+            try a.commit(
+                [
+                    .delete(id: "s1", reason: "deleted"), .delete(id: "s3", reason: "deleted"),
+                    .delete(id: "missing", reason: "deleted"),
+                ], historyLength: 10),
+            ["s3"], "another node's live session is not deleted; a missing one is no refusal")
         XCTAssertTrue(waitUntil(timeout: 5) { wakeups.value.contains(.ended(session: "s1", reason: "deleted")) })
         XCTAssertNil(try b.session("s1", historyLength: 10))
         XCTAssertNotNil(try b.session("s3", historyLength: 10))
         XCTAssertFalse(a.holds("s1"))
         // A reason with spaces, and a write then a delete in one batch.
-        try a.commit([write("s2", version: 1, events: [event(1)]), .delete(id: "s2", reason: "session expired")],
-                     historyLength: 10)
-        XCTAssertTrue(waitUntil(timeout: 5) { wakeups.value.contains(.ended(session: "s2", reason: "session expired")) })
+        try a.commit(
+            [write("s2", version: 1, events: [event(1)]), .delete(id: "s2", reason: "session expired")],
+            historyLength: 10)
+        XCTAssertTrue(
+            waitUntil(timeout: 5) { wakeups.value.contains(.ended(session: "s2", reason: "session expired")) })
         XCTAssertEqual(try b.sessionCount(), 1)
         XCTAssertFalse(wakeups.value.contains(.ended(session: "s3", reason: "deleted")))
     }
@@ -314,12 +346,15 @@ final class PostgresStoreTests: XCTestCase {
         let a = try open(dsn)
         let b = try open(dsn)
         let wakeups = self.wakeups(of: b)
-        let large = StoredEvent(seq: 1, pulse: nil, json: Array("{\"text\":\"\(String(repeating: "é", count: 4_000))\"}".utf8))
-        try a.commit([write("s1", version: 0, isNew: true), write("s1", version: 1, events: [large])], historyLength: 10)
+        let large = StoredEvent(
+            seq: 1, pulse: nil, json: Array("{\"text\":\"\(String(repeating: "é", count: 4_000))\"}".utf8))
+        try a.commit(
+            [write("s1", version: 0, isNew: true), write("s1", version: 1, events: [large])], historyLength: 10)
         try a.commit([write("s1", version: 2, events: [event(2)])], historyLength: 10)
-        XCTAssertTrue(waitUntil(timeout: 5) {
-            wakeups.value.contains { if case .events("s1", 2, _, _) = $0 { true } else { false } }
-        })
+        XCTAssertTrue(
+            waitUntil(timeout: 5) {
+                wakeups.value.contains { if case .events("s1", 2, _, _) = $0 { true } else { false } }
+            })
         let carried = wakeups.value.compactMap { wakeup -> [StoredEvent]? in
             if case let .events("s1", _, _, carried) = wakeup { carried } else { nil }
         }
@@ -333,12 +368,18 @@ final class PostgresStoreTests: XCTestCase {
         let b = try open(dsn)
         let wakeups = self.wakeups(of: b)
         let before = Date().timeIntervalSince1970
-        try a.commit([write("s1", version: 0, isNew: true),
-                      write("s1", version: 3, events: [event(1), event(2), event(3)])], historyLength: 10)
-        XCTAssertTrue(waitUntil(timeout: 5) {
-            wakeups.value.contains { if case .events("s1", 3, _, _) = $0 { true } else { false } }
-        })
-        if case let .events(_, _, sentAt, carried)? = wakeups.value.first(where: { if case .events = $0 { true } else { false } }) {
+        try a.commit(
+            [
+                write("s1", version: 0, isNew: true),
+                write("s1", version: 3, events: [event(1), event(2), event(3)]),
+            ], historyLength: 10)
+        XCTAssertTrue(
+            waitUntil(timeout: 5) {
+                wakeups.value.contains { if case .events("s1", 3, _, _) = $0 { true } else { false } }
+            })
+        if case let .events(_, _, sentAt, carried)? = wakeups.value.first(where: {
+            if case .events = $0 { true } else { false }
+        }) {
             XCTAssertEqual(sentAt, before, accuracy: 2)
             XCTAssertEqual(carried, [event(1), event(2), event(3)], "the commit's events ride in its notification")
         }
@@ -368,14 +409,18 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try a.userChanges(after: 2), [UserChange(version: 3, json: nil)])
         XCTAssertNil(try a.loadUser())
         XCTAssertTrue(waitUntil(timeout: 5) { wakeups.value.contains(.user(version: 3)) })
-        XCTAssertEqual(wakeups.value.filter { if case .user = $0 { true } else { false } },
-                       [.user(version: 1), .user(version: 2), .user(version: 3)])
+        XCTAssertEqual(
+            wakeups.value.filter { if case .user = $0 { true } else { false } },
+            [.user(version: 1), .user(version: 2), .user(version: 3)])
     }
 
     func testTouchMarksSessionsActiveNow() throws {
         let store = try open(try database())
-        try store.commit([write("s1", version: 0, isNew: true, lastActive: 1_000),
-                          write("s2", version: 0, isNew: true, lastActive: 1_000)], historyLength: 10)
+        try store.commit(
+            [
+                write("s1", version: 0, isNew: true, lastActive: 1_000),
+                write("s2", version: 0, isNew: true, lastActive: 1_000),
+            ], historyLength: 10)
         store.release(["s1", "s2"])
         XCTAssertEqual(Set(try store.sessions(lastActiveBefore: 2_000, limit: 10)), ["s1", "s2"])
         try store.touch(["s1"])
@@ -413,7 +458,8 @@ final class PostgresStoreTests: XCTestCase {
         let server = try server()
         let name = "icu_\(UInt32.random(in: 0 ... .max))"
         try PostgresConnection(uri: server.dsn(), secrets: []).execute(
-            "CREATE DATABASE \(name) TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8' LOCALE_PROVIDER icu ICU_LOCALE 'und'")
+            "CREATE DATABASE \(name) TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8' LOCALE_PROVIDER icu ICU_LOCALE 'und'"
+        )
         let dsn = server.dsn(database: name)
         let check = try PostgresConnection(uri: dsn, secrets: [])
         XCTAssertEqual(try check.execute("SELECT 'a' < 'B'").string(0, 0), "t", "the database sorts linguistically")
@@ -427,20 +473,31 @@ final class PostgresStoreTests: XCTestCase {
         let a = try open(dsn, lease: 1, address: "http://a")
         let b = try open(dsn, lease: 1, address: "http://b")
         let first = ActionLogChecks.entry(1, version: 1)
-        try a.commit([ActionLogChecks.write("s1", version: 0, isNew: true), ActionLogChecks.write("s2", version: 0, isNew: true),
-                      ActionLogChecks.write("s1", version: 1, logged: [first])], historyLength: 10, actionLogLength: 100)
-        Thread.sleep(forTimeInterval: 1.2)   // a's leases pass; b takes s1 over
+        try a.commit(
+            [
+                ActionLogChecks.write("s1", version: 0, isNew: true),
+                ActionLogChecks.write("s2", version: 0, isNew: true),
+                ActionLogChecks.write("s1", version: 1, logged: [first]),
+            ], historyLength: 10, actionLogLength: 100)
+        Thread.sleep(forTimeInterval: 1.2)  // a's leases pass; b takes s1 over
         guard case let .taken(session) = try b.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
         XCTAssertEqual(session.lastLoggedAction, 1, "a claim reads it too")
         // Refused by the database (s1's fence moved on), then by a itself (it knows s1 is lost).
         let late = ActionLogChecks.entry(2, version: 2)
-        XCTAssertEqual(try a.commit([ActionLogChecks.write("s1", version: 2, logged: [late]),
-                                     ActionLogChecks.write("s2", version: 1, logged: [ActionLogChecks.entry(1, version: 1)])],
-                                    historyLength: 10, actionLogLength: 100), ["s1"])
-        XCTAssertEqual(try a.commit([ActionLogChecks.write("s1", version: 3, logged: [ActionLogChecks.entry(3, version: 3)])],
-                                    historyLength: 10, actionLogLength: 100), ["s1"])
+        XCTAssertEqual(
+            try a.commit(
+                [
+                    ActionLogChecks.write("s1", version: 2, logged: [late]),
+                    ActionLogChecks.write("s2", version: 1, logged: [ActionLogChecks.entry(1, version: 1)]),
+                ],
+                historyLength: 10, actionLogLength: 100), ["s1"])
+        XCTAssertEqual(
+            try a.commit(
+                [ActionLogChecks.write("s1", version: 3, logged: [ActionLogChecks.entry(3, version: 3)])],
+                historyLength: 10, actionLogLength: 100), ["s1"])
         XCTAssertEqual(try b.loggedActions(of: "s1", after: 0, limit: 10), [first])
-        XCTAssertEqual(try b.loggedActions(of: "s2", after: 0, limit: 10).map(\.number), [1], "the batch's other write is kept")
+        XCTAssertEqual(
+            try b.loggedActions(of: "s2", after: 0, limit: 10).map(\.number), [1], "the batch's other write is kept")
         XCTAssertEqual(try b.session("s1", historyLength: 10)?.lastLoggedAction, 1)
     }
 
@@ -469,8 +526,9 @@ final class PostgresStoreTests: XCTestCase {
         let location = try StoreLocation(parsing: "postgres://u:p%40ss@db.example:5432/app?sslmode=require")
         XCTAssertEqual(location, .postgres(url: "postgres://u:p%40ss@db.example:5432/app?sslmode=require"))
         XCTAssertEqual(location.description, "postgres://u:***@db.example:5432/app?sslmode=require")
-        XCTAssertEqual(try StoreLocation(parsing: "postgresql://h/db?password=x&sslmode=disable").description,
-                       "postgresql://h/db?password=***&sslmode=disable")
+        XCTAssertEqual(
+            try StoreLocation(parsing: "postgresql://h/db?password=x&sslmode=disable").description,
+            "postgresql://h/db?password=***&sslmode=disable")
         XCTAssertEqual(try StoreLocation(parsing: "postgres://u@h/db").description, "postgres://u@h/db")
         XCTAssertEqual(StoreLocation.passwords(in: "postgres://u:p%40ss@h/db"), ["p%40ss", "p@ss"])
         // A raw '@' in the password: libpq would take what follows it for the host and echo it.
@@ -488,7 +546,7 @@ final class PostgresStoreTests: XCTestCase {
         let dsn = try database()
         let a = try open(dsn)
         let b = try open(dsn)
-        let untouched = try open(dsn)   // not used while the server is down
+        let untouched = try open(dsn)  // not used while the server is down
         let wakeups = self.wakeups(of: b)
         try a.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
         XCTAssertEqual(try a.sessionCount(), 1)
@@ -497,13 +555,15 @@ final class PostgresStoreTests: XCTestCase {
 
         try server.stop()
         defer { try? server.start() }
-        for call in [{ _ = try a.sessionCount() },
-                     { try a.commit([self.write("s1", version: 1, events: [self.event(1)])], historyLength: 10) },
-                     { _ = try a.claim("s1", historyLength: 10) }] as [() throws -> Void] {
+        for call in [
+            { _ = try a.sessionCount() },
+            { try a.commit([self.write("s1", version: 1, events: [self.event(1)])], historyLength: 10) },
+            { _ = try a.claim("s1", historyLength: 10) },
+        ] as [() throws -> Void] {
             XCTAssertThrowsError(try call()) { error in
                 guard case let .unavailable(detail, cause)? = error as? StoreError else { return XCTFail("\(error)") }
-                XCTAssertEqual(detail, "PostgreSQL is unreachable")   // what a client reads: no address
-                XCTAssertTrue(cause.contains("127.0.0.1"), cause)     // what the log says
+                XCTAssertEqual(detail, "PostgreSQL is unreachable")  // what a client reads: no address
+                XCTAssertTrue(cause.contains("127.0.0.1"), cause)  // what the log says
                 XCTAssertFalse(cause.contains("reactord-test"), cause)
             }
         }
@@ -514,12 +574,14 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try untouched.sessionCount(), 2)
         XCTAssertEqual(try untouched.commit([write("s2", version: 1, events: [event(1)])], historyLength: 10), [])
         XCTAssertTrue(waitUntil(timeout: 10) { (try? a.sessionCount()) == 2 }, "reads work again")
-        XCTAssertTrue(waitUntil(timeout: 10) { wakeups.value.contains(.reconnected) }, "the listener says it was cut off")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { wakeups.value.contains(.reconnected) }, "the listener says it was cut off")
         XCTAssertEqual(try a.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10), [])
         XCTAssertEqual(try a.renewLeases(), [])
-        XCTAssertTrue(waitUntil(timeout: 5) {
-            wakeups.value.contains { if case .events("s1", 1, _, _) = $0 { true } else { false } }
-        }, "wake-ups flow again")
+        XCTAssertTrue(
+            waitUntil(timeout: 5) {
+                wakeups.value.contains { if case .events("s1", 1, _, _) = $0 { true } else { false } }
+            }, "wake-ups flow again")
     }
 
     // MARK: - Speed
@@ -535,8 +597,9 @@ final class PostgresStoreTests: XCTestCase {
             let start = monotonicNow()
             for _ in 0..<rounds {
                 version += 1
-                let refused = try store.commit(ids.prefix(count).map { write($0, version: version, events: [event(version)]) },
-                                               historyLength: 100)
+                let refused = try store.commit(
+                    ids.prefix(count).map { write($0, version: version, events: [event(version)]) },
+                    historyLength: 100)
                 XCTAssertEqual(refused, [])
             }
             return (monotonicNow() - start) / Double(rounds)
@@ -544,8 +607,10 @@ final class PostgresStoreTests: XCTestCase {
         _ = try measure(64, rounds: 5)
         let one = try measure(1, rounds: 200)
         let many = try measure(64, rounds: 50)
-        print(String(format: "postgres commit latency: batch of 1: %.2f ms, batch of 64: %.2f ms (%.3f ms a write)",
-                     one * 1000, many * 1000, many * 1000 / 64))
+        print(
+            String(
+                format: "postgres commit latency: batch of 1: %.2f ms, batch of 64: %.2f ms (%.3f ms a write)",
+                one * 1000, many * 1000, many * 1000 / 64))
         XCTAssertEqual(try store.session("s63", historyLength: 1)?.version, version)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import XCTest
 import ReactorStore
+import XCTest
 
 /// The SQLite engine through the seam alone, on real files: what a commit keeps, what a
 /// delete removes, and that a late write never brings a deleted session back.
@@ -14,10 +14,14 @@ final class SQLiteStoreTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: folder) }
 
-    private func write(_ id: String, version: UInt64, isNew: Bool = false, lastActive: Double? = nil,
-                       events: [StoredEvent] = []) -> StoreChange {
-        .session(SessionWrite(id: id, kind: "counter", isNew: isNew, stateJSON: Array(#"{"count":\#(version)}"#.utf8),
-                              version: version, createdAt: 1_000, lastActive: lastActive, events: events))
+    private func write(
+        _ id: String, version: UInt64, isNew: Bool = false, lastActive: Double? = nil,
+        events: [StoredEvent] = []
+    ) -> StoreChange {
+        .session(
+            SessionWrite(
+                id: id, kind: "counter", isNew: isNew, stateJSON: Array(#"{"count":\#(version)}"#.utf8),
+                version: version, createdAt: 1_000, lastActive: lastActive, events: events))
     }
 
     private func event(_ seq: UInt64) -> StoredEvent {
@@ -27,9 +31,12 @@ final class SQLiteStoreTests: XCTestCase {
     func testACommitKeepsStateVersionHistoryAndUser() throws {
         let store = try SQLiteStore(path: folder.appendingPathComponent("a.sqlite").path)
         defer { store.close() }
-        try store.commit([write("s1", version: 0, isNew: true, lastActive: 1_000),
-                          write("s1", version: 3, lastActive: 2_000, events: [event(1), event(2), event(3)]),
-                          .user(Array(#"{"id":"u","name":"n"}"#.utf8))], historyLength: 2)
+        try store.commit(
+            [
+                write("s1", version: 0, isNew: true, lastActive: 1_000),
+                write("s1", version: 3, lastActive: 2_000, events: [event(1), event(2), event(3)]),
+                .user(Array(#"{"id":"u","name":"n"}"#.utf8)),
+            ], historyLength: 2)
         let session = try XCTUnwrap(try store.session("s1", historyLength: 2))
         XCTAssertEqual(session.version, 3)
         XCTAssertEqual(String(decoding: session.stateJSON, as: UTF8.self), #"{"count":3}"#)
@@ -44,10 +51,16 @@ final class SQLiteStoreTests: XCTestCase {
     func testAnExpiryLeavesASessionUsedSinceItWasFoundExpired() throws {
         let store = try SQLiteStore(path: folder.appendingPathComponent("e.sqlite").path)
         defer { store.close() }
-        try store.commit([write("used", version: 1, isNew: true, lastActive: 5_000, events: [event(1)]),
-                          write("idle", version: 1, isNew: true, lastActive: 1_000, events: [event(1)])], historyLength: 10)
-        let refused = try store.commit([.delete(id: "used", reason: "expired", idleBefore: 2_000),
-                                        .delete(id: "idle", reason: "expired", idleBefore: 2_000)], historyLength: 10)
+        try store.commit(
+            [
+                write("used", version: 1, isNew: true, lastActive: 5_000, events: [event(1)]),
+                write("idle", version: 1, isNew: true, lastActive: 1_000, events: [event(1)]),
+            ], historyLength: 10)
+        let refused = try store.commit(
+            [
+                .delete(id: "used", reason: "expired", idleBefore: 2_000),
+                .delete(id: "idle", reason: "expired", idleBefore: 2_000),
+            ], historyLength: 10)
         XCTAssertEqual(refused, ["used"], "said, so that nothing counts it as gone")
         XCTAssertEqual(try store.session("used", historyLength: 10)?.events, [event(1)], "it stays, with its history")
         XCTAssertNil(try store.session("idle", historyLength: 10))
@@ -59,8 +72,11 @@ final class SQLiteStoreTests: XCTestCase {
         try store.commit([write("s1", version: 0, isNew: true, lastActive: 1_000)], historyLength: 10)
         try store.commit([.delete(id: "s1", reason: "deleted")], historyLength: 10)
         // Writes of a session deleted meanwhile, with and without an activity time.
-        try store.commit([write("s1", version: 1, lastActive: 3_000, events: [event(1)]),
-                          write("s1", version: 2, events: [event(2)])], historyLength: 10)
+        try store.commit(
+            [
+                write("s1", version: 1, lastActive: 3_000, events: [event(1)]),
+                write("s1", version: 2, events: [event(2)]),
+            ], historyLength: 10)
         XCTAssertNil(try store.session("s1", historyLength: 10))
         XCTAssertEqual(try store.sessionCount(), 0)
         store.close()
@@ -77,12 +93,14 @@ final class SQLiteStoreTests: XCTestCase {
         let store = try SQLiteStore(path: folder.appendingPathComponent("k.sqlite").path)
         defer { store.close() }
         func answer(_ key: String, session: String?, expires: Double = 5_000, body: String = "{}") -> StoredAnswer {
-            StoredAnswer(scope: "alice", key: key, request: "digest-\(key)", status: 200,
-                         headers: [.init("Content-Type", "application/json"), .init("ETag", "\"1\"")],
-                         body: Array(body.utf8), expires: expires, session: session)
+            StoredAnswer(
+                scope: "alice", key: key, request: "digest-\(key)", status: 200,
+                headers: [.init("Content-Type", "application/json"), .init("ETag", "\"1\"")],
+                body: Array(body.utf8), expires: expires, session: session)
         }
-        var created = SessionWrite(id: "s1", kind: "counter", isNew: true, stateJSON: Array("{}".utf8), version: 0,
-                                   createdAt: 1_000, lastActive: 1_000, events: [])
+        var created = SessionWrite(
+            id: "s1", kind: "counter", isNew: true, stateJSON: Array("{}".utf8), version: 0,
+            createdAt: 1_000, lastActive: 1_000, events: [])
         created.answers = [answer("k1", session: "s1", body: #"{"a":1}"#)]
         try store.commit([.session(created)], historyLength: 10)
         var kept = try XCTUnwrap(try store.answer(scope: "alice", key: "k1"))
@@ -92,12 +110,16 @@ final class SQLiteStoreTests: XCTestCase {
 
         // A write to a session deleted meanwhile keeps nothing, its answer neither; nor does an
         // expiry's refused delete; a key kept keeps its first answer.
-        var late = SessionWrite(id: "gone", kind: "counter", isNew: false, stateJSON: Array("{}".utf8), version: 1,
-                                createdAt: 1_000, lastActive: nil, events: [])
+        var late = SessionWrite(
+            id: "gone", kind: "counter", isNew: false, stateJSON: Array("{}".utf8), version: 1,
+            createdAt: 1_000, lastActive: nil, events: [])
         late.answers = [answer("k2", session: "gone")]
-        try store.commit([.session(late), .delete(id: "s1", reason: "expired", idleBefore: 500),
-                          .answer(answer("k3", session: "s1")), .answer(answer("k1", session: nil, body: "other")),
-                          .answer(answer("old", session: nil, expires: 10))], historyLength: 10)
+        try store.commit(
+            [
+                .session(late), .delete(id: "s1", reason: "expired", idleBefore: 500),
+                .answer(answer("k3", session: "s1")), .answer(answer("k1", session: nil, body: "other")),
+                .answer(answer("old", session: nil, expires: 10)),
+            ], historyLength: 10)
         XCTAssertNil(try store.answer(scope: "alice", key: "k2"))
         XCTAssertNil(try store.answer(scope: "alice", key: "k3"))
         XCTAssertEqual(try store.answer(scope: "alice", key: "k1")?.body, Array(#"{"a":1}"#.utf8))
@@ -118,7 +140,8 @@ final class SQLiteStoreTests: XCTestCase {
     func testStoreLocationsParse() throws {
         XCTAssertEqual(try StoreLocation(parsing: "memory"), .memory)
         XCTAssertEqual(try StoreLocation(parsing: "sqlite:a.sqlite"), .sqlite(path: "a.sqlite"))
-        XCTAssertEqual(try StoreLocation(parsing: "sqlite:/d/a.sqlite?sync=full"), .sqlite(path: "/d/a.sqlite", sync: .full))
+        XCTAssertEqual(
+            try StoreLocation(parsing: "sqlite:/d/a.sqlite?sync=full"), .sqlite(path: "/d/a.sqlite", sync: .full))
         XCTAssertThrowsError(try StoreLocation(parsing: "sqlite:"))
         XCTAssertThrowsError(try StoreLocation(parsing: "sqlite:a?sync=sometimes"))
         // An unknown option named a new, empty file ("r.sqlite?synchronous=full"), as if every session were gone.
@@ -153,9 +176,14 @@ extension SQLiteStoreTests {
         let old = try XCTUnwrap(try store.session("old", historyLength: 10))
         XCTAssertEqual(old.version, 4)
         XCTAssertNil(old.owner)
-        try store.commit([.session(SessionWrite(id: "new", kind: "counter", owner: "alice", isNew: true,
-                                                stateJSON: Array("{}".utf8), version: 0, createdAt: 1, lastActive: 1,
-                                                events: []))], historyLength: 10)
+        try store.commit(
+            [
+                .session(
+                    SessionWrite(
+                        id: "new", kind: "counter", owner: "alice", isNew: true,
+                        stateJSON: Array("{}".utf8), version: 0, createdAt: 1, lastActive: 1,
+                        events: []))
+            ], historyLength: 10)
         XCTAssertEqual(try store.session("new", historyLength: 10)?.owner, "alice")
     }
 }
@@ -228,15 +256,26 @@ extension SQLiteStoreTests {
 
         let store = try SQLiteStore(path: path)
         defer { store.close() }
-        let old = [LoggedAction(number: 1, cause: .action, firstVersion: 1, version: 1, json: Array(#"{"type":"increment"}"#.utf8),
-                                time: 1000.5),
-                   LoggedAction(number: 2, cause: .user, firstVersion: 2, version: 2, time: 1001.5)]
+        let old = [
+            LoggedAction(
+                number: 1, cause: .action, firstVersion: 1, version: 1, json: Array(#"{"type":"increment"}"#.utf8),
+                time: 1000.5),
+            LoggedAction(number: 2, cause: .user, firstVersion: 2, version: 2, time: 1001.5),
+        ]
         XCTAssertEqual(try store.loggedActions(of: "old", after: nil, limit: 10), old)
         XCTAssertEqual(try store.session("old", historyLength: 10)?.lastLoggedAction, 2)
         let next = ActionLogChecks.entry(3, version: 3)
-        try store.commit([ActionLogChecks.write("old", version: 3, events: [StoredEvent(seq: 3, pulse: nil,
-                                                                                       json: Array(#"{"count":3}"#.utf8))],
-                                                logged: [next])], historyLength: 10, actionLogLength: 10)
+        try store.commit(
+            [
+                ActionLogChecks.write(
+                    "old", version: 3,
+                    events: [
+                        StoredEvent(
+                            seq: 3, pulse: nil,
+                            json: Array(#"{"count":3}"#.utf8))
+                    ],
+                    logged: [next])
+            ], historyLength: 10, actionLogLength: 10)
         XCTAssertEqual(try store.loggedActions(of: "old", after: nil, limit: 10), old + [next])
         XCTAssertEqual(try store.loggedActions(of: "old", after: 1, limit: 1), [old[1]])
         XCTAssertEqual(try store.session("old", historyLength: 10)?.lastLoggedAction, 3)
@@ -247,10 +286,17 @@ extension SQLiteStoreTests {
     func testTheLastLoggedActionIsReadAfterAReopen() throws {
         let path = folder.appendingPathComponent("reopen.sqlite").path
         let store = try SQLiteStore(path: path)
-        try store.commit([ActionLogChecks.write("s1", version: 0, isNew: true),
-                          ActionLogChecks.write("s1", version: 1, logged: [ActionLogChecks.entry(1, version: 1),
-                                                                          ActionLogChecks.entry(2, version: 1, changed: false)])],
-                         historyLength: 10, actionLogLength: 10)
+        try store.commit(
+            [
+                ActionLogChecks.write("s1", version: 0, isNew: true),
+                ActionLogChecks.write(
+                    "s1", version: 1,
+                    logged: [
+                        ActionLogChecks.entry(1, version: 1),
+                        ActionLogChecks.entry(2, version: 1, changed: false),
+                    ]),
+            ],
+            historyLength: 10, actionLogLength: 10)
         store.close()
         let reopened = try SQLiteStore(path: path)
         defer { reopened.close() }

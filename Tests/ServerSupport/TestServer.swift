@@ -5,8 +5,10 @@ import ReactorService
 /// A real reactord server in this process for the tests: the bundled reactors, 127.0.0.1,
 /// a free port, a known admin token, a short heartbeat, a quiet log.
 public enum TestServer {
-    public static func start(token: String,
-                             _ configure: (inout ServiceConfiguration) -> Void = { _ in }) throws -> ReactorServer {
+    public static func start(
+        token: String,
+        _ configure: (inout ServiceConfiguration) -> Void = { _ in }
+    ) throws -> ReactorServer {
         var configuration = ServiceConfiguration()
         configuration.port = 0
         configuration.adminToken = token

@@ -23,7 +23,7 @@ public final class EventStreamClient {
     public let headers: [String: String]
     public let socket: TestSocket
     private var parser = ResponseParser()
-    private var consumed = 0            // bytes of parser.body already moved to `pending`
+    private var consumed = 0  // bytes of parser.body already moved to `pending`
     private var pending: [UInt8] = []
     private var current = TestEvent()
     private var hasFields = false
@@ -109,7 +109,10 @@ public final class EventStreamClient {
             if line.last == 0x0D { line.removeLast() }
             let text = String(decoding: line, as: UTF8.self)
             if text.isEmpty {
-                defer { current = TestEvent(); hasFields = false }
+                defer {
+                    current = TestEvent()
+                    hasFields = false
+                }
                 if hasFields { return current }
                 if current.retry != nil { retryOnlyBlocks += 1 }
                 continue

@@ -30,13 +30,17 @@ public final class HTTPClient {
 
     public init(port: UInt16) { self.port = port }
 
-    public func request(_ method: String, _ path: String, body: String? = nil,
-                        headers: [String: String] = [:]) throws -> TestResponse {
+    public func request(
+        _ method: String, _ path: String, body: String? = nil,
+        headers: [String: String] = [:]
+    ) throws -> TestResponse {
         try request(method, path, bodyBytes: body.map { Array($0.utf8) }, headers: headers)
     }
 
-    public func request(_ method: String, _ path: String, bodyBytes: [UInt8]?,
-                        headers: [String: String] = [:]) throws -> TestResponse {
+    public func request(
+        _ method: String, _ path: String, bodyBytes: [UInt8]?,
+        headers: [String: String] = [:]
+    ) throws -> TestResponse {
         if let idle = socket, idle.peerHasClosed { socket = nil }  // e.g. the server's idle timeout
         let connection = try socket ?? TestSocket(port: port)
         socket = connection

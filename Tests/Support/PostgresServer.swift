@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -106,7 +107,10 @@ public final class PostgresServer: @unchecked Sendable {
     /// once the server it started outlived the script.
     private static func run(_ arguments: [String]) throws -> String {
         let base = "/tmp/reactord-pg-run-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        defer { unlink(base + ".out"); unlink(base + ".err") }
+        defer {
+            unlink(base + ".out")
+            unlink(base + ".err")
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -114,10 +118,12 @@ public final class PostgresServer: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, base + ".out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, base + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let argv = ([scriptPath] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for argument in argv { free(argument) } }
         var pid = pid_t()
         let spawned = posix_spawn(&pid, scriptPath, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw Failed(description: "cannot run \(scriptPath): \(String(cString: strerror(spawned)))") }
+        guard spawned == 0 else {
+            throw Failed(description: "cannot run \(scriptPath): \(String(cString: strerror(spawned)))")
+        }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let out = (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? ""

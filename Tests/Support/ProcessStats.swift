@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,9 +32,13 @@ public enum ProcessStats {
     /// The share of a core this process used over the next `seconds`, and its three busiest
     /// threads over them (name and share, for a failure's message).
     public static func cpuShare(seconds: Double) -> (share: Double, busiest: [String]) {
-        let before = threadCPUSeconds(), cpuBefore = cpuSeconds(), started = monotonicNow()
+        let before = threadCPUSeconds()
+        let cpuBefore = cpuSeconds()
+        let started = monotonicNow()
         usleep(UInt32(seconds * 1_000_000))
-        let after = threadCPUSeconds(), cpu = cpuSeconds() - cpuBefore, wall = monotonicNow() - started
+        let after = threadCPUSeconds()
+        let cpu = cpuSeconds() - cpuBefore
+        let wall = monotonicNow() - started
         let used = after.map { thread, cpu in (thread, cpu - (before[thread] ?? 0)) }.sorted { $0.1 > $1.1 }
         let busiest = used.prefix(3).map { "\($0.0) \(String(format: "%.2f", $0.1 / wall * 100)) %" }
         return (cpu / wall, busiest)
@@ -44,8 +49,9 @@ public enum ProcessStats {
         var seconds: [String: Double] = [:]
         for tid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
             guard let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
-                  let cpu = cpuSeconds(stat: stat), let open = stat.firstIndex(of: "("),
-                  let close = stat.lastIndex(of: ")") else { continue }
+                let cpu = cpuSeconds(stat: stat), let open = stat.firstIndex(of: "("),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
             seconds["\(tid) \(stat[stat.index(after: open)..<close])"] = cpu
         }
         return seconds
@@ -70,20 +76,23 @@ extension ProcessStats {
     /// connections; its listening socket is not counted). Unlike the descriptor count, this
     /// sees nothing the runtime opens on the side (a dispatch timer, a directory listing).
     public static func connectedSockets(localPort port: UInt16) -> Int {
-        let owned = Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap {
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)"))
-                .flatMap { $0.hasPrefix("socket:[") ? String($0.dropFirst(8).dropLast()) : nil }
-        })
+        let owned = Set(
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)"))
+                    .flatMap { $0.hasPrefix("socket:[") ? String($0.dropFirst(8).dropLast()) : nil }
+            })
         var count = 0
         for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
             // Read to the end: the file reports a size of 0, and a sized read stops at one page.
             guard let data = try? FileHandle(forReadingAtPath: table)?.readToEnd(),
-                  let text = String(data: data, encoding: .utf8) else { continue }
+                let text = String(data: data, encoding: .utf8)
+            else { continue }
             for row in text.split(separator: "\n").dropFirst() {
                 let fields = row.split(separator: " ")
                 // local_address is ADDRESS:PORT in hex; state 0A is LISTEN; field 9 is the inode.
                 guard fields.count > 9, let local = fields[1].split(separator: ":").last,
-                      UInt16(local, radix: 16) == port, fields[3] != "0A", owned.contains(String(fields[9])) else { continue }
+                    UInt16(local, radix: 16) == port, fields[3] != "0A", owned.contains(String(fields[9]))
+                else { continue }
                 count += 1
             }
         }

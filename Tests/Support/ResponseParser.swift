@@ -11,7 +11,7 @@ public struct ResponseParser {
     private var position = 0
     private var chunked = false
     private var contentLength: Int?
-    private var chunkRemaining: Int?   // nil: a chunk-size line is due
+    private var chunkRemaining: Int?  // nil: a chunk-size line is due
     private var needChunkCRLF = false
     /// The status line as received (for checks of well-formedness).
     public private(set) var statusLine = ""
@@ -62,8 +62,11 @@ public struct ResponseParser {
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             for line in lines {
                 guard let colon = line.firstIndex(of: ":") else { continue }
-                headers.append((String(line[..<colon]),
-                                line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+                headers.append(
+                    (
+                        String(line[..<colon]),
+                        line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    ))
             }
             chunked = header("Transfer-Encoding")?.lowercased().contains("chunked") ?? false
             contentLength = header("Content-Length").flatMap { Int($0) }
@@ -91,7 +94,8 @@ public struct ResponseParser {
                     }
                 } else {
                     guard let lineEnd = find([13, 10], from: position) else { break }
-                    let sizeText = String(decoding: buffer[position..<lineEnd], as: UTF8.self)
+                    let sizeText =
+                        String(decoding: buffer[position..<lineEnd], as: UTF8.self)
                         .split(separator: ";").first.map(String.init) ?? ""
                     guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
                         malformedChunk = true

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +13,7 @@ public final class SlowlorisAttack: @unchecked Sendable {
     public init(port: UInt16, connections: Int) {
         Thread.detachNewThread { [self] in
             var sockets: [Int32] = []
-            defer { sockets.forEach { close($0) } }
+            defer { for socket in sockets { close(socket) } }
             let head = Array("GET /ping HTTP/1.1\r\nHost: test\r\nX-Slow: ".utf8)
             var sent = 0
             while !state.value.stopped {

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,9 +10,9 @@ public final class StreamFleet {
         public var fd: Int32
         public var parser = ResponseParser()
         var scanned = 0
-        public var events: [String] = []       // the data of each event, in order
+        public var events: [String] = []  // the data of each event, in order
         public var comments = 0
-        public var ended = false               // EOF or error
+        public var ended = false  // EOF or error
     }
     public private(set) var members: [Member] = []
 
@@ -46,7 +47,9 @@ public final class StreamFleet {
                 while true {
                     let n = chunk.withUnsafeMutableBytes { recv(members[index].fd, $0.baseAddress!, $0.count, 0) }
                     if n > 0 {
-                        chunk.withUnsafeBytes { members[index].parser.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                        chunk.withUnsafeBytes {
+                            members[index].parser.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]))
+                        }
                         continue
                     }
                     if n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) {

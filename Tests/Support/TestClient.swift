@@ -19,8 +19,10 @@ public final class TestClient {
         socket.readResponse(headOnly: headOnly)
     }
 
-    public func request(_ method: String, _ target: String, headers: [String] = [],
-                        body: String? = nil) -> ResponseParser? {
+    public func request(
+        _ method: String, _ target: String, headers: [String] = [],
+        body: String? = nil
+    ) -> ResponseParser? {
         var text = "\(method) \(target) HTTP/1.1\r\nHost: test\r\n"
         for header in headers { text += header + "\r\n" }
         if let body { text += "Content-Length: \(body.utf8.count)\r\n" }

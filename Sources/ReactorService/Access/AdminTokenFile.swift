@@ -1,9 +1,10 @@
+import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import ConcurrencyPrimitives
 
 /// The file a generated admin token is written to (mode 0600, never through a symbolic link),
 /// held under an exclusive `flock` while its server runs: a second server started in the same
@@ -32,7 +33,8 @@ final class AdminTokenFile: Sendable {
         }
         let bytes = Array((token + "\n").utf8)
         guard fchmod(fd, 0o600) == 0, ftruncate(fd, 0) == 0,
-              bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
+            bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count
+        else {
             let failure = Failure.cannotWrite(errorText())
             close(fd)
             return .failure(failure)

@@ -7,7 +7,8 @@ struct CORSPolicy: Sendable {
 
     /// `Cache-Control` because fetch-based SSE clients send it; `Last-Event-ID` for resumes;
     /// the preconditions on a session's version.
-    private static let allowedHeaders = "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match"
+    private static let allowedHeaders =
+        "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match"
     private static let exposedHeaders = "Location, Retry-After, ETag"
 
     func allows(_ origin: String) -> Bool {
@@ -23,8 +24,10 @@ struct CORSPolicy: Sendable {
     func responseHeaders(origin: String?) -> [(String, String)] {
         guard !allowedOrigins.isEmpty else { return [] }
         guard let origin, allows(origin) else { return [("Vary", "Origin")] }
-        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
-                ("Access-Control-Expose-Headers", Self.exposedHeaders)]
+        return [
+            ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+            ("Access-Control-Expose-Headers", Self.exposedHeaders),
+        ]
     }
 
     private func allowsRequest(_ request: Request) -> Bool {

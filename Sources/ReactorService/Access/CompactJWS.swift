@@ -31,7 +31,8 @@ struct CompactJWS {
             return .failure(TokenRejection(.malformed, "the token is not three base64url parts separated by dots"))
         }
         guard let headerBytes = base64URLDecode(parts[0]), let payloadBytes = base64URLDecode(parts[1]),
-              let signature = base64URLDecode(parts[2]) else {
+            let signature = base64URLDecode(parts[2])
+        else {
             return .failure(TokenRejection(.malformed, "the token's parts are not base64url"))
         }
         let decoder = JSONDecoder()
@@ -39,7 +40,9 @@ struct CompactJWS {
             return .failure(TokenRejection(.malformed, "the token's header is not a JSON object with an 'alg' string"))
         }
         guard header.crit == nil else {
-            return .failure(TokenRejection(.malformed, "the token's header has 'crit' extensions, which this server does not understand"))
+            return .failure(
+                TokenRejection(
+                    .malformed, "the token's header has 'crit' extensions, which this server does not understand"))
         }
         guard let claims = try? decoder.decode([String: ClaimValue].self, from: Data(payloadBytes)) else {
             return .failure(TokenRejection(.malformed, "the token's payload is not a JSON object"))

@@ -1,9 +1,10 @@
+import JWSSignatures
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import JWSSignatures
 
 /// How bearer tokens are verified: one key (an HS256 secret, or an RS256 or ES256 public key),
 /// the optional issuer and audience they must name, and the clock leeway.
@@ -108,7 +109,9 @@ public struct JWTVerification: Sendable {
             case let .array(auds)?: accepted = auds.contains(.string(audience))
             default: accepted = false
             }
-            guard accepted else { return .failure(TokenRejection(.audience, "the token's 'aud' does not name this server's audience")) }
+            guard accepted else {
+                return .failure(TokenRejection(.audience, "the token's 'aud' does not name this server's audience"))
+            }
         }
         guard case let .string(subject)? = claims["sub"], !subject.isEmpty else {
             return .failure(TokenRejection(.claims, "the token has no 'sub' (a non-empty string)"))

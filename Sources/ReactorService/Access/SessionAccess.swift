@@ -32,7 +32,8 @@ final class SessionAccess: Sendable {
         self.adminToken = adminToken
         self.metrics = metrics
         quota = SubjectQuota(limit: configuration.maxSessionsPerSubject)
-        createRate = configuration.jwt == nil && configuration.sessionCreateRate > 0
+        createRate =
+            configuration.jwt == nil && configuration.sessionCreateRate > 0
             ? CreationRateLimit(rate: configuration.sessionCreateRate, burst: configuration.sessionCreateBurst)
             : nil
         quotaRetryAfter = Int(SessionSweeper.interval(configuration, durable: false).rounded(.up))
@@ -86,17 +87,22 @@ final class SessionAccess: Sendable {
             return .success(parts[1].drop { $0 == " " })
         }
         if queryToken, let token = request.query["access_token"] { return .success(Substring(token)) }
-        return .failure(TokenRejection(.missing, queryToken
-            ? "this route needs a bearer token: 'Authorization: Bearer <token>' or '?access_token=<token>'"
-            : "this route needs 'Authorization: Bearer <token>'"))
+        return .failure(
+            TokenRejection(
+                .missing,
+                queryToken
+                    ? "this route needs a bearer token: 'Authorization: Bearer <token>' or '?access_token=<token>'"
+                    : "this route needs 'Authorization: Bearer <token>'"))
     }
 
     private func refuse(_ rejection: TokenRejection) -> Refusal {
         metrics.countAuthFailure(rejection.reason.rawValue)
         // RFC 6750 3.1: no error code when the request had no credentials at all.
         let challenge = rejection.reason == .missing ? #"Bearer realm="reactord""# : #"Bearer error="invalid_token""#
-        return Refusal(response: .problem(status: 401, detail: rejection.detail,
-                                          headers: HTTPHeaders([("WWW-Authenticate", challenge)])))
+        return Refusal(
+            response: .problem(
+                status: 401, detail: rejection.detail,
+                headers: HTTPHeaders([("WWW-Authenticate", challenge)])))
     }
 
     // MARK: whose session
@@ -124,8 +130,9 @@ final class SessionAccess: Sendable {
     /// session, an ordinary token or a wrong one on the admin routes; RFC 6750 3.1).
     private func forbidden(_ reason: String, _ detail: String) -> Response {
         metrics.countAuthFailure(reason)
-        return .problem(status: 403, detail: detail,
-                        headers: HTTPHeaders([("WWW-Authenticate", #"Bearer error="insufficient_scope""#)]))
+        return .problem(
+            status: 403, detail: detail,
+            headers: HTTPHeaders([("WWW-Authenticate", #"Bearer error="insufficient_scope""#)]))
     }
 
     // MARK: making sessions
@@ -144,18 +151,24 @@ final class SessionAccess: Sendable {
             }
             guard reserved else {
                 metrics.countLimited("sessions_per_subject")
-                return .failure(Refusal(response: .problem(
-                    status: 429, detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
-                    headers: HTTPHeaders([("Retry-After", String(quotaRetryAfter))]))))
+                return .failure(
+                    Refusal(
+                        response: .problem(
+                            status: 429,
+                            detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
+                            headers: HTTPHeaders([("Retry-After", String(quotaRetryAfter))]))))
             }
             return .success(CreationTicket(quota: quota, subject: principal.subject, rate: nil, peer: ""))
         }
-        let peer = request.client ?? ""   // behind a trusted proxy, the client it forwarded for
+        let peer = request.client ?? ""  // behind a trusted proxy, the client it forwarded for
         if let createRate, let wait = createRate.take(peer) {
             metrics.countLimited("session_create_rate")
-            return .failure(Refusal(response: .problem(
-                status: 429, detail: "too many sessions created from this address; at most \(createRate.describe)",
-                headers: HTTPHeaders([("Retry-After", String(wait))]))))
+            return .failure(
+                Refusal(
+                    response: .problem(
+                        status: 429,
+                        detail: "too many sessions created from this address; at most \(createRate.describe)",
+                        headers: HTTPHeaders([("Retry-After", String(wait))]))))
         }
         return .success(CreationTicket(quota: nil, subject: "", rate: createRate, peer: peer))
     }
@@ -212,11 +225,13 @@ final class SessionAccess: Sendable {
     /// and in open mode.
     func authenticateReader(_ request: Request) -> Result<(principal: Principal?, isAdmin: Bool), Refusal> {
         if case let .success(token) = Self.bearer(in: request, queryToken: false),
-           AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8)) {
+            AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8))
+        {
             return .success((nil, true))
         }
         switch authenticate(request) {
-        case let .success(principal): return .success((principal, principal.map { verification?.isAdmin($0) == true } ?? false))
+        case let .success(principal):
+            return .success((principal, principal.map { verification?.isAdmin($0) == true } ?? false))
         case let .failure(refusal): return .failure(refusal)
         }
     }
@@ -230,8 +245,12 @@ final class SessionAccess: Sendable {
         switch Self.bearer(in: request, queryToken: false) {
         case let .success(found): token = found
         case let .failure(rejection) where rejection.reason == .missing:
-            return refuse(TokenRejection(.missing, "this route needs 'Authorization: Bearer <admin token>'"
-                + (verification == nil ? "" : " or a token with the '\(verification!.adminClaim)' claim"))).response
+            return refuse(
+                TokenRejection(
+                    .missing,
+                    "this route needs 'Authorization: Bearer <admin token>'"
+                        + (verification == nil ? "" : " or a token with the '\(verification!.adminClaim)' claim"))
+            ).response
         case let .failure(rejection): return refuse(rejection).response
         }
         if AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8)) { return nil }
@@ -242,7 +261,8 @@ final class SessionAccess: Sendable {
             case let .success(principal) where verification.isAdmin(principal):
                 return nil
             case .success:
-                return forbidden("not_admin", "this token's subject is no admin: it lacks '\"\(verification.adminClaim)\": true'")
+                return forbidden(
+                    "not_admin", "this token's subject is no admin: it lacks '\"\(verification.adminClaim)\": true'")
             }
         }
         return forbidden("not_admin", "the bearer token is not the admin token")

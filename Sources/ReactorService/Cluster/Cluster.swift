@@ -1,13 +1,14 @@
+import ConcurrencyPrimitives
+import Dispatch
+import MicroHTTP
+import ReactorCore
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ConcurrencyPrimitives
-import Dispatch
-import ReactorCore
-import MicroHTTP
-import ReactorStore
 
 /// The service's side of a shared store (cluster mode): the leases kept alive, the sessions
 /// let go when one is lost, the global user fed from the store, the streams of sessions other
@@ -34,8 +35,9 @@ final class Cluster: Sendable {
         self.store = store
         self.metrics = ClusterMetrics(registry: metrics.registry)
         forwarder = Forwarder(threads: 32, timeout: configuration.forwardTimeout, origin: store.nodeID)
-        followers = Followers(store: store, historyLength: configuration.historyLength,
-                              ttl: configuration.sessionTTL, metrics: metrics, clusterMetrics: self.metrics)
+        followers = Followers(
+            store: store, historyLength: configuration.historyLength,
+            ttl: configuration.sessionTTL, metrics: metrics, clusterMetrics: self.metrics)
     }
 
     /// The global user as the store has it now, and its version: before any session sees
@@ -101,7 +103,8 @@ final class Cluster: Sendable {
             do throws(StoreError) {
                 changes = try store.userChanges(after: fedUserVersion)
             } catch {
-                context.logger.warning("the global user could not be read from the store", metadata: ["error": "\(error)"])
+                context.logger.warning(
+                    "the global user could not be read from the store", metadata: ["error": "\(error)"])
                 return
             }
             for change in changes where change.version > fedUserVersion {
@@ -111,8 +114,9 @@ final class Cluster: Sendable {
                 EventStream.batchingResumes {
                     ChangeCause.with(SessionActionLog.userCause) { context.currentUser.send(user) }
                 }
-                context.logger.info(user == nil ? "current user cleared" : "current user set",
-                                    metadata: ["version": "\(change.version)"].merging(user.map { ["user": "\($0.id)"] } ?? [:]) { $1 })
+                context.logger.info(
+                    user == nil ? "current user cleared" : "current user set",
+                    metadata: ["version": "\(change.version)"].merging(user.map { ["user": "\($0.id)"] } ?? [:]) { $1 })
             }
         }
     }
@@ -136,7 +140,7 @@ final class Cluster: Sendable {
     func remember(_ address: String, asHolderOf key: SessionKey) {
         let until = ProcessClock.now + store.leaseDuration
         holders.withLock { table in
-            if table.count >= 100_000 { table.removeAll() }   // bounded; it refills from claims
+            if table.count >= 100_000 { table.removeAll() }  // bounded; it refills from claims
             table[key] = (address, until)
         }
     }
@@ -152,8 +156,9 @@ final class Cluster: Sendable {
             lost = try store.renewLeases()
         } catch {
             metrics.renewFailures.increment()
-            context.logger.warning("leases could not be renewed; sessions are let go as their leases run out",
-                                   metadata: ["error": "\(error)"])
+            context.logger.warning(
+                "leases could not be renewed; sessions are let go as their leases run out",
+                metadata: ["error": "\(error)"])
         }
         var held = 0
         for session in context.sessions.loaded {
@@ -179,7 +184,9 @@ extension ServiceContext {
     /// it is time, hands the session over to the node forwarding its requests, in the background
     /// once `answered` (a lease given back costs a database round trip).
     func placeAfterRequest(_ request: Request, for session: any Session) {
-        guard let cluster, cluster.placement.note(session.key, forwardedBy: request.headers[Forwarder.marker]) else { return }
+        guard let cluster, cluster.placement.note(session.key, forwardedBy: request.headers[Forwarder.marker]) else {
+            return
+        }
         DispatchQueue.global().async { [self] in
             guard let persistence, sessions.unload(session, ifIdleSince: ProcessClock.now) else { return }
             didUnload([session], counter: cluster.metrics.handovers, persistence: persistence)
@@ -189,7 +196,7 @@ extension ServiceContext {
     /// `session`'s lease is gone (another node took it over): its reactor stops here and its
     /// streams close without `event: end`, so clients resume wherever it lives now.
     func letGo(_ session: any Session) {
-        guard sessions.unload(session) else { return }   // another path took it out, and ends it
+        guard sessions.unload(session) else { return }  // another path took it out, and ends it
         end(session, reason: nil)
         cluster?.metrics.leasesLost.increment()
         logger.notice("a session's lease passed to another node; let go here", metadata: ["session": "\(session.id)"])

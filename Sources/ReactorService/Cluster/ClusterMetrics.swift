@@ -25,29 +25,39 @@ final class ClusterMetrics: Sendable {
     enum ForwardOutcome: Int { case answered, unreachable, unknown }
 
     init(registry: MetricsRegistry) {
-        sessionsHeld = registry.makeGauge(name: "reactord_cluster_sessions_held",
-                                          help: "Sessions whose lease this node holds now.")
-        takeovers = registry.makeCounter(name: "reactord_cluster_takeovers_total",
+        sessionsHeld = registry.makeGauge(
+            name: "reactord_cluster_sessions_held",
+            help: "Sessions whose lease this node holds now.")
+        takeovers = registry.makeCounter(
+            name: "reactord_cluster_takeovers_total",
             help: "Sessions this node took from the store: free, or their holder's lease had passed.")
-        leasesLost = registry.makeCounter(name: "reactord_cluster_leases_lost_total",
-            help: "Sessions this node held and lost to another node (its lease ran out while it was frozen or cut off).")
-        renewFailures = registry.makeCounter(name: "reactord_cluster_lease_renew_failures_total",
+        leasesLost = registry.makeCounter(
+            name: "reactord_cluster_leases_lost_total",
+            help: "Sessions this node held and lost to another node (its lease ran out while it was frozen or cut off)."
+        )
+        renewFailures = registry.makeCounter(
+            name: "reactord_cluster_lease_renew_failures_total",
             help: "Lease renewals that failed because the database did not answer.")
-        handovers = registry.makeCounter(name: "reactord_cluster_handovers_total",
+        handovers = registry.makeCounter(
+            name: "reactord_cluster_handovers_total",
             help: "Sessions this node gave back for the node their requests reach to take (see Placement).")
         notifyLag = registry.makeDurationHistogram(
             name: "reactord_cluster_notify_lag_seconds",
             help: "Time from a holder's commit to this node reading the events for its subscribers.",
             buckets: ServiceMetrics.durationBuckets)
-        let followed = "Updates of sessions held elsewhere published to subscribers here, by where their events came from."
-        followedFromNotification = registry.makeCounter(name: "reactord_cluster_follower_updates_total", help: followed,
-                                                        labels: [("source", "notification")])
-        followedFromTable = registry.makeCounter(name: "reactord_cluster_follower_updates_total", help: followed,
-                                                 labels: [("source", "table")])
+        let followed =
+            "Updates of sessions held elsewhere published to subscribers here, by where their events came from."
+        followedFromNotification = registry.makeCounter(
+            name: "reactord_cluster_follower_updates_total", help: followed,
+            labels: [("source", "notification")])
+        followedFromTable = registry.makeCounter(
+            name: "reactord_cluster_follower_updates_total", help: followed,
+            labels: [("source", "table")])
         forwarded = ["answered", "unreachable", "unknown"].map { outcome in
-            registry.makeCounter(name: "reactord_cluster_forwarded_total",
-                                 help: "Requests sent on to the node holding their session, by outcome.",
-                                 labels: [("outcome", outcome)])
+            registry.makeCounter(
+                name: "reactord_cluster_forwarded_total",
+                help: "Requests sent on to the node holding their session, by outcome.",
+                labels: [("outcome", outcome)])
         }
         sessionsHeld.set(0)
     }

@@ -1,6 +1,6 @@
+import ConcurrencyPrimitives
 import ReactorCore
 import ReactorStore
-import ConcurrencyPrimitives
 
 /// The event streams this node serves for sessions another node holds: one hub per followed
 /// session, fed with what the holder committed: the events a wake-up carries when they follow
@@ -27,14 +27,16 @@ final class Followers: Sendable {
     private let touchInterval: Double
     private let followers = Locked<[String: Follower]>([:])
 
-    init(store: any ClusterStore, historyLength: Int, ttl: Double, metrics: ServiceMetrics,
-         clusterMetrics: ClusterMetrics) {
+    init(
+        store: any ClusterStore, historyLength: Int, ttl: Double, metrics: ServiceMetrics,
+        clusterMetrics: ClusterMetrics
+    ) {
         self.store = store
         self.historyLength = historyLength
         self.metrics = metrics
         self.clusterMetrics = clusterMetrics
         // As often as the holder writes a watched session's activity (SessionRecord's resolution).
-        touchInterval = ttl > 0 ? ttl / 8 : .infinity   // no TTL: nothing to keep from expiring
+        touchInterval = ttl > 0 ? ttl / 8 : .infinity  // no TTL: nothing to keep from expiring
     }
 
     /// The hub to subscribe to for session `id`, its kind and owner; read from the store on first use.
@@ -75,7 +77,8 @@ final class Followers: Sendable {
         guard let follower = followers.withLock({ $0[id] }) else { return }
         let followed = follower.state.withLock { follower in
             guard let hub = follower.hub, let first = carried.first, first.seq == hub.snapshot.version + 1,
-                  carried.last?.seq == seq else { return false }
+                carried.last?.seq == seq
+            else { return false }
             let state = carried.last(where: { $0.pulse == nil })?.json ?? hub.snapshot.stateJSON
             hub.follow(carried, version: seq, stateJSON: state)
             return true
@@ -152,7 +155,7 @@ final class Followers: Sendable {
                 do throws(StoreError) {
                     read = try store.events(of: id, after: after, limit: historyLength)
                 } catch {
-                    return published   // the periodic check tries again
+                    return published  // the periodic check tries again
                 }
                 guard let read else {
                     forget(id, follower)

@@ -1,7 +1,8 @@
+import MicroHTTP
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import MicroHTTP
 
 /// One blocking HTTP/1.1 connection to another node: a request out, a Content-Length (or
 /// close-delimited) answer back. Only reactord's own answers come over it, so that is all it reads.
@@ -118,9 +119,12 @@ final class ForwardConnection {
             if count == 0, let head, head.contentLength == nil {
                 return .answered(Response(status: head.status, headers: head.headers, body: buffer), keepAlive: false)
             }
-            let why = count == 0 ? "the holder closed the connection" :
-                (errno == EAGAIN || errno == EWOULDBLOCK) ? "the holder did not answer within \(Int(timeout)) s" :
-                "reading the holder's answer failed: \(String(cString: strerror(errno)))"
+            let why =
+                count == 0
+                ? "the holder closed the connection"
+                : (errno == EAGAIN || errno == EWOULDBLOCK)
+                    ? "the holder did not answer within \(Int(timeout)) s"
+                    : "reading the holder's answer failed: \(String(cString: strerror(errno)))"
             // A timeout means the request was read (or is queued to be): its fate is unknown.
             return .failed(why, answerStarted: head != nil || !buffer.isEmpty || count < 0)
         }
@@ -151,13 +155,17 @@ private struct AnswerHead {
 
     /// The fields a client of the forwarding node needs; the rest (Date, Connection,
     /// Content-Length) are the forwarding node's own to set.
-    private static let relayed: Set<String> = ["content-type", "retry-after", "location", "www-authenticate", "allow", "etag",
-                                                       "reactord-not-applied", "idempotent-replayed"]
+    private static let relayed: Set<String> = [
+        "content-type", "retry-after", "location", "www-authenticate", "allow", "etag",
+        "reactord-not-applied", "idempotent-replayed",
+    ]
 
     init?(_ bytes: ArraySlice<UInt8>) {
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
         let statusLine = lines.first?.split(separator: " ", maxSplits: 2) ?? []
-        guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), let status = Int(statusLine[1]) else { return nil }
+        guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), let status = Int(statusLine[1]) else {
+            return nil
+        }
         var headers = HTTPHeaders()
         var length: Int?
         var close = statusLine[0] == "HTTP/1.0"

@@ -1,8 +1,9 @@
+import ConcurrencyPrimitives
+import MicroHTTP
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ConcurrencyPrimitives
-import MicroHTTP
 
 /// Sends a request for a session another node holds to that node, and gives back its answer.
 /// A pool of threads doing blocking I/O, each with a kept-alive connection per node: the
@@ -129,8 +130,10 @@ final class Forwarder: Sendable {
         return attempt(bytes, job.address, &connections)
     }
 
-    private func attempt(_ bytes: [UInt8], _ address: String,
-                         _ connections: inout [String: ForwardConnection]) -> Outcome {
+    private func attempt(
+        _ bytes: [UInt8], _ address: String,
+        _ connections: inout [String: ForwardConnection]
+    ) -> Outcome {
         let connection: ForwardConnection
         switch ForwardConnection.open(address, timeout: timeout) {
         case let .success(opened): connection = opened

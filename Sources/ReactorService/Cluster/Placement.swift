@@ -23,7 +23,7 @@ final class Placement: Sendable {
                 streaks[key] = nil
                 return false
             }
-            if streaks.count >= 100_000 { streaks.removeAll() }   // bounded; streaks start again
+            if streaks.count >= 100_000 { streaks.removeAll() }  // bounded; streaks start again
             var streak = streaks[key] ?? (origin, 0)
             if streak.node != origin { streak = (origin, 0) }
             streak.count += 1

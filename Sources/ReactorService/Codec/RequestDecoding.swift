@@ -1,9 +1,10 @@
+import MicroHTTP
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import MicroHTTP
 
 /// What went wrong with a request body, already worded for the problem document.
 enum RequestError: Error {
@@ -24,20 +25,25 @@ enum RequestError: Error {
 enum RequestDecoding {
     /// `RequestJSONDecoder` first; when it is not sure, `JSONDecoder` (with `userInfo` too), made
     /// only then.
-    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
-                                     with decoder: @autoclosure () -> JSONDecoder = JSONDecoder(),
-                                     userInfo: [CodingUserInfoKey: Any] = [:]) throws(RequestError) -> T {
+    static func decode<T: Decodable>(
+        _ type: T.Type, from body: [UInt8],
+        with decoder: @autoclosure () -> JSONDecoder = JSONDecoder(),
+        userInfo: [CodingUserInfoKey: Any] = [:]
+    ) throws(RequestError) -> T {
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         var syntax: RequestJSONDecoder.SyntaxProblem?
-        if let value = RequestJSONDecoder.decode(T.self, from: body, userInfo: userInfo, integerMismatch: &mismatch,
-                                                 syntaxProblem: &syntax) {
+        if let value = RequestJSONDecoder.decode(
+            T.self, from: body, userInfo: userInfo, integerMismatch: &mismatch,
+            syntaxProblem: &syntax)
+        {
             return value
         }
         switch syntax {
         case let .malformed(offset)?:
             throw .malformed("request body is not valid JSON (RFC 8259, in UTF-8) at or before byte \(offset)")
         case .tooDeep?:
-            throw .malformed("request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
+            throw .malformed(
+                "request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
         case let .duplicateKey(key)?:
             throw .malformed("request body has the key '\(key.prefix(40))' twice in one object; send each key once")
         case nil: break
@@ -47,9 +53,12 @@ enum RequestDecoding {
 
     /// `JSONDecoder`'s value or error for a well-formed body that `RequestJSONDecoder` declined,
     /// having met `integerMismatch` on the way.
-    static func decodeDeclined<T: Decodable>(_ type: T.Type, from body: [UInt8], with decoder: JSONDecoder,
-                                             integerMismatch mismatch: RequestJSONDecoder.IntegerMismatch?)
-        throws(RequestError) -> T {
+    static func decodeDeclined<T: Decodable>(
+        _ type: T.Type, from body: [UInt8], with decoder: JSONDecoder,
+        integerMismatch mismatch: RequestJSONDecoder.IntegerMismatch?
+    )
+        throws(RequestError) -> T
+    {
         do throws(RequestError) {
             return try decodeWithFoundation(T.self, from: body, with: decoder)
         } catch .malformed(let detail) {
@@ -68,8 +77,10 @@ enum RequestDecoding {
     }
 
     /// Foundation's `JSONDecoder` alone: the reference for values and for every error's wording.
-    static func decodeWithFoundation<T: Decodable>(_ type: T.Type, from body: [UInt8],
-                                                   with decoder: JSONDecoder) throws(RequestError) -> T {
+    static func decodeWithFoundation<T: Decodable>(
+        _ type: T.Type, from body: [UInt8],
+        with decoder: JSONDecoder
+    ) throws(RequestError) -> T {
         do {
             return try decoder.decode(T.self, from: Data(body))
         } catch let error as RequestError {

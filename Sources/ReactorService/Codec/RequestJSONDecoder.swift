@@ -39,17 +39,21 @@ enum RequestJSONDecoder {
 
     static let maxDepth = 256
 
-    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
-                                     userInfo: [CodingUserInfoKey: Any]) -> T? {
+    static func decode<T: Decodable>(
+        _ type: T.Type, from body: [UInt8],
+        userInfo: [CodingUserInfoKey: Any]
+    ) -> T? {
         var mismatch: IntegerMismatch?
         var syntax: SyntaxProblem?
         return decode(type, from: body, userInfo: userInfo, integerMismatch: &mismatch, syntaxProblem: &syntax)
     }
 
-    static func decode<T: Decodable>(_ type: T.Type, from body: [UInt8],
-                                     userInfo: [CodingUserInfoKey: Any],
-                                     integerMismatch: inout IntegerMismatch?,
-                                     syntaxProblem: inout SyntaxProblem?) -> T? {
+    static func decode<T: Decodable>(
+        _ type: T.Type, from body: [UInt8],
+        userInfo: [CodingUserInfoKey: Any],
+        integerMismatch: inout IntegerMismatch?,
+        syntaxProblem: inout SyntaxProblem?
+    ) -> T? {
         let (parsed, problem) = parse(body)
         syntaxProblem = problem
         guard let parsed else { return nil }
@@ -73,8 +77,10 @@ enum RequestJSONDecoder {
     /// `body`'s result over a decoder of `value` at `key`, or nil when `body` throws or meets
     /// anything left to `JSONDecoder` (`integerMismatch` then tells of a number that was no
     /// integer of the type asked for).
-    private static func decode<T>(_ value: JSONValue, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any],
-                                  integerMismatch: inout IntegerMismatch?, _ body: (any Decoder) throws -> T) -> T? {
+    private static func decode<T>(
+        _ value: JSONValue, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any],
+        integerMismatch: inout IntegerMismatch?, _ body: (any Decoder) throws -> T
+    ) -> T? {
         let context = DecodingContext(userInfo: userInfo)
         let decoder = ValueDecoder(value: value, parent: nil, key: key, context: context)
         guard let result = try? body(decoder), !context.declined else {
@@ -115,11 +121,14 @@ extension RequestJSONDecoder {
         /// `body`'s result over a decoder of the member `name` (its coding path `[name]`), or nil when
         /// the member is absent or `body` throws or meets anything this decoder leaves to `JSONDecoder`
         /// (`integerMismatch` then tells of a number that was no integer of the type asked for).
-        func decode<T>(_ name: String, userInfo: [CodingUserInfoKey: Any], integerMismatch: inout IntegerMismatch?,
-                       _ body: (any Decoder) throws -> T) -> T? {
+        func decode<T>(
+            _ name: String, userInfo: [CodingUserInfoKey: Any], integerMismatch: inout IntegerMismatch?,
+            _ body: (any Decoder) throws -> T
+        ) -> T? {
             guard let value = member(name) else { return nil }
-            return RequestJSONDecoder.decode(value, key: MemberKey(stringValue: name), userInfo: userInfo,
-                                             integerMismatch: &integerMismatch, body)
+            return RequestJSONDecoder.decode(
+                value, key: MemberKey(stringValue: name), userInfo: userInfo,
+                integerMismatch: &integerMismatch, body)
         }
 
         private func member(_ name: String) -> JSONValue? { findMember(name, in: members) }
@@ -237,8 +246,14 @@ private struct JSONParser {
             }
             skipWhitespace()
             guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            }
             return nil
         }
     }
@@ -263,8 +278,14 @@ private struct JSONParser {
             elements.append(value)
             skipWhitespace()
             guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(elements)
+            }
             return nil
         }
     }
@@ -288,7 +309,9 @@ private struct JSONParser {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             let digits = index
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
             guard index > digits else { return nil }
@@ -349,7 +372,8 @@ private struct JSONParser {
                 var scalarValue = UInt32(unit)
                 if (0xD800...0xDBFF).contains(unit) {
                     guard i + 6 <= raw.count, raw[i] == UInt8(ascii: "\\"), raw[i + 1] == UInt8(ascii: "u"),
-                          let low = hex4(raw, at: i + 2), (0xDC00...0xDFFF).contains(low) else { return nil }
+                        let low = hex4(raw, at: i + 2), (0xDC00...0xDFFF).contains(low)
+                    else { return nil }
                     i += 6
                     scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
                 } else if (0xDC00...0xDFFF).contains(unit) {
@@ -391,7 +415,6 @@ private final class DecodingContext {
     var integerMismatch: RequestJSONDecoder.IntegerMismatch?
     init(userInfo: [CodingUserInfoKey: Any]) { self.userInfo = userInfo }
 }
-
 
 private final class ValueDecoder: Decoder {
     let value: JSONValue
@@ -464,8 +487,10 @@ extension ValueDecoder {
     }
 
     /// An integer of type `T`, or a refusal that remembers where a number did not fit.
-    func integer<T: FixedWidthInteger>(_ value: JSONValue, as _: T.Type,
-                                       path: @autoclosure () -> [any CodingKey]) throws -> T {
+    func integer<T: FixedWidthInteger>(
+        _ value: JSONValue, as _: T.Type,
+        path: @autoclosure () -> [any CodingKey]
+    ) throws -> T {
         if let integer = Convert.integer(value, as: T.self) { return integer }
         if case let .number(literal) = value, context.integerMismatch == nil {
             context.integerMismatch = .init(path: path(), literal: literal, type: T.self)
@@ -481,10 +506,15 @@ extension ValueDecoder {
     func decodeValue<T: Decodable>(_ type: T.Type, _ value: JSONValue, child: () -> ValueDecoder) throws -> T {
         if T.self == String.self { return unsafeBitCast(try must(Convert.string(value)), to: T.self) }
         if T.self == Bool.self { return unsafeBitCast(try must(Convert.bool(value)), to: T.self) }
-        if T.self == Int.self { return unsafeBitCast(try integer(value, as: Int.self, path: child().codingPath), to: T.self) }
+        if T.self == Int.self {
+            return unsafeBitCast(try integer(value, as: Int.self, path: child().codingPath), to: T.self)
+        }
         // JSONDecoder has rules of its own for these (and for floating point text).
         if T.self == Double.self || T.self == Float.self || T.self == Date.self || T.self == Data.self
-            || T.self == URL.self || T.self == Decimal.self { throw decline() }
+            || T.self == URL.self || T.self == Decimal.self
+        {
+            throw decline()
+        }
         return try T(from: child())
     }
 }
@@ -496,7 +526,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     var codingPath: [any CodingKey] { decoder.codingPath }
 
     var allKeys: [Key] {
-        decoder.context.declined = true   // JSONDecoder's order is its own
+        decoder.context.declined = true  // JSONDecoder's order is its own
         return members.compactMap { Key(stringValue: $0.key) }
     }
 
@@ -511,26 +541,49 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decodeNil(forKey key: Key) throws -> Bool { try require(key).kindIsNull }
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decoder.must(Convert.bool(require(key))) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decoder.must(Convert.string(require(key))) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        try decoder.must(Convert.string(require(key)))
+    }
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double { throw decoder.decline() }
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float { throw decoder.decline() }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.integer(require(key), as: Int.self, path: codingPath + [key]) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.integer(require(key), as: Int8.self, path: codingPath + [key]) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.integer(require(key), as: Int16.self, path: codingPath + [key]) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.integer(require(key), as: Int32.self, path: codingPath + [key]) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.integer(require(key), as: Int64.self, path: codingPath + [key]) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.integer(require(key), as: UInt.self, path: codingPath + [key]) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.integer(require(key), as: UInt8.self, path: codingPath + [key]) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.integer(require(key), as: UInt16.self, path: codingPath + [key]) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.integer(require(key), as: UInt32.self, path: codingPath + [key]) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.integer(require(key), as: UInt64.self, path: codingPath + [key]) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+        try decoder.integer(require(key), as: Int.self, path: codingPath + [key])
+    }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 {
+        try decoder.integer(require(key), as: Int8.self, path: codingPath + [key])
+    }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 {
+        try decoder.integer(require(key), as: Int16.self, path: codingPath + [key])
+    }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 {
+        try decoder.integer(require(key), as: Int32.self, path: codingPath + [key])
+    }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+        try decoder.integer(require(key), as: Int64.self, path: codingPath + [key])
+    }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt {
+        try decoder.integer(require(key), as: UInt.self, path: codingPath + [key])
+    }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 {
+        try decoder.integer(require(key), as: UInt8.self, path: codingPath + [key])
+    }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 {
+        try decoder.integer(require(key), as: UInt16.self, path: codingPath + [key])
+    }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 {
+        try decoder.integer(require(key), as: UInt32.self, path: codingPath + [key])
+    }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 {
+        try decoder.integer(require(key), as: UInt64.self, path: codingPath + [key])
+    }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         let value = try require(key)
         return try decoder.decodeValue(T.self, value) { decoder.child(value, key: key) }
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
-        -> KeyedDecodingContainer<NestedKey> {
+        -> KeyedDecodingContainer<NestedKey>
+    {
         try decoder.child(require(key), key: key).container(keyedBy: NestedKey.self)
     }
 
@@ -576,16 +629,36 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
     mutating func decode(_ type: String.Type) throws -> String { try decoder.must(Convert.string(next())) }
     mutating func decode(_ type: Double.Type) throws -> Double { throw decoder.decline() }
     mutating func decode(_ type: Float.Type) throws -> Float { throw decoder.decline() }
-    mutating func decode(_ type: Int.Type) throws -> Int { try decoder.integer(next(), as: Int.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: Int8.Type) throws -> Int8 { try decoder.integer(next(), as: Int8.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: Int16.Type) throws -> Int16 { try decoder.integer(next(), as: Int16.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: Int32.Type) throws -> Int32 { try decoder.integer(next(), as: Int32.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: Int64.Type) throws -> Int64 { try decoder.integer(next(), as: Int64.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: UInt.Type) throws -> UInt { try decoder.integer(next(), as: UInt.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.integer(next(), as: UInt8.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.integer(next(), as: UInt16.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.integer(next(), as: UInt32.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
-    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.integer(next(), as: UInt64.self, path: codingPath + [IndexKey(currentIndex - 1)]) }
+    mutating func decode(_ type: Int.Type) throws -> Int {
+        try decoder.integer(next(), as: Int.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 {
+        try decoder.integer(next(), as: Int8.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 {
+        try decoder.integer(next(), as: Int16.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 {
+        try decoder.integer(next(), as: Int32.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 {
+        try decoder.integer(next(), as: Int64.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: UInt.Type) throws -> UInt {
+        try decoder.integer(next(), as: UInt.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 {
+        try decoder.integer(next(), as: UInt8.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 {
+        try decoder.integer(next(), as: UInt16.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 {
+        try decoder.integer(next(), as: UInt32.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 {
+        try decoder.integer(next(), as: UInt64.self, path: codingPath + [IndexKey(currentIndex - 1)])
+    }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let key = IndexKey(currentIndex)
         let value = try next()
@@ -593,7 +666,8 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws
-        -> KeyedDecodingContainer<NestedKey> {
+        -> KeyedDecodingContainer<NestedKey>
+    {
         let key = IndexKey(currentIndex)
         return try decoder.child(next(), key: key).container(keyedBy: NestedKey.self)
     }

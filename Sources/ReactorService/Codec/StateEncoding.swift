@@ -1,9 +1,10 @@
+import ReactorCore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReactorCore
 
 /// A state as the wire sees it: its JSON (sorted keys, so equal states are equal bytes)
 /// and the `@Pulse` fields met while encoding it, with their update counts.
@@ -120,7 +121,9 @@ private final class PulseCollector: PulseEncodingObserver {
     var pulses = EncodedState.Pulses()
 
     func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable) {
-        let name = codingPath.count == 1 ? codingPath[0].stringValue
+        let name =
+            codingPath.count == 1
+            ? codingPath[0].stringValue
             : codingPath.map(\.stringValue).joined(separator: ".")
         pulses.append(.init(name: name, updatedCount: updatedCount, value: value))
     }

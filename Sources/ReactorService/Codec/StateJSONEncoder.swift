@@ -1,9 +1,10 @@
+import ReactorCore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReactorCore
 
 /// A JSON `Encoder` for states that gives the same bytes as `JSONText.makeEncoder()`
 /// (Foundation's `JSONEncoder` with `.sortedKeys` and `.withoutEscapingSlashes`) at a
@@ -95,7 +96,7 @@ struct StateJSONEncoder {
             out.append(UInt8(ascii: "0") &+ UInt8(value))
             return
         }
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes: UInt64.max has 20 digits
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: UInt64.max has 20 digits
         var count = 0
         var rest = value
         withUnsafeMutableBytes(of: &digits) { buffer in
@@ -225,8 +226,10 @@ private final class NodeEncoder: PulseObservingEncoder {
     /// Set on the root encoder only, and only when the caller asks for absent keys.
     var absentKeys: AbsentKeys?
 
-    init(parent: NodeEncoder?, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any],
-         pulseObserver: (any PulseEncodingObserver)?) {
+    init(
+        parent: NodeEncoder?, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any],
+        pulseObserver: (any PulseEncodingObserver)?
+    ) {
         self.parent = parent
         self.key = key
         self.userInfo = userInfo
@@ -357,56 +360,133 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         if extraPath.isEmpty, let absent = encoder.absentKeys { absent.presentOptionals.append(key.stringValue) }
     }
     mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key); notePresentOptional(key) } else { noteAbsent(key) }
+        if let value {
+            try encode(value, forKey: key)
+            notePresentOptional(key)
+        } else {
+            noteAbsent(key)
+        }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(
-        keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
         let nested = ObjectBox()
         box.set(key.stringValue, .object(nested))
-        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, box: nested, extraPath: extraPath + [key]))
+        return KeyedEncodingContainer(
+            KeyedContainer<NestedKey>(encoder: encoder, box: nested, extraPath: extraPath + [key]))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
@@ -453,11 +533,14 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
         box.elements.append(try encoder.box(value, key: IndexKey(box.elements.count), extraPath: extraPath))
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<
+        NestedKey
+    > {
         let nested = ObjectBox()
         let key = IndexKey(box.elements.count)
         box.elements.append(.object(nested))
-        return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, box: nested, extraPath: extraPath + [key]))
+        return KeyedEncodingContainer(
+            KeyedContainer<NestedKey>(encoder: encoder, box: nested, extraPath: extraPath + [key]))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
@@ -505,8 +588,12 @@ private struct SingleContainer: SingleValueEncodingContainer {
         if T.self == String.self { return try set(.string(unsafeBitCast(value, to: String.self))) }
         if T.self == Int.self { return try set(.int(Int64(unsafeBitCast(value, to: Int.self)))) }
         if T.self == Bool.self { return try set(.bool(unsafeBitCast(value, to: Bool.self))) }
-        if T.self == Double.self { return try set(.raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Double.self)))) }
-        if T.self == Float.self { return try set(.raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Float.self)))) }
+        if T.self == Double.self {
+            return try set(.raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Double.self))))
+        }
+        if T.self == Float.self {
+            return try set(.raw(try StateJSONEncoder.floatText(unsafeBitCast(value, to: Float.self))))
+        }
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
             return try set(.raw(Array(try JSONText.makeEncoder().encode(value))))
         }
@@ -532,7 +619,10 @@ extension StateJSONEncoder {
         if var properties = schema["properties"] as? [String: Any] {
             for name in absent.names where properties[name] == nil { properties[name] = ["nullable": true] }
             for name in absent.presentOptionals {
-                if var property = properties[name] as? [String: Any] { property["nullable"] = true; properties[name] = property }
+                if var property = properties[name] as? [String: Any] {
+                    property["nullable"] = true
+                    properties[name] = property
+                }
             }
             schema["properties"] = properties
             // Top-level fields that are always written; an optional one may be left out when nil.

@@ -1,9 +1,10 @@
+import ReactorCore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReactorCore
 
 /// Writes a state's JSON while its `encode(to:)` runs, straight into one buffer: no tree, no
 /// encoder or container object per field. The bytes are `JSONText.makeEncoder()`'s (sorted keys,
@@ -85,11 +86,19 @@ final class StateJSONWriter {
 
     /// Writes one value where the stream stands.
     func writeValue<T: Encodable>(_ value: T) throws {
-        if T.self == String.self { return StateJSONEncoder.appendString(unsafeBitCast(value, to: String.self), into: &out) }
-        if T.self == Int.self { return StateJSONEncoder.appendInteger(Int64(unsafeBitCast(value, to: Int.self)), into: &out) }
+        if T.self == String.self {
+            return StateJSONEncoder.appendString(unsafeBitCast(value, to: String.self), into: &out)
+        }
+        if T.self == Int.self {
+            return StateJSONEncoder.appendInteger(Int64(unsafeBitCast(value, to: Int.self)), into: &out)
+        }
         if T.self == Bool.self { return append(unsafeBitCast(value, to: Bool.self)) }
-        if T.self == Double.self { return out.append(contentsOf: try StateJSONEncoder.floatText(unsafeBitCast(value, to: Double.self))) }
-        if T.self == Float.self { return out.append(contentsOf: try StateJSONEncoder.floatText(unsafeBitCast(value, to: Float.self))) }
+        if T.self == Double.self {
+            return out.append(contentsOf: try StateJSONEncoder.floatText(unsafeBitCast(value, to: Double.self)))
+        }
+        if T.self == Float.self {
+            return out.append(contentsOf: try StateJSONEncoder.floatText(unsafeBitCast(value, to: Float.self)))
+        }
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
             // JSONEncoder's own strategies.
             return out.append(contentsOf: try JSONText.makeEncoder().encode(value))
@@ -98,7 +107,7 @@ final class StateJSONWriter {
         let start = out.count
         try value.encode(to: LevelEncoder(writer: self, base: base, start: start))
         close(downTo: base)
-        if out.count == start { throw StateJSONEncoder.Unsupported() }   // it encoded nothing
+        if out.count == start { throw StateJSONEncoder.Unsupported() }  // it encoded nothing
     }
 
     func append(_ value: Bool) { appendASCII(value ? "true" : "false") }
@@ -221,7 +230,9 @@ final class StateJSONWriter {
                     var first = true
                     for rank in 0..<count {
                         let position = order[rank]
-                        if rank + 1 < count, members[base + order[rank + 1]].key == members[base + position].key { continue }
+                        if rank + 1 < count, members[base + order[rank + 1]].key == members[base + position].key {
+                            continue
+                        }
                         let from = members[base + position].start - body
                         let to = position + 1 < count ? members[base + position + 1].start - body - 1 : length
                         if !first {
@@ -284,8 +295,14 @@ private struct KeyedWriter<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     private func begin(_ key: Key) throws { try writer.beginMember(index, id, key.stringValue) }
 
-    mutating func encodeNil(forKey key: Key) throws { try begin(key); writer.appendNull() }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { try begin(key); writer.append(value) }
+    mutating func encodeNil(forKey key: Key) throws {
+        try begin(key)
+        writer.appendNull()
+    }
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        try begin(key)
+        writer.append(value)
+    }
     mutating func encode(_ value: String, forKey key: Key) throws {
         try begin(key)
         StateJSONEncoder.appendString(value, into: &writer.out)
@@ -325,7 +342,8 @@ private struct KeyedWriter<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     // What a stream cannot follow: the tree encoder takes the whole value.
     mutating func nestedContainer<NestedKey: CodingKey>(
-        keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
         writer.failed = true
         return KeyedEncodingContainer(KeyedWriter<NestedKey>(writer: writer, index: index, id: -1))
     }
@@ -360,7 +378,9 @@ private struct UnkeyedWriter: UnkeyedEncodingContainer, ScalarWriting {
         try writer.writeValue(value, at: IndexKey(position))
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<
+        NestedKey
+    > {
         writer.failed = true
         return KeyedEncodingContainer(KeyedWriter<NestedKey>(writer: writer, index: index, id: -1))
     }
@@ -408,8 +428,14 @@ private protocol ScalarWriting {
 }
 
 extension ScalarWriting {
-    mutating func encodeNil() throws { try beginScalar(); writer.appendNull() }
-    mutating func encode(_ value: Bool) throws { try beginScalar(); writer.append(value) }
+    mutating func encodeNil() throws {
+        try beginScalar()
+        writer.appendNull()
+    }
+    mutating func encode(_ value: Bool) throws {
+        try beginScalar()
+        writer.append(value)
+    }
     mutating func encode(_ value: String) throws {
         try beginScalar()
         StateJSONEncoder.appendString(value, into: &writer.out)

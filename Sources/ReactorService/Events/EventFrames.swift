@@ -39,7 +39,7 @@ enum EventFrames {
     /// copies of raw bytes: appending a string's `utf8` cost ~170 instructions a piece (and
     /// `Array(unsafeUninitializedCapacity:)` ~530 of runtime lookups, against `reserveCapacity`).
     private static func event(_ name: StaticString, seq: UInt64, data: [UInt8]) -> Frame {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // UInt64.max has 20 digits
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // UInt64.max has 20 digits
         let digitCount = withUnsafeMutableBytes(of: &digits) { Self.decimal(seq, into: $0) }
         var bytes = [UInt8]()
         bytes.reserveCapacity(7 + name.utf8CodeUnitCount + 5 + digitCount + 7 + data.count + 2)
@@ -47,7 +47,8 @@ enum EventFrames {
         bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
         Self.idField.withUnsafeBufferPointer { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: &digits) { raw in
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[(24 - digitCount)...]))
+            bytes.append(
+                contentsOf: UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[(24 - digitCount)...]))
         }
         Self.dataField.withUnsafeBufferPointer { bytes.append(contentsOf: $0) }
         data.withUnsafeBufferPointer { bytes.append(contentsOf: $0) }

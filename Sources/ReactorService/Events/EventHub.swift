@@ -1,3 +1,8 @@
+import ConcurrencyPrimitives
+import MicroHTTP
+import ReactorCore
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -6,10 +11,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import ConcurrencyPrimitives
-import MicroHTTP
-import ReactorCore
-import ReactorStore
 
 /// One session's events: its sequence, its last encoded state, its pulse counts, its
 /// history for resumes and its subscribers. Each change is framed once here and the same
@@ -63,8 +64,10 @@ final class EventHub: @unchecked Sendable {
 
     /// `record`: the session's place in a durable store (nil: memory only). `restoring`: the
     /// session as the store kept it, whose version and history continue here.
-    init(historyLength: Int, metrics: ServiceMetrics, record: SessionRecord? = nil,
-         restoring stored: StoredSession? = nil, actionLog: SessionActionLog? = nil) {
+    init(
+        historyLength: Int, metrics: ServiceMetrics, record: SessionRecord? = nil,
+        restoring stored: StoredSession? = nil, actionLog: SessionActionLog? = nil
+    ) {
         history = EventHistory(capacity: historyLength)
         self.metrics = metrics
         self.record = record
@@ -117,7 +120,9 @@ final class EventHub: @unchecked Sendable {
             return stateJSON
         }
         if let changedWhileRestoring {
-            ChangeCause.with(SessionActionLog.userCause) { publish(EncodedState(json: changedWhileRestoring, pulses: [])) }
+            ChangeCause.with(SessionActionLog.userCause) {
+                publish(EncodedState(json: changedWhileRestoring, pulses: []))
+            }
         }
     }
 
@@ -140,7 +145,9 @@ final class EventHub: @unchecked Sendable {
 
     /// Ends `holdWrites` (or `beginAction`), adding `answer` to the changes to write, and the log
     /// entry of the action that ran, from `source` (its fields in `redacted` hidden).
-    func releaseWrites(adding answer: StoredAnswer?, logging source: ActionSource? = nil, redacting redacted: Set<String> = []) {
+    func releaseWrites(
+        adding answer: StoredAnswer?, logging source: ActionSource? = nil, redacting redacted: Set<String> = []
+    ) {
         locked {
             if let source { actionLog?.end(source, version: seq, redacting: redacted) }
             guard let record else { return }
@@ -185,7 +192,8 @@ final class EventHub: @unchecked Sendable {
             guard !isEnded, subscribers.isEmpty, lastActivity < cutoff else { return false }
             if let record {
                 guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
-                      record.lost == nil else { return false }
+                    record.lost == nil
+                else { return false }
                 if lastActiveWallTime - record.storedLastActive > record.activityResolution {
                     record.activityDue = true
                     markDirty(record)
@@ -224,24 +232,26 @@ final class EventHub: @unchecked Sendable {
                 for pulse in state.pulses { setPulseCount(pulse.updatedCount, for: pulse.name) }
             }
             guard isLive else {
-                if let record, record.isNew { markDirty(record) }   // the new session's first write
+                if let record, record.isNew { markDirty(record) }  // the new session's first write
                 return
             }
             var events: [RecordedEvent] = []
-            var stored: [StoredEvent] = []   // with a durable store: the same events as it keeps them
+            var stored: [StoredEvent] = []  // with a durable store: the same events as it keeps them
             if state.json != stateJSON {
                 seq += 1
-                events.append(RecordedEvent(
-                    seq: seq, kind: .state(json: state.json),
-                    frame: EventFrames.state(seq: seq, json: state.json)))
+                events.append(
+                    RecordedEvent(
+                        seq: seq, kind: .state(json: state.json),
+                        frame: EventFrames.state(seq: seq, json: state.json)))
                 if record != nil { stored.append(StoredEvent(seq: seq, pulse: nil, json: state.json)) }
             }
             for pulse in state.pulses where pulseCount(for: pulse.name) != pulse.updatedCount {
                 seq += 1
                 let value = StateEncoding.encodeValue(pulse.value)
-                events.append(RecordedEvent(
-                    seq: seq, kind: .pulse,
-                    frame: EventFrames.pulse(seq: seq, name: pulse.name, valueJSON: value)))
+                events.append(
+                    RecordedEvent(
+                        seq: seq, kind: .pulse,
+                        frame: EventFrames.pulse(seq: seq, name: pulse.name, valueJSON: value)))
                 if record != nil { stored.append(StoredEvent(seq: seq, pulse: pulse.name, json: value)) }
             }
             if let actionLog, let first = events.first {
@@ -396,8 +406,10 @@ final class EventHub: @unchecked Sendable {
 
     /// Queues one event on one stream, framing a filtered state at most once per field set.
     @discardableResult
-    private func deliver(_ event: RecordedEvent, to subscriber: inout Subscriber,
-                         views: inout FilteredViews) -> Bool {
+    private func deliver(
+        _ event: RecordedEvent, to subscriber: inout Subscriber,
+        views: inout FilteredViews
+    ) -> Bool {
         guard let filter = subscriber.filter, case let .state(json) = event.kind else {
             return send(event.frame, to: &subscriber)
         }
@@ -459,8 +471,9 @@ extension EventHub: Journaled {
             // An ended session writes nothing more: a deleted one is gone, and an unloaded one
             // (a lost commit) must not store the state whose change was lost.
             guard !isEnded else { return nil }
-            return record.take(state: stateJSON, version: seq, lastActive: lastActiveWallTime,
-                               loggedActions: actionLog?.take() ?? [])
+            return record.take(
+                state: stateJSON, version: seq, lastActive: lastActiveWallTime,
+                loggedActions: actionLog?.take() ?? [])
         }
     }
 

@@ -123,7 +123,10 @@ private struct JSONScanner {
                     depth += 1
                 case UInt8(ascii: "}"), UInt8(ascii: "]"):
                     depth -= 1
-                    if depth == 0 { index += 1; return true }
+                    if depth == 0 {
+                        index += 1
+                        return true
+                    }
                 default:
                     break
                 }
@@ -133,8 +136,12 @@ private struct JSONScanner {
         default:
             // A number, true, false or null: up to the next delimiter.
             let start = index
-            while index < bytes.count, ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"),
-                                         0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+            while index < bytes.count,
+                ![
+                    UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"),
+                    0x20, 0x09, 0x0A, 0x0D,
+                ].contains(bytes[index])
+            { index += 1 }
             return index > start
         }
     }

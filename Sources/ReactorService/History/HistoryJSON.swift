@@ -90,9 +90,11 @@ enum HistoryJSON {
 
     /// `status` (404, 422) for a state older than the history keeps, naming the oldest kept (`oldestVersion`).
     static func notKept(_ version: UInt64, oldest: UInt64, history: Int, status: Int) -> Response {
-        var response = Response.problem(status: status, detail: "the state at version \(version) is no longer kept: the "
-            + "oldest kept is version \(oldest) (--history keeps each session's newest \(history) events)")
-        response.body.removeLast()   // the document's closing brace: one member more
+        var response = Response.problem(
+            status: status,
+            detail: "the state at version \(version) is no longer kept: the "
+                + "oldest kept is version \(oldest) (--history keeps each session's newest \(history) events)")
+        response.body.removeLast()  // the document's closing brace: one member more
         response.body.append(contentsOf: #","oldestVersion":"#.utf8)
         StateJSONEncoder.appendUnsigned(oldest, into: &response.body)
         response.body.append(UInt8(ascii: "}"))

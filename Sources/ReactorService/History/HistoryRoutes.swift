@@ -25,8 +25,9 @@ extension RouteTable {
                 }
             } else {
                 page = context.sessions.loaded.map { session in
-                    SessionSummary(id: session.id, kind: session.kind, owner: session.owner,
-                                   version: session.hub.snapshot.version, createdAt: 0, lastActive: 0)
+                    SessionSummary(
+                        id: session.id, kind: session.kind, owner: session.owner,
+                        version: session.hub.snapshot.version, createdAt: 0, lastActive: 0)
                 }.filter { after.utf8.lexicographicallyPrecedes($0.id.utf8) }
                     .sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
                     .prefix(limit).map { $0 }
@@ -40,7 +41,7 @@ extension RouteTable {
                 if let format = request.query["format"], format != "ndjson", format != "json" {
                     return .response(.problem(status: 400, detail: "query parameter 'format' must be json or ndjson"))
                 }
-                var after: UInt64?   // nil: from the first entry, those at version 0 included
+                var after: UInt64?  // nil: from the first entry, those at version 0 included
                 if let text = request.query["after"] {
                     switch Self.version(text, named: "query parameter 'after'") {
                     case let .success(found): after = found
@@ -111,8 +112,9 @@ extension RouteTable {
         add(.POST, "/sessions/{id}/fork") { request in
             // A repeat of a fork whose session has gone since still gets its answer.
             let kept = { (principal: Principal?) in
-                Self.keptAnswer(request, principal, .fork, session: request.pathParameters["id"] ?? "",
-                                body: request.body[...], context)
+                Self.keptAnswer(
+                    request, principal, .fork, session: request.pathParameters["id"] ?? "",
+                    body: request.body[...], context)
             }
             return Self.withReadableSession(request, context, keptWhenUnknown: kept) { session, principal in
                 var version: UInt64?
@@ -124,7 +126,8 @@ extension RouteTable {
                     }
                 }
                 guard let factory = context.registry.factory(for: session.kind) else {
-                    return .response(.problem(status: 409, detail: "this server no longer has the reactor '\(session.kind)'"))
+                    return .response(
+                        .problem(status: 409, detail: "this server no longer has the reactor '\(session.kind)'"))
                 }
                 // Under an Idempotency-Key, a repeat gets the first fork back instead of a second one
                 // (first: the version it forked may be gone from the history since).
@@ -141,7 +144,8 @@ extension RouteTable {
                 case let .success(found): json = found
                 case let .failure(refusal): return .response(refusal.response)
                 }
-                return Self.open(session.kind, factory, for: principal, request, ticket: ticket, restoring: json, context)
+                return Self.open(
+                    session.kind, factory, for: principal, request, ticket: ticket, restoring: json, context)
             }
         }
     }
@@ -159,9 +163,11 @@ extension RouteTable {
     /// Runs `body` with the session the path names, once the caller may read it; forwards the
     /// request to the node holding it (cluster mode).
     /// `keptWhenUnknown`: the answer kept under the request's key, for a session that is gone.
-    private static func withReadableSession(_ request: Request, _ context: ServiceContext,
-                                            keptWhenUnknown: (Principal?) -> Response? = { _ in nil },
-                                            _ body: (any Session, Principal?) -> Reply) -> Reply {
+    private static func withReadableSession(
+        _ request: Request, _ context: ServiceContext,
+        keptWhenUnknown: (Principal?) -> Response? = { _ in nil },
+        _ body: (any Session, Principal?) -> Reply
+    ) -> Reply {
         let reader: (principal: Principal?, isAdmin: Bool)
         switch context.access.authenticateReader(request) {
         case let .success(found): reader = found
@@ -184,8 +190,10 @@ extension RouteTable {
 
     /// The state `session` had at `version`, or the problem that says why it cannot be had:
     /// `missing` (404, 422) for a version the session does not have (or no longer keeps).
-    private static func state(of session: any Session, at version: UInt64, _ context: ServiceContext,
-                              missing: Int) -> Result<[UInt8], Refused> {
+    private static func state(
+        of session: any Session, at version: UInt64, _ context: ServiceContext,
+        missing: Int
+    ) -> Result<[UInt8], Refused> {
         let found: StateAtVersion
         if let engine = context.persistence?.engine {
             do throws(StoreError) {
@@ -199,11 +207,17 @@ extension RouteTable {
         switch found {
         case let .found(json): return .success(json)
         case let .notRetained(oldest):
-            return .failure(Refused(HistoryJSON.notKept(version, oldest: oldest, history: context.configuration.historyLength,
-                                                        status: missing)))
+            return .failure(
+                Refused(
+                    HistoryJSON.notKept(
+                        version, oldest: oldest, history: context.configuration.historyLength,
+                        status: missing)))
         case let .notYet(current):
-            return .failure(Refused(.problem(status: missing,
-                                             detail: "version \(version) does not exist: the session is at version \(current)")))
+            return .failure(
+                Refused(
+                    .problem(
+                        status: missing,
+                        detail: "version \(version) does not exist: the session is at version \(current)")))
         case .noSession:
             return .failure(Refused(Problems.session(.unknown)))
         }
@@ -212,8 +226,12 @@ extension RouteTable {
     private static func limit(of request: Request) -> Result<Int, Refused> {
         guard let text = request.query["limit"] else { return .success(HistoryJSON.defaultPage) }
         guard let limit: Int = wholeNumber(text), limit >= 1, limit <= HistoryJSON.largestPage else {
-            return .failure(Refused(.problem(status: 400, detail: "query parameter 'limit' must be a whole number from 1 to "
-                + "\(HistoryJSON.largestPage)")))
+            return .failure(
+                Refused(
+                    .problem(
+                        status: 400,
+                        detail: "query parameter 'limit' must be a whole number from 1 to "
+                            + "\(HistoryJSON.largestPage)")))
         }
         return .success(limit)
     }
@@ -227,7 +245,9 @@ extension RouteTable {
 
     /// Decimal digits only: Swift's own parse also takes a sign.
     private static func wholeNumber<Number: FixedWidthInteger>(_ text: String) -> Number? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+            return nil
+        }
         return Number(text)
     }
 }

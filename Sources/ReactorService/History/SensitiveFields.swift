@@ -41,11 +41,12 @@ enum SensitiveFields {
             out.append(contentsOf: json[start..<index])
             var colon = index
             JSONScan.skipSpace(json, &colon)
-            guard colon < json.endIndex, json[colon] == UInt8(ascii: ":"), names.contains(memberName(json[start..<index]))
+            guard colon < json.endIndex, json[colon] == UInt8(ascii: ":"),
+                names.contains(memberName(json[start..<index]))
             else { continue }
             var value = colon + 1
             JSONScan.skipSpace(json, &value)
-            out.append(contentsOf: json[index..<value])   // the space and the ':' as sent
+            out.append(contentsOf: json[index..<value])  // the space and the ':' as sent
             guard JSONScan.skipValue(json, &value) else { break }
             out.append(contentsOf: redacted)
             index = value

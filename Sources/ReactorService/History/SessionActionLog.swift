@@ -49,12 +49,15 @@ final class SessionActionLog {
     /// changed nothing, this one, the version it ran at).
     func end(_ source: ActionSource, version: UInt64, redacting sensitive: Set<String>) {
         guard running != 0 else { return }
-        let number = running, firstVersion = runningFirstVersion == 0 ? nil : runningFirstVersion
+        let number = running
+        let firstVersion = runningFirstVersion == 0 ? nil : runningFirstVersion
         let version = firstVersion == nil ? version : runningLastVersion
         running = 0
         let json = sensitive.isEmpty ? Array(source.json) : SensitiveFields.redacting(sensitive, in: source.json)
-        insert(LoggedAction(number: number, cause: .action, firstVersion: firstVersion, version: version, json: json,
-                            subject: source.subject, idempotencyKey: source.idempotencyKey, time: WallClock.now))
+        insert(
+            LoggedAction(
+                number: number, cause: .action, firstVersion: firstVersion, version: version, json: json,
+                subject: source.subject, idempotencyKey: source.idempotencyKey, time: WallClock.now))
     }
 
     /// Events `first...last` were made, with `cause`.
@@ -67,8 +70,10 @@ final class SessionActionLog {
         let kind: LoggedAction.Cause = cause == Self.userCause ? .user : .effect
         let origin = kind == .effect && cause & ~0xFFFF_FFFF == tagBase ? number(ofTag: cause) : nil
         lastNumber += 1
-        insert(LoggedAction(number: lastNumber, cause: kind, origin: origin, firstVersion: first, version: last,
-                            time: WallClock.now))
+        insert(
+            LoggedAction(
+                number: lastNumber, cause: kind, origin: origin, firstVersion: first, version: last,
+                time: WallClock.now))
     }
 
     /// The entries written since the last take (durable store).

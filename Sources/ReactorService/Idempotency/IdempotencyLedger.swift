@@ -32,7 +32,12 @@ final class IdempotencyLedger: Sendable {
         /// The key's run is over: its answer (kept, if it is to be) is about to be given. Only
         /// the first call counts, so it never frees a later run of the same key.
         func finish() {
-            guard finished.withLock({ done in defer { done = true }; return !done }) else { return }
+            guard
+                finished.withLock({ done in
+                    defer { done = true }
+                    return !done
+                })
+            else { return }
             ledger.running.withLock { $0[request.id] = nil }
         }
 
@@ -88,8 +93,11 @@ final class IdempotencyLedger: Sendable {
         if let runningDigest {
             guard runningDigest == request.digest else { return .answer(mismatch(request)) }
             metrics.conflicts.increment()
-            return .answer(.problem(status: 409, detail: "a request with this \(IdempotentRequest.header) is still "
-                + "running; retry once it is answered", headers: HTTPHeaders([("Retry-After", "1")])))
+            return .answer(
+                .problem(
+                    status: 409,
+                    detail: "a request with this \(IdempotentRequest.header) is still "
+                        + "running; retry once it is answered", headers: HTTPHeaders([("Retry-After", "1")])))
         }
         let ticket = Ticket(request, self)
         let found: StoredAnswer?
@@ -135,8 +143,10 @@ final class IdempotencyLedger: Sendable {
 
     private func mismatch(_ request: IdempotentRequest) -> Response {
         metrics.mismatches.increment()
-        return .problem(status: 422, detail: "this \(IdempotentRequest.header) was used for another request (another "
-            + "route, session or body); a key names one request: send a new key for a new request")
+        return .problem(
+            status: 422,
+            detail: "this \(IdempotentRequest.header) was used for another request (another "
+                + "route, session or body); a key names one request: send a new key for a new request")
     }
 }
 
@@ -154,15 +164,19 @@ struct IdempotencyMetrics: Sendable {
     let stored: Gauge
 
     init(registry: MetricsRegistry) {
-        replays = registry.makeCounter(name: "reactord_idempotent_replays_total",
-                                       help: "Requests answered with the answer kept under their Idempotency-Key.")
+        replays = registry.makeCounter(
+            name: "reactord_idempotent_replays_total",
+            help: "Requests answered with the answer kept under their Idempotency-Key.")
         let conflicts = "Requests refused for their Idempotency-Key: 409 while the first runs, 422 for another request."
-        self.conflicts = registry.makeCounter(name: "reactord_idempotency_conflicts_total", help: conflicts,
-                                              labels: [("status", "409")])
-        mismatches = registry.makeCounter(name: "reactord_idempotency_conflicts_total", help: conflicts,
-                                          labels: [("status", "422")])
-        stored = registry.makeGauge(name: "reactord_idempotency_keys_stored",
-                                    help: "Answers kept under Idempotency-Keys (with a durable store, counted once a minute).")
+        self.conflicts = registry.makeCounter(
+            name: "reactord_idempotency_conflicts_total", help: conflicts,
+            labels: [("status", "409")])
+        mismatches = registry.makeCounter(
+            name: "reactord_idempotency_conflicts_total", help: conflicts,
+            labels: [("status", "422")])
+        stored = registry.makeGauge(
+            name: "reactord_idempotency_keys_stored",
+            help: "Answers kept under Idempotency-Keys (with a durable store, counted once a minute).")
         stored.set(0)
     }
 }

@@ -32,8 +32,10 @@ struct IdempotentRequest: Sendable {
     }
 
     /// `body`: read only when the request has a key.
-    static func read(_ request: Request, scope: String, kind: Kind, session: String = "",
-                     body: @autoclosure () -> ArraySlice<UInt8> = []) -> Reading {
+    static func read(
+        _ request: Request, scope: String, kind: Kind, session: String = "",
+        body: @autoclosure () -> ArraySlice<UInt8> = []
+    ) -> Reading {
         var values = request.headers.values(header)
         var isForwarders = false
         if values.isEmpty {
@@ -42,11 +44,15 @@ struct IdempotentRequest: Sendable {
         }
         guard let key = values.first else { return .none }
         guard values.count == 1 else {
-            return .malformed(.problem(status: 400, detail: "header \(header) is sent \(values.count) times; send it once"))
+            return .malformed(
+                .problem(status: 400, detail: "header \(header) is sent \(values.count) times; send it once"))
         }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            return .malformed(.problem(status: 400, detail: "header \(header) must be 1 to 255 visible ASCII characters "
-                + "(no spaces), e.g. a UUID; got \(key.utf8.count) bytes"))
+            return .malformed(
+                .problem(
+                    status: 400,
+                    detail: "header \(header) must be 1 to 255 visible ASCII characters "
+                        + "(no spaces), e.g. a UUID; got \(key.utf8.count) bytes"))
         }
         var text = Array("\(kind.rawValue)\n\(session)\n".utf8)
         JSONWhitespace.appendStripped(body(), to: &text)
@@ -77,7 +83,7 @@ enum JSONWhitespace {
             let byte = json[index]
             index += 1
             if byte == UInt8(ascii: "\"") {
-                _ = JSONScan.skipString(json, &index)   // one left open runs to the end, kept as sent
+                _ = JSONScan.skipString(json, &index)  // one left open runs to the end, kept as sent
                 out.append(contentsOf: json[start..<index])
             } else if !JSONScan.isSpace(byte) {
                 out.append(byte)

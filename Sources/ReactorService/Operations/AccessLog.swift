@@ -62,7 +62,8 @@ struct AccessLog: Sendable {
 
     /// The same fields as `record`'s metadata, as one value.
     func line(_ request: Request, route: String, reply: Reply, nanoseconds: UInt64) -> AccessLine {
-        var line = AccessLine(method: request.method.rawValue, path: request.path, route: route, nanoseconds: nanoseconds)
+        var line = AccessLine(
+            method: request.method.rawValue, path: request.path, route: route, nanoseconds: nanoseconds)
         if !request.query.isEmpty { line.query = Self.redactedQuery(request.query) }
         line.peer = request.client
         if let peer = request.peer, peer != request.client { line.via = peer }
@@ -72,7 +73,7 @@ struct AccessLog: Sendable {
             line.status = .code(response.status)
             line.bytes = response.body.count
             if line.session == nil, let range = Self.sessionRange(in: response.body) {
-                line.session = .utf8(response.body[range])   // no String made: the line copies the bytes
+                line.session = .utf8(response.body[range])  // no String made: the line copies the bytes
             }
         case .eventStream:
             line.status = .code(200)

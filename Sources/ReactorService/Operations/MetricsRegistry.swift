@@ -16,8 +16,10 @@ final class MetricsRegistry: Sendable {
         series(name, help, .gauge, labels) { Gauge() }
     }
 
-    func makeDurationHistogram(name: String, help: String, labels: [(String, String)] = [],
-                               buckets: [Duration]) -> DurationHistogram {
+    func makeDurationHistogram(
+        name: String, help: String, labels: [(String, String)] = [],
+        buckets: [Duration]
+    ) -> DurationHistogram {
         series(name, help, .histogram, labels) { DurationHistogram(buckets: buckets) }
     }
 
@@ -30,15 +32,20 @@ final class MetricsRegistry: Sendable {
         return Array(text.utf8)
     }
 
-    private func series<Metric: ExposedMetric>(_ name: String, _ help: String, _ kind: MetricFamily.Kind,
-                                               _ labels: [(String, String)], make: () -> Metric) -> Metric {
+    private func series<Metric: ExposedMetric>(
+        _ name: String, _ help: String, _ kind: MetricFamily.Kind,
+        _ labels: [(String, String)], make: () -> Metric
+    ) -> Metric {
         let labelText = ExpositionText.labels(labels)
         return families.withLock { families in
-            let index = families.firstIndex { $0.name == name } ?? {
-                families.append(MetricFamily(name: name, help: help, kind: kind))
-                return families.count - 1
-            }()
-            precondition(families[index].kind == kind, "metric \(name) made as both \(families[index].kind) and \(kind)")
+            let index =
+                families.firstIndex { $0.name == name }
+                ?? {
+                    families.append(MetricFamily(name: name, help: help, kind: kind))
+                    return families.count - 1
+                }()
+            precondition(
+                families[index].kind == kind, "metric \(name) made as both \(families[index].kind) and \(kind)")
             if let existing = families[index].series.first(where: { $0.labels == labelText }) {
                 return existing.metric as! Metric
             }

@@ -16,12 +16,15 @@ final class ProcessMetrics: Sendable {
     private let cpuSecondsCounted = Locked<Double>(0)
 
     init(registry: MetricsRegistry) {
-        residentMemory = registry.makeGauge(name: "process_resident_memory_bytes", help: "Resident memory size in bytes.")
+        residentMemory = registry.makeGauge(
+            name: "process_resident_memory_bytes", help: "Resident memory size in bytes.")
         virtualMemory = registry.makeGauge(name: "process_virtual_memory_bytes", help: "Virtual memory size in bytes.")
         openFDs = registry.makeGauge(name: "process_open_fds", help: "Number of open file descriptors.")
         maxFDs = registry.makeGauge(name: "process_max_fds", help: "Maximum number of open file descriptors.")
-        cpuSeconds = registry.makeCounter(name: "process_cpu_seconds_total", help: "Total user and system CPU time spent in seconds.")
-        startTime = registry.makeGauge(name: "process_start_time_seconds", help: "Start time of the process since unix epoch in seconds.")
+        cpuSeconds = registry.makeCounter(
+            name: "process_cpu_seconds_total", help: "Total user and system CPU time spent in seconds.")
+        startTime = registry.makeGauge(
+            name: "process_start_time_seconds", help: "Start time of the process since unix epoch in seconds.")
         startTime.set(Self.startTimeSeconds() ?? 0)
         update()
     }
@@ -29,7 +32,8 @@ final class ProcessMetrics: Sendable {
     func update() {
         let pageSize = Double(sysconf(Int32(_SC_PAGESIZE)))
         if let statm = Self.read("/proc/self/statm")?.split(separator: " "), statm.count >= 2,
-           let pages = Double(statm[0]), let resident = Double(statm[1]) {
+            let pages = Double(statm[0]), let resident = Double(statm[1])
+        {
             virtualMemory.set(pages * pageSize)
             residentMemory.set(resident * pageSize)
         }
@@ -38,7 +42,8 @@ final class ProcessMetrics: Sendable {
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 { maxFDs.set(Double(limit.rlim_cur)) }
         var usage = rusage()
         if getrusage(RUSAGE_SELF.rawValue, &usage) == 0 {
-            let total = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            let total =
+                Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
                 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
             // A Prometheus counter only goes up: add what was spent since the last reading.
             let delta = cpuSecondsCounted.withLock { counted -> Double in
@@ -56,8 +61,9 @@ final class ProcessMetrics: Sendable {
         // The fields after "(comm)": state is field 3, starttime field 22.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 19, let ticks = Double(fields[19]),
-              let line = read("/proc/stat")?.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
-              let boot = Double(line.dropFirst(6)) else { return nil }
+            let line = read("/proc/stat")?.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+            let boot = Double(line.dropFirst(6))
+        else { return nil }
         return boot + ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 

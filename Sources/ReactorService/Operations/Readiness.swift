@@ -51,14 +51,18 @@ extension RouteTable {
         let context = context
         add(.GET, "/readyz") { _ in
             if let reason = context.readiness.notReadyReason(stopping: context.isStopping) {
-                return .response(.problem(status: 503, detail: "not ready: \(reason)",
-                                          headers: HTTPHeaders([("Retry-After", "1")])))
+                return .response(
+                    .problem(
+                        status: 503, detail: "not ready: \(reason)",
+                        headers: HTTPHeaders([("Retry-After", "1")])))
             }
             let checks = context.readiness.names.map { ($0, JSONText.string("ok")) }
-            return .response(.json(JSONText.object([
-                ("status", JSONText.string("ready")),
-                ("checks", JSONText.object(checks)),
-            ])))
+            return .response(
+                .json(
+                    JSONText.object([
+                        ("status", JSONText.string("ready")),
+                        ("checks", JSONText.object(checks)),
+                    ])))
         }
     }
 }

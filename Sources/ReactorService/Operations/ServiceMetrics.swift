@@ -34,18 +34,26 @@ final class ServiceMetrics: Sendable {
 
     init() {
         sessions = registry.makeGauge(name: "reactord_sessions", help: "Sessions loaded in memory now.")
-        storedSessions = registry.makeGauge(name: "reactord_sessions_stored",
-                                            help: "Sessions in the durable store, loaded or not (0 with the memory store).")
-        loads = registry.makeCounter(name: "reactord_session_loads_total", help: "Sessions loaded from the durable store.")
-        loadSeconds = registry.makeDurationHistogram(name: "reactord_session_load_duration_seconds",
-                                                     help: "Time to load a session from the durable store.",
-                                                     buckets: Self.durationBuckets)
+        storedSessions = registry.makeGauge(
+            name: "reactord_sessions_stored",
+            help: "Sessions in the durable store, loaded or not (0 with the memory store).")
+        loads = registry.makeCounter(
+            name: "reactord_session_loads_total", help: "Sessions loaded from the durable store.")
+        loadSeconds = registry.makeDurationHistogram(
+            name: "reactord_session_load_duration_seconds",
+            help: "Time to load a session from the durable store.",
+            buckets: Self.durationBuckets)
         let unloads = "Sessions unloaded from memory (still stored), by why: idle past --unload-after, or to make room."
-        idleUnloads = registry.makeCounter(name: "reactord_session_unloads_total", help: unloads, labels: [("reason", "idle")])
-        memoryUnloads = registry.makeCounter(name: "reactord_session_unloads_total", help: unloads, labels: [("reason", "memory")])
+        idleUnloads = registry.makeCounter(
+            name: "reactord_session_unloads_total", help: unloads, labels: [("reason", "idle")])
+        memoryUnloads = registry.makeCounter(
+            name: "reactord_session_unloads_total", help: unloads, labels: [("reason", "memory")])
         subscribers = registry.makeGauge(name: "reactord_subscribers", help: "Event-stream subscribers connected now.")
-        eventsDelivered = registry.makeCounter(name: "reactord_events_delivered_total", help: "Events queued on subscriber streams.")
-        slowConsumersDropped = registry.makeCounter(name: "reactord_slow_consumers_dropped_total", help: "Event streams closed because their client read too slowly (queue over its limit).")
+        eventsDelivered = registry.makeCounter(
+            name: "reactord_events_delivered_total", help: "Events queued on subscriber streams.")
+        slowConsumersDropped = registry.makeCounter(
+            name: "reactord_slow_consumers_dropped_total",
+            help: "Event streams closed because their client read too slowly (queue over its limit).")
         process = ProcessMetrics(registry: registry)
         sessions.set(0)
         subscribers.set(0)
@@ -68,7 +76,10 @@ final class ServiceMetrics: Sendable {
         let index = Self.outcomes.firstIndex(of: outcome)!
         let counter = actionCounters.withLock { counters -> Counter in
             if let counter = counters[kind]?[index] { return counter }
-            let counter = registry.makeCounter(name: "reactord_actions_total", help: "Actions received, by reactor kind and outcome (applied, or why not).", labels: [("reactor", kind), ("outcome", outcome.rawValue)])
+            let counter = registry.makeCounter(
+                name: "reactord_actions_total",
+                help: "Actions received, by reactor kind and outcome (applied, or why not).",
+                labels: [("reactor", kind), ("outcome", outcome.rawValue)])
             counters[kind, default: Array(repeating: nil, count: Self.outcomes.count)][index] = counter
             return counter
         }
@@ -104,12 +115,14 @@ final class ServiceMetrics: Sendable {
 
     /// One request refused for its credentials, by reason (a fixed set: see the type's comment).
     func countAuthFailure(_ reason: String) {
-        counter("reactord_auth_failures_total", "Requests refused for their credentials, by reason.", "reason", reason).increment()
+        counter("reactord_auth_failures_total", "Requests refused for their credentials, by reason.", "reason", reason)
+            .increment()
     }
 
     /// One 429, by the limit that answered it.
     func countLimited(_ limit: String) {
-        counter("reactord_limited_total", "Requests answered 429, by the limit that refused them.", "limit", limit).increment()
+        counter("reactord_limited_total", "Requests answered 429, by the limit that refused them.", "limit", limit)
+            .increment()
     }
 
     private func counter(_ name: String, _ help: String, _ label: String, _ value: String) -> Counter {
@@ -144,8 +157,14 @@ final class ServiceMetrics: Sendable {
                 if let made = byClass[index] { return made }
                 let labels = [("method", method), ("route", route), ("status_class", "\(index + 1)xx")]
                 let made = (
-                    count: registry.makeCounter(name: "reactord_http_requests_total", help: "HTTP requests answered, by method, route pattern and status class.", labels: labels),
-                    duration: registry.makeDurationHistogram(name: "reactord_http_request_duration_seconds", help: "Time the handler took to answer, by method, route pattern and status class.", labels: labels, buckets: ServiceMetrics.durationBuckets))
+                    count: registry.makeCounter(
+                        name: "reactord_http_requests_total",
+                        help: "HTTP requests answered, by method, route pattern and status class.", labels: labels),
+                    duration: registry.makeDurationHistogram(
+                        name: "reactord_http_request_duration_seconds",
+                        help: "Time the handler took to answer, by method, route pattern and status class.",
+                        labels: labels, buckets: ServiceMetrics.durationBuckets)
+                )
                 byClass[index] = made
                 return made
             }
@@ -173,12 +192,16 @@ final class ServiceMetrics: Sendable {
     func setCensus(_ census: [String: (sessions: Int, subscribers: Int)], kinds: [String]) {
         kindGauges.withLock { gauges in
             for kind in Set(kinds).union(census.keys).sorted() {
-                let pair = gauges[kind] ?? (
-                    registry.makeGauge(name: "reactord_reactor_sessions", help: "Sessions open now, by reactor kind.",
-                                       labels: [("reactor", kind)]),
-                    registry.makeGauge(name: "reactord_reactor_subscribers",
-                                       help: "Event-stream subscribers connected now, by reactor kind.",
-                                       labels: [("reactor", kind)]))
+                let pair =
+                    gauges[kind] ?? (
+                        registry.makeGauge(
+                            name: "reactord_reactor_sessions", help: "Sessions open now, by reactor kind.",
+                            labels: [("reactor", kind)]),
+                        registry.makeGauge(
+                            name: "reactord_reactor_subscribers",
+                            help: "Event-stream subscribers connected now, by reactor kind.",
+                            labels: [("reactor", kind)])
+                    )
                 gauges[kind] = pair
                 let counts = census[kind] ?? (0, 0)
                 pair.sessions.set(Double(counts.sessions))

@@ -9,12 +9,14 @@ struct SlowConsumers: Sendable {
     let logger: Logger
 
     func watch(_ stream: EventStream, kind: String) {
-        let metrics = metrics, logger = logger
+        let metrics = metrics
+        let logger = logger
         stream.onClose { reason in
             guard reason == .overflow else { return }
             metrics.slowConsumersDropped.increment()
-            logger.notice("slow consumer dropped: its event stream's queue passed the limit",
-                          metadata: ["reactor": "\(kind)"])
+            logger.notice(
+                "slow consumer dropped: its event stream's queue passed the limit",
+                metadata: ["reactor": "\(kind)"])
         }
     }
 }

@@ -1,11 +1,12 @@
+import ConcurrencyPrimitives
+import MicroHTTP
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ConcurrencyPrimitives
-import MicroHTTP
-import ReactorStore
 
 /// A session with changes the store has not got yet (its hub, in practice).
 protocol Journaled: AnyObject, Sendable {
@@ -118,8 +119,10 @@ final class Journal: Sendable {
         }
     }
 
-    private func commit(_ entries: [any Journaled], _ explicit: [StoreChange],
-                        _ waiting: [(session: String?, completion: Completion)]) {
+    private func commit(
+        _ entries: [any Journaled], _ explicit: [StoreChange],
+        _ waiting: [(session: String?, completion: Completion)]
+    ) {
         var batch: [StoreChange] = []
         var written: [(entry: any Journaled, session: String)] = []
         batch.reserveCapacity(entries.count + explicit.count)

@@ -1,13 +1,14 @@
+import ConcurrencyPrimitives
+import Dispatch
+import Logging
+import ReactorCore
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReactorCore
-import Dispatch
-import Logging
-import ReactorStore
-import ConcurrencyPrimitives
 
 /// Why a session cannot be served.
 enum SessionLookupError: Error {
@@ -61,27 +62,34 @@ final class Persistence: Sendable {
         self.engine = engine
         self.historyLength = historyLength
         failures = StoreFailureLog(logger: logger)
-        journal = Journal(engine: engine, historyLength: historyLength, actionLogLength: actionLogLength,
-                          failures: failures)
+        journal = Journal(
+            engine: engine, historyLength: historyLength, actionLogLength: actionLogLength,
+            failures: failures)
     }
 
     /// The session `key` from the store, loaded into `context.sessions`; the loaded one if
     /// another request brought it back first. `onlyAtThisAddress`: in a cluster, only when the
     /// store names this node's address as its holder's (see `ClusterStore.claim`).
-    func restore(_ key: SessionKey, into context: ServiceContext,
-                 onlyAtThisAddress: Bool = false) -> Result<any Session, SessionLookupError> {
+    func restore(
+        _ key: SessionKey, into context: ServiceContext,
+        onlyAtThisAddress: Bool = false
+    ) -> Result<any Session, SessionLookupError> {
         var expired = false
         let started = ProcessClock.now
         let result = restoring.withLock { state in
             restoreLocked(key, into: context, onlyAtThisAddress: onlyAtThisAddress, expired: &expired, state: &state)
         }
-        if expired { writeDeletes(of: [key], idleBefore: WallClock.now - context.configuration.sessionTTL, from: context) }
+        if expired {
+            writeDeletes(of: [key], idleBefore: WallClock.now - context.configuration.sessionTTL, from: context)
+        }
         if case .success = result { context.metrics.loadSeconds.record(ProcessClock.now - started) }
         return result
     }
 
-    private func restoreLocked(_ key: SessionKey, into context: ServiceContext, onlyAtThisAddress: Bool,
-                               expired: inout Bool, state: inout Restoring) -> Result<any Session, SessionLookupError> {
+    private func restoreLocked(
+        _ key: SessionKey, into context: ServiceContext, onlyAtThisAddress: Bool,
+        expired: inout Bool, state: inout Restoring
+    ) -> Result<any Session, SessionLookupError> {
         let id = key.string
         if let loaded = context.sessions.session(id) { return .success(loaded) }
         if state.tombstones.contains(key) { return .failure(.unknown) }
@@ -110,14 +118,16 @@ final class Persistence: Sendable {
         guard let stored else { return .failure(.unknown) }
         let ttl = context.configuration.sessionTTL
         if ttl > 0 && WallClock.now - stored.lastActive > ttl {
-            state.tombstones.insert(key)   // it expired while the server was down: deleted once unlocked
+            state.tombstones.insert(key)  // it expired while the server was down: deleted once unlocked
             expired = true
             return .failure(.unknown)
         }
         guard let factory = context.registry.factory(for: stored.kind) else {
             context.cluster?.store.release([id])
-            return .failure(unrestorable(key, context, "its reactor kind '\(stored.kind)' is not served by this server",
-                                         state: &state))
+            return .failure(
+                unrestorable(
+                    key, context, "its reactor kind '\(stored.kind)' is not served by this server",
+                    state: &state))
         }
         guard context.reservePlace(restoring: true) else {
             context.cluster?.store.release([id])
@@ -133,8 +143,10 @@ final class Persistence: Sendable {
             context.sessions.cancelReservation()
             hub.end(reason: nil)
             context.cluster?.store.release([id])
-            return .failure(unrestorable(key, context, "its stored state no longer decodes as the reactor's State: \(error)",
-                                         state: &state))
+            return .failure(
+                unrestorable(
+                    key, context, "its stored state no longer decodes as the reactor's State: \(error)",
+                    state: &state))
         }
     }
 
@@ -153,10 +165,13 @@ final class Persistence: Sendable {
     /// committed, ends it with `event: end` and `reason`. When the delete fails the session
     /// stays stored, and is unloaded to come back on its next use. `answer`: the request's answer
     /// kept under its idempotency key, written in the same transaction.
-    func delete(_ session: any Session, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
-                then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }) {
+    func delete(
+        _ session: any Session, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
+        then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }
+    ) {
         restoring.withLock { _ = $0.tombstones.insert(session.key) }
-        journal.write([.delete(id: session.id, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) { [self] failure in
+        journal.write([.delete(id: session.id, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) {
+            [self] failure in
             restoring.withLock { _ = $0.tombstones.remove(session.key) }
             if failure != nil {
                 context.end(session, reason: nil)
@@ -201,8 +216,10 @@ final class Persistence: Sendable {
     /// Deletes stored sessions already tombstoned, outside the restore lock: a journal that has
     /// stopped answers at once, and the answer takes the lock. `group` is left once all are done.
     /// `idleBefore`: the expiry's cutoff, which the store checks again (a session used since stays).
-    private func writeDeletes(of keys: [SessionKey], idleBefore: Double, from context: ServiceContext,
-                              group: DispatchGroup? = nil) {
+    private func writeDeletes(
+        of keys: [SessionKey], idleBefore: Double, from context: ServiceContext,
+        group: DispatchGroup? = nil
+    ) {
         for key in keys {
             group?.enter()
             journal.write([.delete(id: key.string, reason: "expired", idleBefore: idleBefore)]) { [self] failure in
@@ -214,13 +231,17 @@ final class Persistence: Sendable {
     }
 
     /// `logged`: the reason as the log gets it, when it says more than a client may read.
-    private func unrestorable(_ key: SessionKey, _ context: ServiceContext, _ reason: String,
-                              logged: String? = nil, state: inout Restoring) -> SessionLookupError {
+    private func unrestorable(
+        _ key: SessionKey, _ context: ServiceContext, _ reason: String,
+        logged: String? = nil, state: inout Restoring
+    ) -> SessionLookupError {
         // Logged once per session and run: a client retrying must not flood the log.
         if state.reported.insert(key).inserted {
-            context.logger.error("a stored session cannot be restored", metadata: [
-                "session": "\(key.string)", "reason": "\(logged ?? reason)",
-            ])
+            context.logger.error(
+                "a stored session cannot be restored",
+                metadata: [
+                    "session": "\(key.string)", "reason": "\(logged ?? reason)",
+                ])
         }
         return .cannotRestore(reason)
     }

@@ -1,3 +1,5 @@
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -6,7 +8,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import ReactorStore
 
 /// A durable session's side of its hub: its identity in the store, what clients may see
 /// (the last committed state), and the events the journal has not committed yet. Guarded by
@@ -79,12 +80,14 @@ final class SessionRecord {
         self.answers = []
         let stale = isNew || activityDue || lastActive - storedLastActive > activityResolution
         activityDue = false
-        inFlight = InFlight(events: inFlightEvents, seq: version, json: state, lastActive: stale ? lastActive : nil,
-                            waiters: pendingWaiters)
+        inFlight = InFlight(
+            events: inFlightEvents, seq: version, json: state, lastActive: stale ? lastActive : nil,
+            waiters: pendingWaiters)
         pendingWaiters = []
-        return SessionWrite(id: id, kind: kind, owner: owner, isNew: isNew, stateJSON: state, version: version,
-                            createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events,
-                            answers: answers, loggedActions: loggedActions)
+        return SessionWrite(
+            id: id, kind: kind, owner: owner, isNew: isNew, stateJSON: state, version: version,
+            createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events,
+            answers: answers, loggedActions: loggedActions)
     }
 
     /// The write in flight is durable: it becomes what clients see; returns it.
@@ -98,8 +101,10 @@ final class SessionRecord {
     }
 
     /// The write in flight was lost: everything pending goes with it.
-    func lose(_ reason: StoreError) -> (waiters: [Journal.Completion], handler: (@Sendable (Bool) -> Void)?,
-                                       neverStored: Bool) {
+    func lose(_ reason: StoreError) -> (
+        waiters: [Journal.Completion], handler: (@Sendable (Bool) -> Void)?,
+        neverStored: Bool
+    ) {
         lost = reason
         defer {
             inFlight = nil

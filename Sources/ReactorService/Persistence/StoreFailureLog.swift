@@ -1,7 +1,7 @@
-import ReactorCore
-import Logging
-import ReactorStore
 import ConcurrencyPrimitives
+import Logging
+import ReactorCore
+import ReactorStore
 
 /// Where store failures reach operators: clients read only a failure's `detail`, the log has
 /// its cause (the store's location, the database's own message). A failure is logged when it
@@ -24,7 +24,11 @@ final class StoreFailureLog: Sendable {
             last = (text, now)
             return true
         }
-        if due { logger.warning("the store failed \(doing); requests answer 503 (507 when full, 500 when damaged)", metadata: ["error": "\(text)"]) }
+        if due {
+            logger.warning(
+                "the store failed \(doing); requests answer 503 (507 when full, 500 when damaged)",
+                metadata: ["error": "\(text)"])
+        }
     }
 
     /// A commit went through: logged once after failures.

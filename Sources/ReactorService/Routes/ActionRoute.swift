@@ -1,9 +1,10 @@
+import MicroHTTP
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import MicroHTTP
 
 /// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up (or
 /// brought back from the store) as soon as its id is read, and its reactor's `Action` type
@@ -28,33 +29,42 @@ private struct ActionRequest: Decodable {
     /// errors name the problem; a session that cannot be used is the same error on both.
     /// `found`: the session, once its id was read and it may be used (for the metrics of an
     /// action that then fails to decode).
-    static func decode(_ body: [UInt8], _ context: ServiceContext, principal: Principal?, forwarded: Bool,
-                       userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder,
-                       found: inout (any Session)?) throws(RequestError) -> ActionRequest {
-        guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session") else {
+    static func decode(
+        _ body: [UInt8], _ context: ServiceContext, principal: Principal?, forwarded: Bool,
+        userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder,
+        found: inout (any Session)?
+    ) throws(RequestError) -> ActionRequest {
+        guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session")
+        else {
             return try RequestDecoding.decode(ActionRequest.self, from: body, with: decoder, userInfo: userInfo)
         }
         let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
         var mismatch: RequestJSONDecoder.IntegerMismatch?
-        if let run = envelope.decode("action", userInfo: userInfo, integerMismatch: &mismatch,
-                                     { try session.decodeAction(from: $0) }) {
+        if let run = envelope.decode(
+            "action", userInfo: userInfo, integerMismatch: &mismatch,
+            { try session.decodeAction(from: $0) })
+        {
             return ActionRequest(session: session, run: run)
         }
         // The action needs JSONDecoder (to decode, or to word its error), with the session found.
         let foundation = foundationDecoder(decoder.userInfo.merging([foundSessionKey: session]) { $1 })
-        return try RequestDecoding.decodeDeclined(ActionRequest.self, from: body, with: foundation, integerMismatch: mismatch)
+        return try RequestDecoding.decodeDeclined(
+            ActionRequest.self, from: body, with: foundation, integerMismatch: mismatch)
     }
 
     /// `POST /sessions/{id}/actions`: the session from the path, the body the action alone.
-    static func decode(action body: [UInt8], of id: String, _ context: ServiceContext, principal: Principal?,
-                       forwarded: Bool, userInfo: [CodingUserInfoKey: Any],
-                       found: inout (any Session)?) throws(RequestError) -> ActionRequest {
+    static func decode(
+        action body: [UInt8], of id: String, _ context: ServiceContext, principal: Principal?,
+        forwarded: Bool, userInfo: [CodingUserInfoKey: Any],
+        found: inout (any Session)?
+    ) throws(RequestError) -> ActionRequest {
         let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
         var info = userInfo
         info[foundSessionKey] = session
-        let action = try RequestDecoding.decode(BareAction.self, from: body, with: foundationDecoder(info), userInfo: info)
+        let action = try RequestDecoding.decode(
+            BareAction.self, from: body, with: foundationDecoder(info), userInfo: info)
         return ActionRequest(session: session, run: action.run)
     }
 
@@ -83,8 +93,10 @@ private struct ActionRequest: Decodable {
     }
 
     /// The session `id` names, if the caller may use it. `forwarded`: see `ServiceContext.session`.
-    private static func usable(_ id: String, _ context: ServiceContext, principal: Principal?,
-                               forwarded: Bool = false) throws(RequestError) -> any Session {
+    private static func usable(
+        _ id: String, _ context: ServiceContext, principal: Principal?,
+        forwarded: Bool = false
+    ) throws(RequestError) -> any Session {
         let session: any Session
         switch context.session(id, forwarded: forwarded) {
         case let .success(found): session = found
@@ -101,7 +113,9 @@ private struct ActionRequest: Decodable {
         if let found = decoder.userInfo[Self.foundSessionKey] as? any Session {
             session = found
         } else {
-            guard let context = decoder.userInfo[Self.contextKey] as? ServiceContext else { throw RequestError.unknownSession }
+            guard let context = decoder.userInfo[Self.contextKey] as? ServiceContext else {
+                throw RequestError.unknownSession
+            }
             session = try Self.usable(id, context, principal: decoder.userInfo[Self.principalKey] as? Principal)
         }
         run = try session.decodeAction(from: container.superDecoder(forKey: .action))
@@ -124,26 +138,32 @@ extension RouteTable {
             let action = { JSONWhitespace.member("action", of: request.body) ?? request.body[...] }
             return Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
                 principal, info, decoder, found throws(RequestError) in
-                try ActionRequest.decode(request.body, context, principal: principal, forwarded: request.isForwarded,
-                                         userInfo: info, decoder: decoder, found: &found)
+                try ActionRequest.decode(
+                    request.body, context, principal: principal, forwarded: request.isForwarded,
+                    userInfo: info, decoder: decoder, found: &found)
             }
         }
         add(.POST, "/sessions/{id}/actions") { request in
             Self.act(on: request, action: { request.body[...] }, context, userInfo: userInfo, decoder: decoder) {
                 principal, info, _, found throws(RequestError) in
-                try ActionRequest.decode(action: request.body, of: request.pathParameters["id"] ?? "", context,
-                                         principal: principal, forwarded: request.isForwarded, userInfo: info, found: &found)
+                try ActionRequest.decode(
+                    action: request.body, of: request.pathParameters["id"] ?? "", context,
+                    principal: principal, forwarded: request.isForwarded, userInfo: info, found: &found)
             }
         }
     }
 
-    private typealias ActionDecoding = (_ principal: Principal?, _ userInfo: [CodingUserInfoKey: Any], _ decoder: JSONDecoder,
-                                        _ found: inout (any Session)?) throws(RequestError) -> ActionRequest
+    private typealias ActionDecoding = (
+        _ principal: Principal?, _ userInfo: [CodingUserInfoKey: Any], _ decoder: JSONDecoder,
+        _ found: inout (any Session)?
+    ) throws(RequestError) -> ActionRequest
 
     /// `actionJSON`: the action as sent, read only when the request has an idempotency key or the
     /// session keeps an action log.
-    private static func act(on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
-                            userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder, _ decode: ActionDecoding) -> Reply {
+    private static func act(
+        on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
+        userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder, _ decode: ActionDecoding
+    ) -> Reply {
         guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
         var requestInfo = userInfo
         var requestDecoder = decoder
@@ -186,11 +206,15 @@ extension RouteTable {
                     }
                 }
                 let keep = ticket.map { ticket in
-                    { (snapshot: EventHub.Snapshot) in ticket.keep(SessionJSON.response(of: session, snapshot), session: session.id) }
+                    { (snapshot: EventHub.Snapshot) in
+                        ticket.keep(SessionJSON.response(of: session, snapshot), session: session.id)
+                    }
                 }
-                let source = context.configuration.actionLogLength > 0
-                    ? ActionSource(json: actionJSON(), subject: principal?.subject,
-                                   idempotencyKey: request.headers[IdempotentRequest.header])
+                let source =
+                    context.configuration.actionLogLength > 0
+                    ? ActionSource(
+                        json: actionJSON(), subject: principal?.subject,
+                        idempotencyKey: request.headers[IdempotentRequest.header])
                     : nil
                 outcome = action.run(ifMatch, keep, source)
                 attempts += 1
@@ -199,7 +223,7 @@ extension RouteTable {
             switch outcome {
             case let .applied(snapshot):
                 return Self.answer(afterCommitOf: session.hub, context) { [ticket] failure in
-                    ticket?.finish()   // before the answer: a repeat after it finds the key kept
+                    ticket?.finish()  // before the answer: a repeat after it finds the key kept
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
                     context.placeAfterRequest(request, for: session)
@@ -220,8 +244,11 @@ extension RouteTable {
             return Self.forward(request, to: address, context)
         } catch .unknownSession {
             // Deleted since: a repeat of an action it took still gets its answer.
-            let id = request.pathParameters["id"] ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session")
-            if let id, let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context) {
+            let id =
+                request.pathParameters["id"]
+                ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session")
+            if let id, let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)
+            {
                 return .response(kept)
             }
             return .response(Self.notApplied(Problems.body(.unknownSession), kind: nil, context))
@@ -234,8 +261,9 @@ extension RouteTable {
     /// kind (`unknown` before a session was found). Refusals MicroHTTP makes before the route
     /// runs are counted by `ServiceMetrics.countRefusal`.
     private static func notApplied(_ response: Response, kind: String?, _ context: ServiceContext) -> Response {
-        context.metrics.countAction(kind: kind ?? "unknown",
-                                    outcome: ServiceMetrics.actionOutcome(status: response.status) ?? .unavailable)
+        context.metrics.countAction(
+            kind: kind ?? "unknown",
+            outcome: ServiceMetrics.actionOutcome(status: response.status) ?? .unavailable)
         return response
     }
 }

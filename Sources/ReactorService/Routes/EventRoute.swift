@@ -1,10 +1,11 @@
 import Dispatch
+import MicroHTTP
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import MicroHTTP
 
 extension RouteTable {
     /// `GET /sessions/{id}/events`: the session's state and pulses as Server-Sent Events.
@@ -53,7 +54,9 @@ extension RouteTable {
                 // Unloaded (idle) since it was found: found again, which loads it; the same
                 // resume from the same store, so the stream cannot tell.
                 while !hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
-                    guard attempts < 3, case let .success(again) = Self.streamSource(id, context) else { return stream.close() }
+                    guard attempts < 3, case let .success(again) = Self.streamSource(id, context) else {
+                        return stream.close()
+                    }
                     hub = again.hub
                     attempts += 1
                 }
@@ -81,11 +84,15 @@ private struct StreamSource: Sendable {
 }
 
 extension RouteTable {
-    private static func streamSource(_ id: String, _ context: ServiceContext) -> Result<StreamSource, SessionLookupError> {
+    private static func streamSource(_ id: String, _ context: ServiceContext) -> Result<
+        StreamSource, SessionLookupError
+    > {
         switch context.session(id) {
         case let .success(session):
-            return .success(StreamSource(hub: session.hub, kind: session.kind, owner: session.owner,
-                                         stateFieldNames: { session.stateFieldNames() }))
+            return .success(
+                StreamSource(
+                    hub: session.hub, kind: session.kind, owner: session.owner,
+                    stateFieldNames: { session.stateFieldNames() }))
         case .failure(.heldElsewhere):
             guard let followers = context.cluster?.followers else { return .failure(.unknown) }
             return followers.hub(for: id).map { followed in

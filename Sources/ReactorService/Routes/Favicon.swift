@@ -17,16 +17,30 @@ enum Favicon {
         var out: [UInt8] = []
         out.reserveCapacity(22 + imageBytes)
         func le16(_ value: Int) { out += [UInt8(value & 0xFF), UInt8(value >> 8 & 0xFF)] }
-        func le32(_ value: Int) { le16(value & 0xFFFF); le16(value >> 16 & 0xFFFF) }
-        le16(0); le16(1); le16(1)                                  // reserved, type: icon, one image
-        out += [UInt8(size), UInt8(size), 0, 0]; le16(1); le16(32)   // width, height, no palette; planes, bits
-        le32(imageBytes); le32(22)                                  // its size and offset
-        le32(40); le32(size); le32(size * 2); le16(1); le16(32)     // BITMAPINFOHEADER
-        for _ in 0..<6 { le32(0) }                                  // no compression, sizes and palette unset
-        let centre = Double(size - 1) / 2, radius = Double(size) / 2 - 0.5
+        func le32(_ value: Int) {
+            le16(value & 0xFFFF)
+            le16(value >> 16 & 0xFFFF)
+        }
+        le16(0)
+        le16(1)
+        le16(1)  // reserved, type: icon, one image
+        out += [UInt8(size), UInt8(size), 0, 0]
+        le16(1)
+        le16(32)  // width, height, no palette; planes, bits
+        le32(imageBytes)
+        le32(22)  // its size and offset
+        le32(40)
+        le32(size)
+        le32(size * 2)
+        le16(1)
+        le16(32)  // BITMAPINFOHEADER
+        for _ in 0..<6 { le32(0) }  // no compression, sizes and palette unset
+        let centre = Double(size - 1) / 2
+        let radius = Double(size) / 2 - 0.5
         for row in 0..<size {
             for column in 0..<size {
-                let dx = Double(column) - centre, dy = Double(row) - centre
+                let dx = Double(column) - centre
+                let dy = Double(row) - centre
                 let inside = (dx * dx + dy * dy).squareRoot() <= radius
                 out += inside ? [blue, green, red, 0xFF] : [0, 0, 0, 0]
             }

@@ -1,7 +1,8 @@
+import MicroHTTP
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import MicroHTTP
 
 extension RouteTable {
     /// Cluster mode: a request for a session another node holds, sent on to that node and its
@@ -18,21 +19,26 @@ extension RouteTable {
         guard !request.isForwarded else {
             return .response(Problems.session(.heldElsewhere(address: address)))
         }
-        let needsKey = request.method != .GET && request.headers[IdempotentRequest.header] == nil
+        let needsKey =
+            request.method != .GET && request.headers[IdempotentRequest.header] == nil
             && request.headers[IdempotentRequest.forwardHeader] == nil
         let request = needsKey ? request.adding(IdempotentRequest.forwardHeader, SessionID.make().string) : request
         let headers = {
             var headers = HTTPHeaders()
-            for name in ["Authorization", "Content-Type", "Accept", "If-Match", "If-None-Match", IdempotentRequest.header,
-                         IdempotentRequest.forwardHeader] {
+            for name in [
+                "Authorization", "Content-Type", "Accept", "If-Match", "If-None-Match", IdempotentRequest.header,
+                IdempotentRequest.forwardHeader,
+            ] {
                 for value in request.headers.values(name) { headers.add(name, value) }
             }
             return headers
         }()
         let retryAfter = String(Int(cluster.store.leaseDuration.rounded(.up)))
         let job = { @Sendable (responder: Responder) in
-            Forwarder.Job(method: request.method, path: Self.target(of: request), headers: headers, body: request.body,
-                          address: address) { outcome in
+            Forwarder.Job(
+                method: request.method, path: Self.target(of: request), headers: headers, body: request.body,
+                address: address
+            ) { outcome in
                 switch outcome {
                 case let .answered(response):
                     cluster.metrics.countForward(.answered)
@@ -41,7 +47,8 @@ extension RouteTable {
                     // 503, a failed commit, may have been applied: relayed as it is.)
                     if response.status == 503 { cluster.forgetHolder(address) }
                     if response.status == 503, response.headers[Problems.notAppliedField] != nil,
-                       request.headers[Self.retryMarker] == nil, let retry = Self.retry(request, context) {
+                        request.headers[Self.retryMarker] == nil, let retry = Self.retry(request, context)
+                    {
                         return retry(responder)
                     }
                     responder.respond(response)
@@ -55,21 +62,26 @@ extension RouteTable {
                     }
                     // The reason names the node's address, which is the cluster's, not the client's.
                     context.logger.info("forwarding to the session's node failed: \(reason)")
-                    responder.respond(.problem(
-                        status: 503, detail: "the node holding this session does not answer; "
-                            + "another node takes it over once its lease runs out: retry",
-                        headers: HTTPHeaders([("Retry-After", retryAfter)])))
+                    responder.respond(
+                        .problem(
+                            status: 503,
+                            detail: "the node holding this session does not answer; "
+                                + "another node takes it over once its lease runs out: retry",
+                            headers: HTTPHeaders([("Retry-After", retryAfter)])))
                 case let .unknown(reason):
                     cluster.metrics.countForward(.unknown)
                     cluster.forgetHolder(address)
                     if request.headers[Self.retryMarker] == nil, Self.waitUntilLetGo(request, by: address, context),
-                       let retry = Self.retry(request, context) {
+                        let retry = Self.retry(request, context)
+                    {
                         return retry(responder)
                     }
                     context.logger.info("no answer came back from the session's node: \(reason)")
-                    responder.respond(.problem(
-                        status: 504, detail: "the request reached the node holding this session, but no answer "
-                            + "came back: whether it was done is unknown; read the session before retrying"))
+                    responder.respond(
+                        .problem(
+                            status: 504,
+                            detail: "the request reached the node holding this session, but no answer "
+                                + "came back: whether it was done is unknown; read the session before retrying"))
                 }
             }
         }
@@ -122,8 +134,8 @@ extension RouteTable {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),
-                 UInt8(ascii: "~"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),
+                UInt8(ascii: "~"):
                 escaped.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 let hex = String(byte, radix: 16, uppercase: true)
@@ -134,11 +146,12 @@ extension RouteTable {
     }
 }
 
-private extension Request {
+extension Request {
     /// The same request with one more header field (routed again, it gets its path parameters again).
-    func adding(_ name: String, _ value: String) -> Request {
+    fileprivate func adding(_ name: String, _ value: String) -> Request {
         var headers = self.headers
         headers.add(name, value)
-        return Request(method: method, path: path, query: query, headers: headers, body: body, peer: peer, client: client)
+        return Request(
+            method: method, path: path, query: query, headers: headers, body: body, peer: peer, client: client)
     }
 }

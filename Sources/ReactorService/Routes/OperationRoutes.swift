@@ -1,10 +1,11 @@
+import MicroHTTP
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import MicroHTTP
-import ReactorStore
 
 extension RouteTable {
     /// Health, metrics and the spec: what operators and tools read.
@@ -18,8 +19,10 @@ extension RouteTable {
                 do throws(StoreError) {
                     _ = try store.loadUser()
                 } catch {
-                    return .response(.problem(status: 503, detail: "the shared store does not answer: \(error.detail)",
-                                              headers: HTTPHeaders([("Retry-After", "1")])))
+                    return .response(
+                        .problem(
+                            status: 503, detail: "the shared store does not answer: \(error.detail)",
+                            headers: HTTPHeaders([("Retry-After", "1")])))
                 }
             }
             // `sessions`: stored ones with a durable store (loaded or not), else those in memory.
@@ -28,15 +31,18 @@ extension RouteTable {
                 ("sessions", Array(String(context.sessions.sessionCount).utf8)),
                 ("loaded_sessions", Array(String(context.sessions.loadedSessionCount).utf8)),
             ]
-            if let stored = context.sessions.storedSessionCount { fields.append(("stored_sessions", Array(String(stored).utf8))) }
+            if let stored = context.sessions.storedSessionCount {
+                fields.append(("stored_sessions", Array(String(stored).utf8)))
+            }
             return .response(.json(JSONText.object(fields)))
         }
         add(.GET, "/metrics") { _ in
             context.metrics.setCensus(context.sessions.census(), kinds: context.registry.names)
             context.metrics.storedSessions.set(Double(context.sessions.storedSessionCount ?? 0))
-            return .response(Response(
-                status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
-                body: context.metrics.exposition()))
+            return .response(
+                Response(
+                    status: 200, headers: HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]),
+                    body: context.metrics.exposition()))
         }
         addReadinessRoute()
         // `/` is the generic console (any registered kind, its actions and fields read from
@@ -46,15 +52,19 @@ extension RouteTable {
         let page: [UInt8] = PackageResources.index_html
         for (path, bytes) in [("/", console), ("/console", console), ("/demo", page)] {
             add(.GET, path) { _ in
-                .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
-                                   body: bytes))
+                .response(
+                    Response(
+                        status: 200, headers: HTTPHeaders([("Content-Type", "text/html; charset=utf-8")]),
+                        body: bytes))
             }
         }
         add(.GET, "/favicon.ico") { _ in .response(Favicon.response) }
         let template = String(decoding: PackageResources.openapi_yaml, as: UTF8.self)
         add(.GET, "/openapi.yaml") { _ in
-            .response(Response(status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]),
-                               body: context.openAPISpec(template: template)))
+            .response(
+                Response(
+                    status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]),
+                    body: context.openAPISpec(template: template)))
         }
     }
 }

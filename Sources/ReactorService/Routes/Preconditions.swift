@@ -21,8 +21,11 @@ enum Preconditions {
         guard let field = request.headers[name] else { return nil }
         let text = field.trimmingWhitespace()
         if text == "*" { return .any }
-        let malformed = PreconditionError(response: .problem(status: 400, detail:
-            "\(name) must be * or entity tags as ETag sends them (\"<version>\"), e.g. \(name): \"12\""))
+        let malformed = PreconditionError(
+            response: .problem(
+                status: 400,
+                detail:
+                    "\(name) must be * or entity tags as ETag sends them (\"<version>\"), e.g. \(name): \"12\""))
         var versions: [UInt64] = []
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
             var tag = Substring(part.trimmingWhitespace())
@@ -33,8 +36,9 @@ enum Preconditions {
             let quoted = tag.count >= 2 && tag.first == "\"" && tag.last == "\""
             let digits = quoted ? tag.dropFirst().dropLast() : tag
             guard !digits.isEmpty, digits.count <= 19,
-                  digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-                  let version = UInt64(digits) else { throw malformed }
+                digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                let version = UInt64(digits)
+            else { throw malformed }
             // A weak tag never matches strongly: kept out of If-Match's list.
             if !(weak && name == "If-Match") { versions.append(version) }
         }
@@ -52,8 +56,9 @@ enum Preconditions {
     /// 412: the session moved on; the problem document carries where it stands now.
     static func failed(_ snapshot: EventHub.Snapshot) -> Response {
         var json = Array(#"{"type":"about:blank","title":"Precondition Failed","status":412,"detail":"#.utf8)
-        StateJSONEncoder.appendString("If-Match: the session is at version \(snapshot.version) now; "
-            + "read it, and try again on that version", into: &json)
+        StateJSONEncoder.appendString(
+            "If-Match: the session is at version \(snapshot.version) now; "
+                + "read it, and try again on that version", into: &json)
         json.append(contentsOf: #","version":"#.utf8)
         StateJSONEncoder.appendUnsigned(snapshot.version, into: &json)
         json.append(contentsOf: #","state":"#.utf8)

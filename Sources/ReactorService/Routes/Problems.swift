@@ -19,8 +19,9 @@ enum Problems {
         case let .unrestorable(detail): return .problem(status: 409, detail: detail)
         case let .store(error): return store(error)
         case .heldElsewhere:
-            return .problem(status: 503, detail: "another node holds this session and it has just moved; retry",
-                            headers: notApplied)
+            return .problem(
+                status: 503, detail: "another node holds this session and it has just moved; retry",
+                headers: notApplied)
         case .memoryFull:
             return memoryFull
         }
@@ -44,11 +45,11 @@ enum Problems {
         case .damaged:
             return .problem(status: 500, detail: "\(error.detail); nothing of this request was stored")
         case .unavailable, .notHeld, .cannotOpen:
-            return .problem(status: 503, detail: "\(error.detail); nothing of this request was stored",
-                            headers: HTTPHeaders([("Retry-After", "1")]))
+            return .problem(
+                status: 503, detail: "\(error.detail); nothing of this request was stored",
+                headers: HTTPHeaders([("Retry-After", "1")]))
         }
     }
-
 
     /// The session exists, but was let go (after a failed commit, to come back from the store)
     /// each time this request found it.

@@ -1,10 +1,11 @@
 import Dispatch
+import MicroHTTP
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import MicroHTTP
 
 /// Builds the router. Every route is timed into the request-latency histogram under its
 /// pattern, answers CORS preflights, and marks its replies for allowed origins.
@@ -34,8 +35,9 @@ struct RouteTable {
                 // Answered later (after the store's commit): observed when the answer is given.
                 return .deferred { responder in
                     responder.onRespond = { response in
-                        observer.observe(request, .response(response),
-                                         nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
+                        observer.observe(
+                            request, .response(response),
+                            nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
                     }
                     work(responder)
                 }

@@ -28,7 +28,8 @@ extension RouteTable {
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
                     let snapshot = session.hub.snapshot
                     if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version) {
-                        return Response(status: 304, headers: HTTPHeaders([("ETag", Preconditions.entityTag(snapshot.version))]))
+                        return Response(
+                            status: 304, headers: HTTPHeaders([("ETag", Preconditions.entityTag(snapshot.version))]))
                     }
                     return SessionJSON.response(of: session, snapshot)
                 }
@@ -61,8 +62,9 @@ extension RouteTable {
                 case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
                 case .failure(.unknown):
                     // Gone: a repeat of the delete that removed it still gets its answer.
-                    return .response(Self.keptAnswer(request, principal, .deleteSession, session: id, context)
-                        ?? Problems.session(.unknown))
+                    return .response(
+                        Self.keptAnswer(request, principal, .deleteSession, session: id, context)
+                            ?? Problems.session(.unknown))
                 case let .failure(error): return .response(Problems.session(error))
                 }
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
@@ -90,7 +92,7 @@ extension RouteTable {
                 let answer = ticket?.keep(deleted, session: id)
                 return Self.answer(context) { [ticket] done in
                     context.remove(session, reason: "deleted", answer: answer) { failure in
-                        ticket?.finish()   // before the answer: a repeat after it finds the key kept
+                        ticket?.finish()  // before the answer: a repeat after it finds the key kept
                         done(failure.map(Problems.store) ?? deleted)
                     }
                 }
@@ -135,17 +137,22 @@ extension RouteTable {
             }
         }
         guard let factory = context.registry.factory(for: kind) else {
-            return .response(.problem(status: 422, detail: "unknown reactor '\(kind)'; this server has: "
-                + kinds.joined(separator: ", ")))
+            return .response(
+                .problem(
+                    status: 422,
+                    detail: "unknown reactor '\(kind)'; this server has: "
+                        + kinds.joined(separator: ", ")))
         }
         return open(kind, factory, for: principal, request, ticket: ticket, context)
     }
 
     /// Opens a session of `kind` for `principal` (the creation limits and quotas apply), its
     /// reactor starting from `state` when one is given (a fork), else from its initial state.
-    static func open(_ kind: String, _ factory: ReactorRegistry.Factory, for principal: Principal?, _ request: Request,
-                     ticket: IdempotencyLedger.Ticket?, restoring state: [UInt8]? = nil,
-                     _ context: ServiceContext) -> Reply {
+    static func open(
+        _ kind: String, _ factory: ReactorRegistry.Factory, for principal: Principal?, _ request: Request,
+        ticket: IdempotencyLedger.Ticket?, restoring state: [UInt8]? = nil,
+        _ context: ServiceContext
+    ) -> Reply {
         let admission: SessionAccess.CreationTicket
         switch context.access.admitCreation(request, for: principal) {
         case let .success(admitted): admission = admitted
@@ -153,8 +160,11 @@ extension RouteTable {
         }
         guard context.sessions.reserveStored() else {
             admission.cancel()
-            return .response(.problem(status: 507, detail: "the store holds \(context.sessions.storedCapacity) sessions, "
-                + "its most (--max-stored-sessions); delete one or let one expire"))
+            return .response(
+                .problem(
+                    status: 507,
+                    detail: "the store holds \(context.sessions.storedCapacity) sessions, "
+                        + "its most (--max-stored-sessions); delete one or let one expire"))
         }
         guard context.reservePlace() else {
             admission.cancel()
@@ -162,8 +172,11 @@ extension RouteTable {
             guard context.persistence == nil else { return .response(Problems.memoryFull) }
             var headers = HTTPHeaders()
             headers.add("Retry-After", String(Int(context.sweepInterval.rounded(.up))))
-            return .response(.problem(status: 503, detail: "the session table is full (\(context.sessions.capacity) sessions); "
-                + "retry after idle sessions expire", headers: headers))
+            return .response(
+                .problem(
+                    status: 503,
+                    detail: "the session table is full (\(context.sessions.capacity) sessions); "
+                        + "retry after idle sessions expire", headers: headers))
         }
         let key = SessionID.make()
         let id = key.string
@@ -179,7 +192,8 @@ extension RouteTable {
             context.sessions.cancelReservation()
             context.sessions.forgetStored()
             if state != nil {
-                return .response(.problem(status: 422, detail: "the state does not restore into a '\(kind)' reactor: \(error)"))
+                return .response(
+                    .problem(status: 422, detail: "the state does not restore into a '\(kind)' reactor: \(error)"))
             }
             return .response(.problem(status: 500, detail: "the reactor could not be made: \(error)"))
         }
@@ -189,8 +203,8 @@ extension RouteTable {
         if let ticket { hub.releaseWrites(adding: ticket.keep(created, session: id)) }
         context.adopt(session)
         return answer(afterCommitOf: session.hub, context) { [ticket, created] failure in
-            ticket?.finish()   // before the answer: a repeat after it finds the key kept
-            admission.opened()   // committed, so a durable store counts it now (or, failed, never will)
+            ticket?.finish()  // before the answer: a repeat after it finds the key kept
+            admission.opened()  // committed, so a durable store counts it now (or, failed, never will)
             return failure.map(Problems.store) ?? created
         }
     }
@@ -200,9 +214,13 @@ extension RouteTable {
     /// The request's `Idempotency-Key` admitted: nil when it has none; else whether it runs
     /// (`.run`), or the answer instead (a kept one, 409, 422, or the 400 for a malformed key).
     /// Keys are the caller's: the subject's with authentication, one space without.
-    static func admit(_ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String = "",
-                      body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext) -> IdempotencyLedger.Admission? {
-        switch IdempotentRequest.read(request, scope: principal?.subject ?? "", kind: kind, session: session, body: body()) {
+    static func admit(
+        _ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String = "",
+        body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext
+    ) -> IdempotencyLedger.Admission? {
+        switch IdempotentRequest.read(
+            request, scope: principal?.subject ?? "", kind: kind, session: session, body: body())
+        {
         case .none: return nil
         case let .malformed(refusal): return .answer(refusal)
         case let .key(idempotent): return context.idempotency.admit(idempotent)
@@ -211,25 +229,32 @@ extension RouteTable {
 
     /// The answer kept under the request's key, for a request whose session is gone: nil when
     /// it has no key, or none was kept (then the session's absence is the answer).
-    static func keptAnswer(_ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String,
-                           body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext) -> Response? {
+    static func keptAnswer(
+        _ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String,
+        body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext
+    ) -> Response? {
         guard case let .answer(response)? = admit(request, principal, kind, session: session, body: body(), context),
-              (200..<300).contains(response.status) else { return nil }
+            (200..<300).contains(response.status)
+        else { return nil }
         return response
     }
 
     /// The answer once what the request changed in `hub` is durable; at once with the memory
     /// store, or when nothing is left to write.
-    static func answer(afterCommitOf hub: EventHub, _ context: ServiceContext,
-                       _ response: @escaping @Sendable (StoreError?) -> Response) -> Reply {
+    static func answer(
+        afterCommitOf hub: EventHub, _ context: ServiceContext,
+        _ response: @escaping @Sendable (StoreError?) -> Response
+    ) -> Reply {
         guard context.persistence != nil else { return .response(response(nil)) }
         return .deferred { responder in hub.whenCommitted { failure in responder.respond(response(failure)) } }
     }
 
     /// A reply given by `work`, which calls its argument once with the answer: inline when it
     /// does so before returning (the memory store), else from the journal's thread later.
-    static func answer(_ context: ServiceContext,
-                       _ work: @escaping @Sendable (@escaping @Sendable (Response) -> Void) -> Void) -> Reply {
+    static func answer(
+        _ context: ServiceContext,
+        _ work: @escaping @Sendable (@escaping @Sendable (Response) -> Void) -> Void
+    ) -> Reply {
         guard context.persistence != nil else {
             let answered = Locked<Response?>(nil)
             work { response in answered.withLock { $0 = response } }

@@ -1,5 +1,5 @@
-import ReactorCore
 import MicroHTTP
+import ReactorCore
 
 extension RouteTable {
     /// The global current user. Reading is open; writing needs the admin token (or an admin JWT).
@@ -27,8 +27,10 @@ extension RouteTable {
     /// Stores the user (with a durable store), then hands it to every reactor; answers once
     /// the states it changed are committed too, so a read after the answer sees them. Under an
     /// `Idempotency-Key` (the admins share one space of keys) the answer is kept with the change.
-    private static func setUser(_ user: User?, _ request: Request, _ context: ServiceContext,
-                                answer: Response) -> Reply {
+    private static func setUser(
+        _ user: User?, _ request: Request, _ context: ServiceContext,
+        answer: Response
+    ) -> Reply {
         var ticket: IdempotencyLedger.Ticket?
         switch Self.admit(request, nil, user == nil ? .clearUser : .setUser, body: request.body[...], context) {
         case let .answer(response): return .response(response)
@@ -38,7 +40,7 @@ extension RouteTable {
         let kept = ticket?.keep(answer, session: nil)
         return Self.answer(context) { [ticket] done in
             let done: @Sendable (Response) -> Void = { response in
-                ticket?.finish()   // before the answer: a repeat after it finds the key kept
+                ticket?.finish()  // before the answer: a repeat after it finds the key kept
                 done(response)
             }
             let publish: @Sendable () -> Void = {
@@ -46,8 +48,9 @@ extension RouteTable {
                 EventStream.batchingResumes {
                     ChangeCause.with(SessionActionLog.userCause) { context.currentUser.send(user) }
                 }
-                context.logger.info(user == nil ? "current user cleared" : "current user set",
-                                    metadata: user.map { ["user": "\($0.id)"] } ?? [:])
+                context.logger.info(
+                    user == nil ? "current user cleared" : "current user set",
+                    metadata: user.map { ["user": "\($0.id)"] } ?? [:])
             }
             guard let journal = context.persistence?.journal else {
                 publish()

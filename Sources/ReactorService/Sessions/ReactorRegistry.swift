@@ -6,8 +6,11 @@ final class ReactorRegistry: Sendable {
     /// Makes a session of one kind, given its id, its hub, who owns it (nil without
     /// authentication) and, when it is restored from a durable store, its stored state's JSON
     /// (throws when that no longer decodes).
-    typealias Factory = @Sendable (_ key: SessionKey, _ hub: EventHub, _ principal: Principal?,
-                         _ storedState: [UInt8]?) throws -> any Session
+    typealias Factory =
+        @Sendable (
+            _ key: SessionKey, _ hub: EventHub, _ principal: Principal?,
+            _ storedState: [UInt8]?
+        ) throws -> any Session
 
     /// Describes a kind for the spec, from its own types (see KindDescription).
     typealias Describe = @Sendable () -> KindDescription

@@ -1,11 +1,12 @@
+import ConcurrencyPrimitives
+import ReactorCore
+import ReactorStore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ReactorCore
-import ReactorStore
-import ConcurrencyPrimitives
 
 /// One reactor instance behind a server-issued id, as the routes see it whatever its type.
 protocol Session: AnyObject, Sendable {
@@ -40,8 +41,10 @@ protocol Session: AnyObject, Sendable {
 /// keep from the state the action led to; it is written in the same transaction as the action's
 /// change.
 /// `source`, when the session keeps an action log: what its entry records of the action.
-typealias ActionRun = (_ ifMatch: Preconditions.Condition?,
-                       _ keep: ((EventHub.Snapshot) -> StoredAnswer?)?, _ source: ActionSource?) -> ActionResult
+typealias ActionRun = (
+    _ ifMatch: Preconditions.Condition?,
+    _ keep: ((EventHub.Snapshot) -> StoredAnswer?)?, _ source: ActionSource?
+) -> ActionResult
 
 /// What running an action came to.
 enum ActionResult {
@@ -97,7 +100,8 @@ where R.Action: Decodable, R.State: Encodable {
 
     /// `restoring`: the state a durable store kept, which the reactor starts from instead of
     /// its `initialState`.
-    init(key: SessionKey, kind: SessionKind, owner: String?, reactor: R, hub: EventHub, restoring state: R.State? = nil) {
+    init(key: SessionKey, kind: SessionKind, owner: String?, reactor: R, hub: EventHub, restoring state: R.State? = nil)
+    {
         self.key = key
         self.owner = owner
         sessionKind = kind
@@ -114,8 +118,10 @@ where R.Action: Decodable, R.State: Encodable {
         return { self.perform(action, ifMatch: $0, keep: $1, source: $2) }
     }
 
-    private func perform(_ action: R.Action, ifMatch: Preconditions.Condition?,
-                         keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?) -> ActionResult {
+    private func perform(
+        _ action: R.Action, ifMatch: Preconditions.Condition?,
+        keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
+    ) -> ActionResult {
         lock.lock()
         defer { lock.unlock() }
         guard reactor != nil else { return .gone }
@@ -131,7 +137,8 @@ where R.Action: Decodable, R.State: Encodable {
         ChangeCause.with(cause) { actions.send(action) }
         hub.touch()
         let latest = hub.latest
-        hub.releaseWrites(adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
+        hub.releaseWrites(
+            adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
         return .applied(latest)
     }
 

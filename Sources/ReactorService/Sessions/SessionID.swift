@@ -35,20 +35,21 @@ struct SessionKey: Hashable, Sendable {
     }
 
     private static func decode(_ text: UnsafeBufferPointer<UInt8>) -> SessionKey? {
-        var high: UInt64 = 0, low: UInt64 = 0
+        var high: UInt64 = 0
+        var low: UInt64 = 0
         for index in 0..<22 {
             guard let value = Base64URL.value(of: text[index]) else { return nil }
             let sextet = UInt64(value)
             if index < 10 {
-                high = high << 6 | sextet                        // bits 0..59 of the 128
+                high = high << 6 | sextet  // bits 0..59 of the 128
             } else if index == 10 {
-                high = high << 4 | sextet >> 2                   // bits 60..63
-                low = sextet & 0x3                               // bits 64..65
+                high = high << 4 | sextet >> 2  // bits 60..63
+                low = sextet & 0x3  // bits 64..65
             } else if index < 21 {
-                low = low << 6 | sextet                          // bits 66..125
+                low = low << 6 | sextet  // bits 66..125
             } else {
                 guard sextet & 0xF == 0 else { return nil }
-                low = low << 2 | sextet >> 4                     // bits 126..127
+                low = low << 2 | sextet >> 4  // bits 126..127
             }
         }
         return SessionKey(high: high, low: low)
@@ -101,7 +102,7 @@ enum Base64URL {
     static func isAlphabet(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
             return true
         default:
             return false

@@ -10,7 +10,7 @@ enum SessionJSON {
         out.append(contentsOf: #"{"reactor":"#.utf8)
         StateJSONEncoder.appendString(kind, into: &out)
         out.append(contentsOf: #","session":""#.utf8)
-        session.key.append(to: &out)   // base64url: nothing to escape
+        session.key.append(to: &out)  // base64url: nothing to escape
         out.append(UInt8(ascii: "\""))
         out.append(contentsOf: #","state":"#.utf8)
         out.append(contentsOf: snapshot.stateJSON)

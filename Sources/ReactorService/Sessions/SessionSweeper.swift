@@ -48,8 +48,9 @@ final class SessionSweeper: @unchecked Sendable {
                 return
             }
             if let idleLimit {
-                context.didUnload(context.sessions.unloadIdle(since: ProcessClock.now - idleLimit),
-                                  counter: context.metrics.idleUnloads, persistence: persistence)
+                context.didUnload(
+                    context.sessions.unloadIdle(since: ProcessClock.now - idleLimit),
+                    counter: context.metrics.idleUnloads, persistence: persistence)
             }
             for session in context.sessions.loaded { session.hub.refreshStoredActivity() }
             persistence.deleteExpiredStored(from: context)

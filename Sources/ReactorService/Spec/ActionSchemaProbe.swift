@@ -87,8 +87,10 @@ private enum Samples {
         case is String.Type: return pair("", ["type": "string"])
         case is Bool.Type: return pair(false, ["type": "boolean"])
         case is Int.Type: return pair(0 as Int, ["type": "integer"])
-        case is Int8.Type: return pair(0 as Int8, ["type": "integer", "minimum": Int(Int8.min), "maximum": Int(Int8.max)])
-        case is Int16.Type: return pair(0 as Int16, ["type": "integer", "minimum": Int(Int16.min), "maximum": Int(Int16.max)])
+        case is Int8.Type:
+            return pair(0 as Int8, ["type": "integer", "minimum": Int(Int8.min), "maximum": Int(Int8.max)])
+        case is Int16.Type:
+            return pair(0 as Int16, ["type": "integer", "minimum": Int(Int16.min), "maximum": Int(Int16.max)])
         case is Int32.Type: return pair(0 as Int32, ["type": "integer", "format": "int32"])
         case is Int64.Type: return pair(0 as Int64, ["type": "integer", "format": "int64"])
         case is UInt.Type: return pair(0 as UInt, ["type": "integer", "minimum": 0])
@@ -236,7 +238,8 @@ private struct ProbeKeyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
-        -> KeyedDecodingContainer<NestedKey> {
+        -> KeyedDecodingContainer<NestedKey>
+    {
         let child = SchemaNode()
         defer { note(key, child.schema, required: true) }
         return try ProbeDecoder(probe: decoder.probe, node: child, path: codingPath + [key]).container(keyedBy: type)
@@ -287,7 +290,8 @@ private struct ProbeUnkeyed: UnkeyedDecodingContainer {
     private mutating func decodeGeneric<T: Decodable>(_ type: T.Type) throws -> T { try decode(type) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws
-        -> KeyedDecodingContainer<NestedKey> { throw ProbeFailure() }
+        -> KeyedDecodingContainer<NestedKey>
+    { throw ProbeFailure() }
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { throw ProbeFailure() }
     mutating func superDecoder() throws -> any Decoder { decoder }
 }
@@ -323,4 +327,3 @@ private struct ProbeSingle: SingleValueDecodingContainer {
         return value
     }
 }
-

@@ -1,9 +1,10 @@
+import MicroHTTP
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import MicroHTTP
 
 /// What the spec says of one registered reactor kind, found from its own types: the action
 /// types and fields its `Decodable` reads (ActionSchemaProbe), its State's fields and their
@@ -16,10 +17,12 @@ struct KindDescription {
     let pulses: [String]
 
     static func of<State: Encodable, Action: Decodable>(kind: String, initialState: State, action _: Action.Type)
-        -> KindDescription {
+        -> KindDescription
+    {
         let pulses = (try? StateEncoding.encode(initialState))?.pulses.map(\.name) ?? []
-        return KindDescription(name: kind, actions: ActionSchemaProbe.cases(of: Action.self),
-                               state: StateSchemaProbe.schema(of: initialState), pulses: pulses)
+        return KindDescription(
+            name: kind, actions: ActionSchemaProbe.cases(of: Action.self),
+            state: StateSchemaProbe.schema(of: initialState), pulses: pulses)
     }
 }
 
@@ -34,31 +37,45 @@ enum OpenAPISpec {
         var lines: [String] = []
         func add(_ name: String, _ schema: [String: Any]) { lines.append("    \(name): \(json(schema))") }
 
-        add("ReactorKind", kinds.isEmpty ? ["type": "string"] : [
-            "type": "string", "enum": kinds.map(\.name),
-            "description": "A registered reactor kind" + (defaultKind.map { "; without one, `\($0)`" } ?? "") + ".",
-        ])
+        add(
+            "ReactorKind",
+            kinds.isEmpty
+                ? ["type": "string"]
+                : [
+                    "type": "string", "enum": kinds.map(\.name),
+                    "description": "A registered reactor kind" + (defaultKind.map { "; without one, `\($0)`" } ?? "")
+                        + ".",
+                ])
         add("State", kinds.isEmpty ? ["type": "object"] : union(kinds.map { ref(component($0.name) + "State") }))
         add("Action", kinds.isEmpty ? genericAction : ["anyOf": kinds.map { ref(component($0.name) + "Action") }])
         // A state event's data: with `?fields=` only some fields, so none is required.
-        var stateFields = union(kinds.isEmpty ? [["type": "object"]] : kinds.map { kind -> [String: Any] in
-            var fields = kind.state ?? ["type": "object"]
-            fields["required"] = nil
-            return fields
-        })
+        var stateFields = union(
+            kinds.isEmpty
+                ? [["type": "object"]]
+                : kinds.map { kind -> [String: Any] in
+                    var fields = kind.state ?? ["type": "object"]
+                    fields["required"] = nil
+                    return fields
+                })
         stateFields["description"] = "The data of a `state` event: the State, or with `?fields=` only the fields named."
         add("StateFields", stateFields)
         let pulsing = kinds.filter { !$0.pulses.isEmpty }
-        add("Pulse", pulsing.isEmpty ? ["description": "The data of a `pulse` event: no registered kind has a @Pulse field.",
-                                        "type": "object", "required": ["name", "value"],
-                                        "properties": ["name": ["type": "string"], "value": [String: Any]()]]
-            : union(pulsing.map { ref(component($0.name) + "Pulse") }))
+        add(
+            "Pulse",
+            pulsing.isEmpty
+                ? [
+                    "description": "The data of a `pulse` event: no registered kind has a @Pulse field.",
+                    "type": "object", "required": ["name", "value"],
+                    "properties": ["name": ["type": "string"], "value": [String: Any]()],
+                ]
+                : union(pulsing.map { ref(component($0.name) + "Pulse") }))
         for kind in kinds {
             let prefix = component(kind.name)
             var state = kind.state ?? ["type": "object"]
             var description = "The state of `\(kind.name)`, as its State type encodes."
             if !kind.pulses.isEmpty {
-                description += " @Pulse fields (each assignment is also a `pulse` event, see \(prefix)Pulse): "
+                description +=
+                    " @Pulse fields (each assignment is also a `pulse` event, see \(prefix)Pulse): "
                     + kind.pulses.map { "`\($0)`" }.joined(separator: ", ") + "."
             }
             state["description"] = description
@@ -70,27 +87,37 @@ enum OpenAPISpec {
                     mapping[action.type] = "#/components/schemas/\(name)"
                     var properties: [String: Any] = ["type": ["type": "string", "enum": [action.type]]]
                     for field in action.fields { properties[field.name] = field.schema }
-                    add(name, ["type": "object", "properties": properties,
-                               "required": ["type"] + action.fields.filter(\.required).map(\.name)])
+                    add(
+                        name,
+                        [
+                            "type": "object", "properties": properties,
+                            "required": ["type"] + action.fields.filter(\.required).map(\.name),
+                        ])
                 }
-                add(prefix + "Action", [
-                    "oneOf": cases.map { ref(prefix + "Action" + component($0.type)) },
-                    "discriminator": ["propertyName": "type", "mapping": mapping],
-                    "description": "An action of `\(kind.name)`: `type` names the case, the other fields are its values.",
-                ])
+                add(
+                    prefix + "Action",
+                    [
+                        "oneOf": cases.map { ref(prefix + "Action" + component($0.type)) },
+                        "discriminator": ["propertyName": "type", "mapping": mapping],
+                        "description":
+                            "An action of `\(kind.name)`: `type` names the case, the other fields are its values.",
+                    ])
             } else {
                 add(prefix + "Action", genericAction)
             }
             if !kind.pulses.isEmpty {
-                add(prefix + "Pulse", [
-                    "type": "object", "required": ["name", "value"],
-                    "description": "The data of a `pulse` event of `\(kind.name)`.",
-                    "properties": ["name": ["type": "string", "enum": kind.pulses], "value": pulseValue(kind)],
-                ])
+                add(
+                    prefix + "Pulse",
+                    [
+                        "type": "object", "required": ["name", "value"],
+                        "description": "The data of a `pulse` event of `\(kind.name)`.",
+                        "properties": ["name": ["type": "string", "enum": kind.pulses], "value": pulseValue(kind)],
+                    ])
             }
         }
         let firstAction = kinds.first { $0.name == defaultKind }?.actions?.first?.type ?? "increase"
-        return template
+        return
+            template
             .replacing(generatedMarker, with: lines.joined(separator: "\n"))
             .replacing("{type: reactord-default-action}", with: "{type: \(json(firstAction))}")
             .replacing("pattern: reactord-fields-pattern", with: "pattern: \(json(fieldsPattern(kinds)))")
@@ -103,7 +130,8 @@ enum OpenAPISpec {
         let names = Set(kinds.flatMap { ($0.state?["properties"] as? [String: Any])?.keys.map { $0 } ?? [] })
         guard !names.isEmpty else { return "[^\\s,]" }
         let name = "(?:" + names.sorted().map(regexEscaped).joined(separator: "|") + ")"
-        let space = FieldFilter.separatorSpace, around = "[" + space + ",]*"
+        let space = FieldFilter.separatorSpace
+        let around = "[" + space + ",]*"
         return "^" + around + name + "(?:[" + space + "]*," + around + name + ")*" + around + "$"
     }
 
@@ -120,7 +148,8 @@ enum OpenAPISpec {
     /// value's schema depends on `name`, and any JSON is allowed).
     private static func pulseValue(_ kind: KindDescription) -> [String: Any] {
         guard kind.pulses.count == 1, let properties = kind.state?["properties"] as? [String: Any],
-              let field = properties[kind.pulses[0]] as? [String: Any] else { return [:] }
+            let field = properties[kind.pulses[0]] as? [String: Any]
+        else { return [:] }
         return field
     }
 

@@ -36,7 +36,8 @@ enum StateSchemaProbe {
     static func merge(probed: [String: Any], complete: Bool, value: [String: Any]?) -> [String: Any]? {
         guard var merged = value else { return complete ? probed : nil }
         guard let probedProperties = probed["properties"] as? [String: Any],
-              var properties = merged["properties"] as? [String: Any] else { return merged }
+            var properties = merged["properties"] as? [String: Any]
+        else { return merged }
         for (name, schema) in probedProperties {
             guard var typed = schema as? [String: Any], isTyped(typed) else { continue }
             // A field the State never writes (one it only decodes) is not on the wire.

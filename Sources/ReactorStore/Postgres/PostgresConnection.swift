@@ -1,4 +1,5 @@
 internal import CLibPQ
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,9 +26,11 @@ final class PostgresConnection: @unchecked Sendable {
         self.secrets = secrets
         // Ours first: a setting in the URI overrides them (libpq's expand_dbname order).
         // Keepalives find a server that vanished without closing the connection (a partition).
-        let settings = [("connect_timeout", String(connectTimeout)), ("application_name", "reactord"),
-                        ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
-                        ("dbname", uri)]
+        let settings = [
+            ("connect_timeout", String(connectTimeout)), ("application_name", "reactord"),
+            ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+            ("dbname", uri),
+        ]
         let keywords = settings.map { Optional($0.0) } + [nil]
         let values = settings.map { Optional($0.1) } + [nil]
         let connection = Self.withCStrings(keywords) { keywordPointers in
@@ -110,8 +113,9 @@ final class PostgresConnection: @unchecked Sendable {
         }
         // Class 08 is a connection exception, 57P0x the server shutting down or restarting.
         let lost = isBroken || sqlState?.hasPrefix("08") == true || sqlState?.hasPrefix("57P0") == true
-        return PostgresError(message: Self.scrub(message, secrets).trimmingTrailingNewlines, sqlState: sqlState,
-                             connectionLost: lost)
+        return PostgresError(
+            message: Self.scrub(message, secrets).trimmingTrailingNewlines, sqlState: sqlState,
+            connectionLost: lost)
     }
 
     static func scrub(_ message: String, _ secrets: [String]) -> String {
@@ -121,7 +125,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// Calls `body` with a C array of copies of `strings` (nil stays NULL), freed afterwards.
     private static func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
         let copies = strings.map { $0.flatMap { strdup($0) } }
-        defer { copies.forEach { free($0) } }
+        defer { for copy in copies { free(copy) } }
         return body(copies.map { $0.map { UnsafePointer($0) } })
     }
 }
@@ -145,7 +149,9 @@ final class PostgresResult {
         if isNull(row, column) { return nil }
         let length = Int(PQgetlength(result, Int32(row), Int32(column)))
         guard let value = PQgetvalue(result, Int32(row), Int32(column)) else { return [] }
-        return value.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+        return value.withMemoryRebound(to: UInt8.self, capacity: length) {
+            Array(UnsafeBufferPointer(start: $0, count: length))
+        }
     }
 
     func int64(_ row: Int, _ column: Int) -> Int64? { string(row, column).flatMap { Int64($0) } }

@@ -1,4 +1,5 @@
 internal import ConcurrencyPrimitives
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,8 +15,10 @@ final class PostgresListener: Sendable {
     private let stopped = Locked(false)
     private let thread = Locked<PlatformThread?>(nil)
 
-    init(connect: @escaping @Sendable () throws(PostgresError) -> PostgresConnection,
-         wake: @escaping @Sendable (StoreWakeup) -> Void) {
+    init(
+        connect: @escaping @Sendable () throws(PostgresError) -> PostgresConnection,
+        wake: @escaping @Sendable (StoreWakeup) -> Void
+    ) {
         self.connect = connect
         self.wake = wake
     }
@@ -31,7 +34,10 @@ final class PostgresListener: Sendable {
     /// Stops the thread and waits for it (at most one poll interval).
     func stop() {
         stopped.withLock { $0 = true }
-        if let running = thread.withLock({ running in defer { running = nil }; return running }) {
+        if let running = thread.withLock({ running in
+            defer { running = nil }
+            return running
+        }) {
             running.join()
         }
     }
@@ -116,11 +122,13 @@ final class PostgresListener: Sendable {
             for line in lines {
                 let fields = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
                 guard fields.count == 3, let eventSeq = UInt64(fields[0]) else {
-                    carried = []   // not ours to guess: the table has them
+                    carried = []  // not ours to guess: the table has them
                     break
                 }
-                carried.append(StoredEvent(seq: eventSeq, pulse: fields[1] == "-" ? nil : String(fields[1]),
-                                           json: Array(fields[2].utf8)))
+                carried.append(
+                    StoredEvent(
+                        seq: eventSeq, pulse: fields[1] == "-" ? nil : String(fields[1]),
+                        json: Array(fields[2].utf8)))
             }
             return .events(session: String(parts[3]), seq: seq, sentAt: sentAt, carried: carried)
         case "d":

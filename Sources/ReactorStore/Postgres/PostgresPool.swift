@@ -24,18 +24,20 @@ final class PostgresPool: Sendable {
     /// Runs `body` on a connection of its own; nil when the pool is closed.
     func with<T>(_ body: (PostgresConnection) throws -> T) throws -> T? {
         let limit = self.limit
-        let taken = state.withLock(waitingOn: available,
-                                   until: { !$0.idle.isEmpty || $0.opened < limit || $0.closed }) { state, _ in
+        let taken = state.withLock(
+            waitingOn: available,
+            until: { !$0.idle.isEmpty || $0.opened < limit || $0.closed }
+        ) { state, _ in
             if state.closed { return nil as PostgresConnection?? }
             let connection = state.idle.popLast()
             if connection == nil { state.opened += 1 }
             return .some(connection)
         }
         guard var connection = taken else { return nil }
-        if let stale = connection, !stale.isUsableAfterIdle { connection = nil }   // its slot is reused
+        if let stale = connection, !stale.isUsableAfterIdle { connection = nil }  // its slot is reused
         if connection == nil {
             do {
-                connection = try connect()   // outside the lock: it can take up to connect_timeout
+                connection = try connect()  // outside the lock: it can take up to connect_timeout
             } catch {
                 giveBack(nil)
                 throw error
@@ -55,7 +57,7 @@ final class PostgresPool: Sendable {
             return dropped
         }
         available.broadcast()
-        _ = dropped   // closed here, outside the lock
+        _ = dropped  // closed here, outside the lock
     }
 
     private func giveBack(_ connection: PostgresConnection?) {

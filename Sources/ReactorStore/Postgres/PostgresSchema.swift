@@ -82,7 +82,7 @@ enum PostgresSchema {
 
     /// Any fixed number: every reactord takes this transaction-level advisory lock before it
     /// reads or migrates the schema, so nodes starting at once migrate one after another.
-    static let migrationLock: Int64 = 0x7265_6163_746F_7264   // "reactord"
+    static let migrationLock: Int64 = 0x7265_6163_746F_7264  // "reactord"
 
     /// Brings the database up to date, or refuses one a newer reactord wrote; `database`
     /// names it in the refusal.
@@ -100,8 +100,9 @@ enum PostgresSchema {
                 version = Int(found)
             }
             guard version <= currentVersion else {
-                throw StoreError.cannotOpen("\(database) was written by a newer reactord (schema version \(version); "
-                    + "this one knows \(currentVersion)); left untouched")
+                throw StoreError.cannotOpen(
+                    "\(database) was written by a newer reactord (schema version \(version); "
+                        + "this one knows \(currentVersion)); left untouched")
             }
             for migration in migrations[version...] { try connection.execute(migration) }
             if version < currentVersion {

@@ -1,4 +1,5 @@
 internal import ConcurrencyPrimitives
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -32,7 +33,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     private let openedAt: Double
 
     private let writeLock = Mutex()
-    private var writer: PostgresConnection?   // guarded by writeLock; nil until (re)connected
+    private var writer: PostgresConnection?  // guarded by writeLock; nil until (re)connected
     private let pool: PostgresPool
 
     private struct Lease {
@@ -92,13 +93,16 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     public func sessionCount(ownedBy owner: String) throws(StoreError) -> Int {
         try reading { connection in
-            Int(try connection.execute("SELECT count(*) FROM reactord_sessions WHERE owner = $1", [owner]).int64(0, 0) ?? 0)
+            Int(
+                try connection.execute("SELECT count(*) FROM reactord_sessions WHERE owner = $1", [owner]).int64(0, 0)
+                    ?? 0)
         }
     }
 
     public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
         try reading { connection in
-            let rows = try connection.execute("""
+            let rows = try connection.execute(
+                """
                 SELECT s.kind, s.owner, s.state, s.version, s.created_at, s.last_active, e.seq, e.pulse, e.data,
                        (SELECT max(number) FROM reactord_action_log WHERE session = $1)
                 FROM reactord_sessions s
@@ -112,7 +116,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] {
         try reading { connection in
             // A session some node holds live is in use there, whatever its stored time says.
-            let rows = try connection.execute("""
+            let rows = try connection.execute(
+                """
                 SELECT id FROM reactord_sessions
                 WHERE last_active < $1 AND (holder IS NULL OR lease_until < now()) LIMIT $2
                 """, [String(time), String(limit)])
@@ -126,9 +131,10 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
                 [scope, key])
             guard rows.count > 0 else { return nil }
-            return StoredAnswer(scope: scope, key: key, request: rows.string(0, 0) ?? "", status: Int(rows.int64(0, 1) ?? 0),
-                                headers: StoredAnswer.fields(fromText: rows.string(0, 2) ?? ""), body: rows.bytes(0, 3) ?? [],
-                                expires: rows.double(0, 4) ?? 0, session: nil)
+            return StoredAnswer(
+                scope: scope, key: key, request: rows.string(0, 0) ?? "", status: Int(rows.int64(0, 1) ?? 0),
+                headers: StoredAnswer.fields(fromText: rows.string(0, 2) ?? ""), body: rows.bytes(0, 3) ?? [],
+                expires: rows.double(0, 4) ?? 0, session: nil)
         }
     }
 
@@ -139,7 +145,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     }
 
     @discardableResult
-    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String> {
+    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<
+        String
+    > {
         writeLock.lock()
         defer { writeLock.unlock() }
         let steps = Self.plan(changes)
@@ -152,26 +160,31 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             if transaction {
                 try connection.execute("BEGIN")
                 // A transaction of several statements takes all its rows' locks first, in order.
-                try connection.execute("SELECT 1 FROM (\(Self.lockedInOrder("id = ANY($1::text[])"))) l",
-                                       [Self.array(strings: Self.sessionIDs(of: steps))])
+                try connection.execute(
+                    "SELECT 1 FROM (\(Self.lockedInOrder("id = ANY($1::text[])"))) l",
+                    [Self.array(strings: Self.sessionIDs(of: steps))])
             }
             for step in steps {
                 switch step {
                 case let .sessions(writes):
-                    try write(writes, historyLength: historyLength, actionLogLength: actionLogLength, on: connection,
-                              into: &outcome)
+                    try write(
+                        writes, historyLength: historyLength, actionLogLength: actionLogLength, on: connection,
+                        into: &outcome)
                 case let .delete(id, reason, idleBefore):
                     try delete(id, reason: reason, idleBefore: idleBefore, on: connection, into: &outcome)
                 case let .user(json): try writeUser(json, on: connection)
                 case let .answers(answers):
-                    try keep(answers.filter { $0.session.map { !outcome.refused.contains($0) } ?? true }, on: connection)
+                    try keep(
+                        answers.filter { $0.session.map { !outcome.refused.contains($0) } ?? true }, on: connection)
                 case let .forgetAnswers(time, limit):
-                    try connection.execute("""
+                    try connection.execute(
+                        """
                         DELETE FROM reactord_answers WHERE (scope, key) IN
                             (SELECT scope, key FROM reactord_answers WHERE expires < $1 LIMIT $2)
                         """, [String(time), String(limit)])
                 case let .forgetLoggedActions(time, limit):
-                    try connection.execute("""
+                    try connection.execute(
+                        """
                         DELETE FROM reactord_action_log WHERE (session, number) IN
                             (SELECT session, number FROM reactord_action_log l WHERE time < $1
                                 AND number < (SELECT max(number) FROM reactord_action_log m WHERE m.session = l.session)
@@ -192,11 +205,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         return outcome.refused
     }
 
-    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
+    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
+        -> [LoggedAction]
+    {
         try reading { connection in
             // One statement, one snapshot: the page, then (when it is full) the rest of its
             // last entry's version, so that a page never ends between two entries of one version.
-            let rows = try connection.execute("""
+            let rows = try connection.execute(
+                """
                 WITH p AS (
                     SELECT \(Self.logColumns) FROM reactord_action_log
                     WHERE session = $1 AND version > $2 ORDER BY version, number LIMIT $3),
@@ -216,7 +232,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         try reading { connection in
             // The history is a contiguous tail: the newest state event at or before `version`
             // is its state; the oldest one kept is what a refusal names.
-            let rows = try connection.execute("""
+            let rows = try connection.execute(
+                """
                 SELECT s.state, s.version,
                     CASE WHEN $2::bigint < s.version THEN
                         (SELECT data FROM reactord_events
@@ -230,21 +247,24 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             if version == current { return .found(rows.bytes(0, 0) ?? []) }
             if version > current { return .notYet(current: current) }
             if let kept = rows.bytes(0, 2) { return .found(kept) }
-            return .notRetained(oldest: rows.isNull(0, 3) ? current : try storedCount(rows.int64(0, 3) ?? 0, "event id"))
+            return .notRetained(
+                oldest: rows.isNull(0, 3) ? current : try storedCount(rows.int64(0, 3) ?? 0, "event id"))
         }
     }
 
     public func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
         try reading { connection in
             // In byte order, as the SQLite engine compares ids, whatever the database's collation.
-            let rows = try connection.execute("""
+            let rows = try connection.execute(
+                """
                 SELECT id, kind, owner, version, created_at, last_active FROM reactord_sessions
                 WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2
                 """, [id, String(max(limit, 0))])
             return try (0..<rows.count).map { (row) throws(StoreError) in
-                SessionSummary(id: rows.string(row, 0) ?? "", kind: rows.string(row, 1) ?? "", owner: rows.string(row, 2),
-                               version: try storedCount(rows.int64(row, 3) ?? 0, "version"),
-                               createdAt: rows.double(row, 4) ?? 0, lastActive: rows.double(row, 5) ?? 0)
+                SessionSummary(
+                    id: rows.string(row, 0) ?? "", kind: rows.string(row, 1) ?? "", owner: rows.string(row, 2),
+                    version: try storedCount(rows.int64(row, 3) ?? 0, "version"),
+                    createdAt: rows.double(row, 4) ?? 0, lastActive: rows.double(row, 5) ?? 0)
             }
         }
     }
@@ -274,12 +294,15 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         leaseLock.unlock()
     }
 
-    public func claim(_ id: String, historyLength: Int, onlyAtThisAddress: Bool = false) throws(StoreError) -> SessionClaim {
+    public func claim(_ id: String, historyLength: Int, onlyAtThisAddress: Bool = false) throws(StoreError)
+        -> SessionClaim
+    {
         let address = currentAddress()
         for _ in 0..<3 {
             let started = monotonicNow()
             let claimed: (StoredSession?, Int64, String?, Bool) = try reading { connection in
-                let rows = try connection.execute("""
+                let rows = try connection.execute(
+                    """
                     WITH c AS (
                         UPDATE reactord_sessions
                         SET holder = $2, holder_address = $3,
@@ -294,15 +317,21 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                            (SELECT max(number) FROM reactord_action_log WHERE session = $1), c.fence
                     FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
                     ORDER BY e.seq
-                    """, [id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt),
-                          onlyAtThisAddress ? "true" : "false"])
+                    """,
+                    [
+                        id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt),
+                        onlyAtThisAddress ? "true" : "false",
+                    ])
                 if let session = try Self.storedSession(id, rows) {
                     return (session, rows.int64(0, 10) ?? 0, nil, false)
                 }
-                let holder = try connection.execute("""
+                let holder = try connection.execute(
+                    """
                     SELECT holder_address, holder IS NOT NULL AND lease_until >= now() FROM reactord_sessions WHERE id = $1
                     """, [id])
-                return (nil, 0, holder.count == 0 ? nil : holder.string(0, 0) ?? "", holder.count > 0 && holder.bool(0, 1))
+                return (
+                    nil, 0, holder.count == 0 ? nil : holder.string(0, 0) ?? "", holder.count > 0 && holder.bool(0, 1)
+                )
             }
             if let session = claimed.0 {
                 leaseLock.lock()
@@ -312,7 +341,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             }
             guard let holderAddress = claimed.2 else { return .missing }
             if claimed.3 { return .heldElsewhere(address: holderAddress) }
-            if onlyAtThisAddress { return .heldElsewhere(address: "") }   // free: not this node's to take
+            if onlyAtThisAddress { return .heldElsewhere(address: "") }  // free: not this node's to take
             // The lease passed between the two statements: try again.
         }
         throw .unavailable("could not claim session \(id): its lease kept changing hands")
@@ -333,7 +362,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         if held.isEmpty { return [] }
         // Only leases this node still counts as its own: one it let go of locally runs out.
         let renewed: [String: Int64] = try reading { connection in
-            let rows = try connection.execute("""
+            let rows = try connection.execute(
+                """
                 UPDATE reactord_sessions s SET lease_until = now() + $2::float8 * interval '1 second'
                 FROM (\(Self.lockedInOrder("holder = $1 AND id = ANY($3::text[])"))) l
                 WHERE s.id = l.id RETURNING s.id, s.fence
@@ -368,7 +398,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents? {
         try reading { connection in
             // One statement, one snapshot: the events and the state agree.
-            let rows = try connection.execute("""
+            let rows = try connection.execute(
+                """
                 SELECT s.state, s.version, e.seq, e.pulse, e.data FROM reactord_sessions s
                 LEFT JOIN LATERAL (
                     SELECT seq, pulse, data FROM reactord_events
@@ -376,11 +407,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
                 WHERE s.id = $1 ORDER BY e.seq
                 """, [id, String(seq), String(limit)])
             guard rows.count > 0 else { return nil }
-            var result = SessionEvents(version: try storedCount(rows.int64(0, 1) ?? 0, "version"),
-                                       stateJSON: rows.bytes(0, 0) ?? [], events: [])
+            var result = SessionEvents(
+                version: try storedCount(rows.int64(0, 1) ?? 0, "version"),
+                stateJSON: rows.bytes(0, 0) ?? [], events: [])
             for row in 0..<rows.count where !rows.isNull(row, 2) {
-                result.events.append(StoredEvent(seq: try storedCount(rows.int64(row, 2) ?? 0, "event id"),
-                                                 pulse: rows.string(row, 3), json: rows.bytes(row, 4) ?? []))
+                result.events.append(
+                    StoredEvent(
+                        seq: try storedCount(rows.int64(row, 2) ?? 0, "event id"),
+                        pulse: rows.string(row, 3), json: rows.bytes(row, 4) ?? []))
             }
             return result
         }
@@ -389,8 +423,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public func versions(of ids: [String]) throws(StoreError) -> [String: UInt64] {
         if ids.isEmpty { return [:] }
         return try reading { connection in
-            let rows = try connection.execute("SELECT id, version FROM reactord_sessions WHERE id = ANY($1::text[])",
-                                              [Self.array(strings: ids)])
+            let rows = try connection.execute(
+                "SELECT id, version FROM reactord_sessions WHERE id = ANY($1::text[])",
+                [Self.array(strings: ids)])
             var versions: [String: UInt64] = [:]
             for row in 0..<rows.count {
                 versions[rows.string(row, 0) ?? ""] = try storedCount(rows.int64(row, 1) ?? 0, "version")
@@ -402,7 +437,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public func touch(_ ids: [String]) throws(StoreError) {
         if ids.isEmpty { return }
         _ = try reading { connection in
-            try connection.execute("""
+            try connection.execute(
+                """
                 UPDATE reactord_sessions s SET last_active = $2
                 FROM (SELECT id FROM reactord_sessions WHERE id = ANY($1::text[]) AND last_active < $2
                       FOR UPDATE SKIP LOCKED) l
@@ -414,7 +450,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     public func userChanges(after version: UInt64) throws(StoreError) -> [UserChange] {
         try reading { connection in
             let rows = try connection.execute(
-                "SELECT version, data FROM reactord_user_changes WHERE version > $1 ORDER BY version", [String(version)])
+                "SELECT version, data FROM reactord_user_changes WHERE version > $1 ORDER BY version", [String(version)]
+            )
             return try (0..<rows.count).map { (row) throws(StoreError) in
                 UserChange(version: try storedCount(rows.int64(row, 0) ?? 0, "user version"), json: rows.bytes(row, 1))
             }
@@ -585,16 +622,22 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// Every session write of the batch in one statement: the fence check in the UPDATE's
     /// WHERE, events, answers and action log entries inserted only for the sessions it wrote,
     /// one notification per session.
-    private func write(_ writes: [SessionWrite], historyLength: Int, actionLogLength: Int, on connection: PostgresConnection,
-                       into outcome: inout CommitOutcome) throws {
+    private func write(
+        _ writes: [SessionWrite], historyLength: Int, actionLogLength: Int, on connection: PostgresConnection,
+        into outcome: inout CommitOutcome
+    ) throws {
         leaseLock.lock()
         let fences = writes.map { $0.isNew ? 0 : leases[$0.id]?.fence }
         let address = self.address
         leaseLock.unlock()
-        var updates = (ids: [String?](), states: [String?](), versions: [String?](), lastActive: [String?](),
-                       fences: [String?]())
-        var news = (ids: [String?](), kinds: [String?](), owners: [String?](), states: [String?](), versions: [String?](),
-                    createdAt: [String?](), lastActive: [String?]())
+        var updates = (
+            ids: [String?](), states: [String?](), versions: [String?](), lastActive: [String?](),
+            fences: [String?]()
+        )
+        var news = (
+            ids: [String?](), kinds: [String?](), owners: [String?](), states: [String?](), versions: [String?](),
+            createdAt: [String?](), lastActive: [String?]()
+        )
         var events = (sessions: [String?](), seqs: [String?](), pulses: [String?](), data: [String?]())
         var trims = (sessions: [String?](), upto: [String?]())
         var notify = (ids: [String?](), seqs: [String?](), carried: [String?]())
@@ -669,12 +712,13 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
         if sent.isEmpty { return }
         let started = monotonicNow()
-        let columns: [[String?]] = [
-            updates.ids, updates.states, updates.versions, updates.lastActive, updates.fences,
-            news.ids, news.kinds, news.owners, news.states, news.versions, news.createdAt, news.lastActive,
-            events.sessions, events.seqs, events.pulses, events.data,
-            trims.sessions, trims.upto, notify.ids, notify.seqs,
-        ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried] + Self.columns(of: logged)
+        let columns: [[String?]] =
+            [
+                updates.ids, updates.states, updates.versions, updates.lastActive, updates.fences,
+                news.ids, news.kinds, news.owners, news.states, news.versions, news.createdAt, news.lastActive,
+                events.sessions, events.seqs, events.pulses, events.data,
+                trims.sessions, trims.upto, notify.ids, notify.seqs,
+            ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried] + Self.columns(of: logged)
             + [logTrims.sessions, logTrims.upto]
         let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
         let rows = try connection.execute(Self.writeSessions, parameters)
@@ -694,7 +738,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// A key kept already keeps its first answer.
     private func keep(_ answers: [StoredAnswer], on connection: PostgresConnection) throws {
         if answers.isEmpty { return }
-        try connection.execute("""
+        try connection.execute(
+            """
             INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::float8[])
             ON CONFLICT (scope, key) DO NOTHING
@@ -703,27 +748,35 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     /// An answer's columns as the statements above unnest them, in their order.
     private static func columns(of answers: [StoredAnswer]) -> [[String?]] {
-        [answers.map(\.scope), answers.map(\.key), answers.map(\.request), answers.map { String($0.status) },
-         answers.map(\.headerText), answers.map { String(decoding: $0.body, as: UTF8.self) },
-         answers.map { String($0.expires) }]
+        [
+            answers.map(\.scope), answers.map(\.key), answers.map(\.request), answers.map { String($0.status) },
+            answers.map(\.headerText), answers.map { String(decoding: $0.body, as: UTF8.self) },
+            answers.map { String($0.expires) },
+        ]
     }
 
     /// Log entries' columns as the statement above unnests them, in their order.
     private static func columns(of logged: [(session: String, entry: LoggedAction)]) -> [[String?]] {
-        [logged.map(\.session), logged.map { String(Int64(clamping: $0.entry.number)) }, logged.map(\.entry.cause.rawValue),
-         logged.map { $0.entry.origin.map { String(Int64(clamping: $0)) } },
-         logged.map { $0.entry.firstVersion.map { String(Int64(clamping: $0)) } },
-         logged.map { String(Int64(clamping: $0.entry.version)) },
-         logged.map { $0.entry.json.map { String(decoding: $0, as: UTF8.self) } },
-         logged.map(\.entry.subject), logged.map(\.entry.idempotencyKey), logged.map { String($0.entry.time) }]
+        [
+            logged.map(\.session), logged.map { String(Int64(clamping: $0.entry.number)) },
+            logged.map(\.entry.cause.rawValue),
+            logged.map { $0.entry.origin.map { String(Int64(clamping: $0)) } },
+            logged.map { $0.entry.firstVersion.map { String(Int64(clamping: $0)) } },
+            logged.map { String(Int64(clamping: $0.entry.version)) },
+            logged.map { $0.entry.json.map { String(decoding: $0, as: UTF8.self) } },
+            logged.map(\.entry.subject), logged.map(\.entry.idempotencyKey), logged.map { String($0.entry.time) },
+        ]
     }
 
     /// Deleted when this node holds it or nobody holds it live; a live lease of another node
     /// refuses it; a session not stored is already gone.
     /// `idleBefore`: an expiry, which leaves a session used since it was found expired.
-    private func delete(_ id: String, reason: String, idleBefore: Double?, on connection: PostgresConnection,
-                        into outcome: inout CommitOutcome) throws {
-        let result = try connection.execute("""
+    private func delete(
+        _ id: String, reason: String, idleBefore: Double?, on connection: PostgresConnection,
+        into outcome: inout CommitOutcome
+    ) throws {
+        let result = try connection.execute(
+            """
             WITH d AS (
                 DELETE FROM reactord_sessions
                 WHERE id = $1 AND (holder = $2 OR holder IS NULL OR lease_until < now())
@@ -741,7 +794,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     }
 
     private func writeUser(_ json: [UInt8]?, on connection: PostgresConnection) throws {
-        try connection.execute("""
+        try connection.execute(
+            """
             WITH v AS (UPDATE reactord_user SET data = $1::text, version = version + 1 WHERE id = 1 RETURNING version),
             c AS (INSERT INTO reactord_user_changes (version, data) SELECT version, $1::text FROM v),
             t AS (DELETE FROM reactord_user_changes WHERE version <= (SELECT version FROM v) - 1000)
@@ -752,8 +806,11 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     // MARK: - Connections
 
     private static func connector(url: String, secrets: [String], timeout: Int = 5)
-        -> @Sendable () throws(PostgresError) -> PostgresConnection {
-        { @Sendable () throws(PostgresError) in try PostgresConnection(uri: url, secrets: secrets, connectTimeout: timeout) }
+        -> @Sendable () throws(PostgresError) -> PostgresConnection
+    {
+        { @Sendable () throws(PostgresError) in
+            try PostgresConnection(uri: url, secrets: secrets, connectTimeout: timeout)
+        }
     }
 
     private func writerConnection() throws(StoreError) -> PostgresConnection {
@@ -783,7 +840,9 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     private func reading<T>(_ body: (PostgresConnection) throws -> T) throws(StoreError) -> T {
         do {
-            guard let result = try pool.with(body) else { throw StoreError.unavailable("the store is closed", cause: name) }
+            guard let result = try pool.with(body) else {
+                throw StoreError.unavailable("the store is closed", cause: name)
+            }
             return result
         } catch {
             throw storeError(error)
@@ -794,7 +853,8 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         if ids.isEmpty { return }
         // Best effort: a lease not released runs out by itself.
         _ = try? pool.with { connection in
-            try connection.execute("""
+            try connection.execute(
+                """
                 UPDATE reactord_sessions s SET holder = NULL, holder_address = NULL
                 FROM (\(Self.lockedInOrder("holder = $1 AND id = ANY($2::text[])"))) l
                 WHERE s.id = l.id
@@ -805,11 +865,15 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// A full disk is 507 to the client, damaged data 409 or 500; anything else 503.
     private func storeError(_ error: any Error) -> StoreError {
         if let error = error as? StoreError { return error }
-        guard let error = error as? PostgresError else { return .unavailable("the store failed", cause: "\(name): \(error)") }
+        guard let error = error as? PostgresError else {
+            return .unavailable("the store failed", cause: "\(name): \(error)")
+        }
         let cause = "\(name): \(error.message)"
         if error.sqlState == "53100" { return .full("the store is out of disk space", cause: cause) }
         // data_corrupted, index_corrupted
-        if error.sqlState == "XX001" || error.sqlState == "XX002" { return .damaged("the store's data is damaged", cause: cause) }
+        if error.sqlState == "XX001" || error.sqlState == "XX002" {
+            return .damaged("the store's data is damaged", cause: cause)
+        }
         if error.connectionLost { return .unavailable("PostgreSQL is unreachable", cause: cause) }
         return .unavailable("the store failed", cause: cause)
     }
@@ -824,8 +888,10 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
             lastActive: rows.double(0, 5) ?? 0, events: [],
             lastLoggedAction: rows.isNull(0, 9) ? 0 : try storedCount(rows.int64(0, 9) ?? 0, "action log number"))
         for row in 0..<rows.count where !rows.isNull(row, 6) {
-            session.events.append(StoredEvent(seq: try storedCount(rows.int64(row, 6) ?? 0, "event id"),
-                                              pulse: rows.string(row, 7), json: rows.bytes(row, 8) ?? []))
+            session.events.append(
+                StoredEvent(
+                    seq: try storedCount(rows.int64(row, 6) ?? 0, "event id"),
+                    pulse: rows.string(row, 7), json: rows.bytes(row, 8) ?? []))
         }
         return session
     }

@@ -19,80 +19,115 @@ enum SQLiteActionLog {
     static func key(_ number: UInt64) -> Int64 { top - Int64(clamping: number) }
 
     /// An event, with the entry that ends on it.
-    static func insert(_ event: StoredEvent, carrying entry: LoggedAction, of session: String, on writer: SQLiteConnection) throws {
-        try writer.statement("""
+    static func insert(
+        _ event: StoredEvent, carrying entry: LoggedAction, of session: String, on writer: SQLiteConnection
+    ) throws {
+        try writer.statement(
+            """
             INSERT OR REPLACE INTO events (session, seq, pulse, data, \(entryColumns), action) VALUES (?, ?, ?, ?, \(entryValues), ?)
-            """)
-            .bind([.text(session), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
-                   .utf8(event.json)] + values(of: entry) + [entry.json.map(SQLiteValue.utf8) ?? .null])
-            .run()
+            """
+        )
+        .bind(
+            [
+                .text(session), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
+                .utf8(event.json),
+            ] + values(of: entry) + [entry.json.map(SQLiteValue.utf8) ?? .null]
+        )
+        .run()
     }
 
     /// An entry as a row of its own.
     static func insert(_ entry: LoggedAction, of session: String, on writer: SQLiteConnection) throws {
-        try writer.statement("INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns)) VALUES (?, ?, ?, \(entryValues))")
-            .bind([.text(session), .integer(key(entry.number)), entry.json.map(SQLiteValue.utf8) ?? .text("")] + values(of: entry))
-            .run()
+        try writer.statement(
+            "INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns)) VALUES (?, ?, ?, \(entryValues))"
+        )
+        .bind(
+            [.text(session), .integer(key(entry.number)), entry.json.map(SQLiteValue.utf8) ?? .text("")]
+                + values(of: entry)
+        )
+        .run()
     }
 
     /// Before the history drops the session's events up to `seq`: the entries they carry move to rows of their own.
     static func release(_ session: String, throughEvent seq: Int64, on writer: SQLiteConnection) throws {
-        try writer.statement("""
+        try writer.statement(
+            """
             INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns))
                 SELECT session, \(top) - number, coalesce(action, ''), \(entryColumns) FROM events
                 WHERE session = ? AND seq <= ? AND number IS NOT NULL
-            """).bind(.text(session), .integer(seq)).run()
+            """
+        ).bind(.text(session), .integer(seq)).run()
     }
 
     /// Drops the session's entries numbered `number` and below.
     static func drop(_ session: String, through number: UInt64, on writer: SQLiteConnection) throws {
-        try writer.statement("DELETE FROM events WHERE session = ? AND seq >= ?").bind(.text(session), .integer(key(number))).run()
+        try writer.statement("DELETE FROM events WHERE session = ? AND seq >= ?").bind(
+            .text(session), .integer(key(number))
+        ).run()
         try writer.statement("UPDATE events SET \(cleared) WHERE session = ? AND seq < ? AND number <= ?")
             .bind(.text(session), .integer(base), .integer(Int64(clamping: number))).run()
     }
 
     /// Drops at most `limit` of the session's entries logged before `time`, all but its newest; how many it dropped.
-    static func forget(_ session: String, before time: Double, limit: Int64, on writer: SQLiteConnection) throws -> Int64 {
+    static func forget(_ session: String, before time: Double, limit: Int64, on writer: SQLiteConnection) throws
+        -> Int64
+    {
         guard let newest = try newestNumber(of: session, on: writer) else { return 0 }
-        try writer.statement("""
+        try writer.statement(
+            """
             DELETE FROM events WHERE session = ?1 AND seq IN
                 (SELECT seq FROM events WHERE session = ?1 AND seq > ?2 AND time < ?3 LIMIT ?4)
-            """).bind(.text(session), .integer(key(newest)), .real(time), .integer(limit)).run()
+            """
+        ).bind(.text(session), .integer(key(newest)), .real(time), .integer(limit)).run()
         let dropped = Int64(writer.changes)
         guard dropped < limit else { return dropped }
-        try writer.statement("""
+        try writer.statement(
+            """
             UPDATE events SET \(cleared) WHERE session = ?1 AND seq IN
                 (SELECT seq FROM events WHERE session = ?1 AND seq < ?2 AND number < ?3 AND time < ?4 LIMIT ?5)
-            """).bind(.text(session), .integer(base), .integer(Int64(clamping: newest)), .real(time), .integer(limit - dropped))
-            .run()
+            """
+        ).bind(
+            .text(session), .integer(base), .integer(Int64(clamping: newest)), .real(time), .integer(limit - dropped)
+        )
+        .run()
         return dropped + Int64(writer.changes)
     }
 
     /// The session's newest entry's number, nil when it has none. Only events up to `seq` are
     /// looked at: a caller that read the newer ones has their numbers.
-    static func newestNumber(of session: String, eventsThrough seq: Int64 = base - 1,
-                             on connection: SQLiteConnection) throws -> UInt64? {
-        let newest = try connection.statement("""
+    static func newestNumber(
+        of session: String, eventsThrough seq: Int64 = base - 1,
+        on connection: SQLiteConnection
+    ) throws -> UInt64? {
+        let newest = try connection.statement(
+            """
             SELECT (SELECT \(top) - min(seq) FROM events WHERE session = ?1 AND seq > ?2),
                    (SELECT max(number) FROM events WHERE session = ?1 AND seq <= ?3)
             """)
         try newest.bind(.text(session), .integer(base), .integer(min(seq, base - 1)))
         guard try newest.next() else { return nil }
-        let numbers = try [0, 1].filter { !newest.isNull($0) }.map { try storedCount(newest.int64($0), "action log number") }
+        let numbers = try [0, 1].filter { !newest.isNull($0) }.map {
+            try storedCount(newest.int64($0), "action log number")
+        }
         return numbers.max()
     }
 
     /// The session's entries after `version` (nil: all), by version then number, at most `limit`
     /// but never ending inside a version (`ActionLogReading`).
-    static func entries(of session: String, after version: UInt64?, limit: Int, on reader: SQLiteConnection) throws -> [LoggedAction] {
-        let page = try reader.statement("""
+    static func entries(of session: String, after version: UInt64?, limit: Int, on reader: SQLiteConnection) throws
+        -> [LoggedAction]
+    {
+        let page = try reader.statement(
+            """
             SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version > ? ORDER BY version, 1 LIMIT ?
             """)
-        try page.bind(.text(session), .integer(version.map { Int64(clamping: $0) } ?? -1), .integer(Int64(max(limit, 0))))
+        try page.bind(
+            .text(session), .integer(version.map { Int64(clamping: $0) } ?? -1), .integer(Int64(max(limit, 0))))
         var entries: [LoggedAction] = []
         while try page.next() { entries.append(try entry(page)) }
         guard entries.count == limit, let last = entries.last else { return entries }
-        let rest = try reader.statement("""
+        let rest = try reader.statement(
+            """
             SELECT * FROM (SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version = ?)
                 WHERE n > ? ORDER BY n
             """)
@@ -119,9 +154,13 @@ enum SQLiteActionLog {
 
     /// For `entryColumns`.
     private static func values(of entry: LoggedAction) -> [SQLiteValue] {
-        [.integer(Int64(clamping: entry.number)), .text(entry.cause.rawValue), entry.origin.map { .integer(Int64(clamping: $0)) } ?? .null,
-         entry.firstVersion.map { .integer(Int64(clamping: $0)) } ?? .null, .integer(Int64(clamping: entry.version)),
-         entry.subject.map(SQLiteValue.text) ?? .null, entry.idempotencyKey.map(SQLiteValue.text) ?? .null, .real(entry.time)]
+        [
+            .integer(Int64(clamping: entry.number)), .text(entry.cause.rawValue),
+            entry.origin.map { .integer(Int64(clamping: $0)) } ?? .null,
+            entry.firstVersion.map { .integer(Int64(clamping: $0)) } ?? .null, .integer(Int64(clamping: entry.version)),
+            entry.subject.map(SQLiteValue.text) ?? .null, entry.idempotencyKey.map(SQLiteValue.text) ?? .null,
+            .real(entry.time),
+        ]
     }
 
     private static func entry(_ row: SQLiteStatement) throws -> LoggedAction {

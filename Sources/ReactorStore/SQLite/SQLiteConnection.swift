@@ -33,7 +33,7 @@ final class SQLiteConnection {
     }
 
     deinit {
-        cache.removeAll()   // statements are finalized before the connection closes
+        cache.removeAll()  // statements are finalized before the connection closes
         sqlite3_close_v2(handle)
     }
 

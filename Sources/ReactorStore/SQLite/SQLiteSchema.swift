@@ -75,8 +75,9 @@ enum SQLiteSchema {
         while try tables.next() { names.insert(tables.string(0)) }
         if names.isEmpty { return 0 }
         guard names.contains("reactord_schema") else {
-            throw StoreError.cannotOpen("\(path) is a SQLite database of another program "
-                + "(no reactord_schema table); left untouched")
+            throw StoreError.cannotOpen(
+                "\(path) is a SQLite database of another program "
+                    + "(no reactord_schema table); left untouched")
         }
         let version = try connection.statement("SELECT version FROM reactord_schema")
         guard try version.next() else {
@@ -84,8 +85,9 @@ enum SQLiteSchema {
         }
         // reactord writes 1 and up: anything below is a damaged file, and migrating from it would trap.
         guard version.int64(0) >= 1 else {
-            throw StoreError.cannotOpen("\(path): reactord_schema holds version \(version.int64(0)), which no reactord "
-                + "writes; left untouched")
+            throw StoreError.cannotOpen(
+                "\(path): reactord_schema holds version \(version.int64(0)), which no reactord "
+                    + "writes; left untouched")
         }
         return Int(version.int64(0))
     }

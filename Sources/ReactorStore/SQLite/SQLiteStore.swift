@@ -1,5 +1,6 @@
-internal import ConcurrencyPrimitives
 internal import CSQLite
+internal import ConcurrencyPrimitives
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -39,8 +40,9 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             let version = try SQLiteSchema.version(of: writer, path: path)
             writer.resetAll()
             guard version <= SQLiteSchema.currentVersion else {
-                throw StoreError.cannotOpen("\(path) was written by a newer reactord (schema version \(version); "
-                    + "this one knows \(SQLiteSchema.currentVersion)); left untouched")
+                throw StoreError.cannotOpen(
+                    "\(path) was written by a newer reactord (schema version \(version); "
+                        + "this one knows \(SQLiteSchema.currentVersion)); left untouched")
             }
             try writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
             try SQLiteSchema.migrate(writer, from: version)
@@ -93,11 +95,14 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 "SELECT seq, pulse, data, number FROM events WHERE session = ? AND seq > ? AND seq < ? ORDER BY seq")
             try events.bind(.text(id), .integer(oldestRead), .integer(SQLiteActionLog.base))
             while try events.next() {
-                session.events.append(StoredEvent(
-                    seq: try storedCount(events.int64(0), "event id"), pulse: events.isNull(1) ? nil : events.string(1),
-                    json: events.bytes(2)))
+                session.events.append(
+                    StoredEvent(
+                        seq: try storedCount(events.int64(0), "event id"),
+                        pulse: events.isNull(1) ? nil : events.string(1),
+                        json: events.bytes(2)))
                 if !events.isNull(3) {
-                    session.lastLoggedAction = max(session.lastLoggedAction, try storedCount(events.int64(3), "action log number"))
+                    session.lastLoggedAction = max(
+                        session.lastLoggedAction, try storedCount(events.int64(3), "action log number"))
                 }
             }
             let older = try SQLiteActionLog.newestNumber(of: id, eventsThrough: oldestRead, on: connection)
@@ -122,9 +127,10 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 "SELECT request, status, headers, body, expires FROM answers WHERE scope = ? AND key = ?")
             try row.bind(.text(scope), .text(key))
             guard try row.next() else { return nil }
-            return StoredAnswer(scope: scope, key: key, request: row.string(0), status: Int(row.int64(1)),
-                                headers: StoredAnswer.fields(fromText: row.string(2)), body: row.bytes(3),
-                                expires: row.double(4), session: nil)
+            return StoredAnswer(
+                scope: scope, key: key, request: row.string(0), status: Int(row.int64(1)),
+                headers: StoredAnswer.fields(fromText: row.string(2)), body: row.bytes(3),
+                expires: row.double(4), session: nil)
         }
     }
 
@@ -136,12 +142,14 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     }
 
     @discardableResult
-    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String> {
+    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<
+        String
+    > {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard let writer else { throw .unavailable("the store is closed", cause: path) }
         var kept: Set<String> = []
-        var gone: Set<String> = []   // written to after its delete: nothing of it is kept
+        var gone: Set<String> = []  // written to after its delete: nothing of it is kept
         do {
             try writer.transaction {
                 for change in changes {
@@ -157,7 +165,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                         if let idleBefore {
                             try writer.statement("DELETE FROM sessions WHERE id = ? AND last_active < ?")
                                 .bind(.text(id), .real(idleBefore)).run()
-                            guard writer.changes > 0 else {   // used since: it stays, with its events
+                            guard writer.changes > 0 else {  // used since: it stays, with its events
                                 kept.insert(id)
                                 continue
                             }
@@ -175,10 +183,12 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                         if let session = answer.session, kept.contains(session) || gone.contains(session) { continue }
                         try keep(answer, on: writer)
                     case let .forgetAnswers(time, limit):
-                        try writer.statement("""
+                        try writer.statement(
+                            """
                             DELETE FROM answers WHERE (scope, key) IN
                                 (SELECT scope, key FROM answers WHERE expires < ? LIMIT ?)
-                            """).bind(.real(time), .integer(Int64(limit))).run()
+                            """
+                        ).bind(.real(time), .integer(Int64(limit))).run()
                     case let .forgetLoggedActions(time, limit):
                         try forgetLoggedActions(before: time, limit: limit, on: writer)
                     }
@@ -187,11 +197,15 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         } catch {
             throw Self.storeError(error, opening: nil)
         }
-        return kept   // refused, as a shared store refuses what it no longer holds
+        return kept  // refused, as a shared store refuses what it no longer holds
     }
 
-    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] {
-        try reading { connection in try SQLiteActionLog.entries(of: session, after: version, limit: limit, on: connection) }
+    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
+        -> [LoggedAction]
+    {
+        try reading { connection in
+            try SQLiteActionLog.entries(of: session, after: version, limit: limit, on: connection)
+        }
     }
 
     public func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
@@ -216,16 +230,18 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     public func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
         try reading { connection in
-            let select = try connection.statement("""
+            let select = try connection.statement(
+                """
                 SELECT id, kind, owner, version, created_at, last_active FROM sessions WHERE id > ? ORDER BY id LIMIT ?
                 """)
             try select.bind(.text(id), .integer(Int64(max(limit, 0))))
             var found: [SessionSummary] = []
             while try select.next() {
-                found.append(SessionSummary(
-                    id: select.string(0), kind: select.string(1), owner: select.isNull(2) ? nil : select.string(2),
-                    version: try storedCount(select.int64(3), "version"), createdAt: select.double(4),
-                    lastActive: select.double(5)))
+                found.append(
+                    SessionSummary(
+                        id: select.string(0), kind: select.string(1), owner: select.isNull(2) ? nil : select.string(2),
+                        version: try storedCount(select.int64(3), "version"), createdAt: select.double(4),
+                        lastActive: select.double(5)))
             }
             return found
         }
@@ -235,11 +251,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         writeLock.lock()
         readLock.lock()
         let wasOpen = writer != nil
-        reader = nil   // the writer closes last: it checkpoints the WAL into the file and removes it
+        reader = nil  // the writer closes last: it checkpoints the WAL into the file and removes it
         writer = nil
         readLock.unlock()
         writeLock.unlock()
-        if wasOpen { Glibc.close(lockFile) }   // the lock goes after SQLite has let go of the file
+        if wasOpen { Glibc.close(lockFile) }  // the lock goes after SQLite has let go of the file
     }
 
     // MARK: - Private
@@ -249,20 +265,28 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     /// Writes the session's change and the entries `logged` for it; false when there is no such
     /// session any more (deleted meanwhile: it stays deleted, and its late events, entries and
     /// answers are not kept).
-    private func apply(_ write: SessionWrite, logging logged: [LoggedAction], historyLength: Int,
-                       on writer: SQLiteConnection) throws -> Bool {
+    private func apply(
+        _ write: SessionWrite, logging logged: [LoggedAction], historyLength: Int,
+        on writer: SQLiteConnection
+    ) throws -> Bool {
         if write.isNew {
-            try writer.statement("""
+            try writer.statement(
+                """
                 INSERT INTO sessions (id, kind, state, version, created_at, last_active, owner) VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
-                .bind(.text(write.id), .text(write.kind), .utf8(write.stateJSON), .integer(Int64(clamping: write.version)),
-                      .real(write.createdAt), .real(write.lastActive ?? write.createdAt),
-                      write.owner.map(SQLiteValue.text) ?? .null).run()
+                """
+            )
+            .bind(
+                .text(write.id), .text(write.kind), .utf8(write.stateJSON), .integer(Int64(clamping: write.version)),
+                .real(write.createdAt), .real(write.lastActive ?? write.createdAt),
+                write.owner.map(SQLiteValue.text) ?? .null
+            ).run()
         } else {
             if let lastActive = write.lastActive {
                 try writer.statement("UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")
-                    .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .real(lastActive),
-                          .text(write.id)).run()
+                    .bind(
+                        .utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .real(lastActive),
+                        .text(write.id)
+                    ).run()
             } else {
                 try writer.statement("UPDATE sessions SET state = ?, version = ? WHERE id = ?")
                     .bind(.utf8(write.stateJSON), .integer(Int64(clamping: write.version)), .text(write.id)).run()
@@ -278,7 +302,11 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         var riding: [UInt64: LoggedAction] = [:]
         var alone: [LoggedAction] = []
         for entry in logged {
-            if entry.firstVersion != nil, riding[entry.version] == nil { riding[entry.version] = entry } else { alone.append(entry) }
+            if entry.firstVersion != nil, riding[entry.version] == nil {
+                riding[entry.version] = entry
+            } else {
+                alone.append(entry)
+            }
         }
         let insert = "INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, ?, ?)"
         for event in write.events {
@@ -287,8 +315,10 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 continue
             }
             try writer.statement(insert)
-                .bind(.text(write.id), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
-                      .utf8(event.json)).run()
+                .bind(
+                    .text(write.id), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
+                    .utf8(event.json)
+                ).run()
         }
         for entry in alone + riding.values { try SQLiteActionLog.insert(entry, of: write.id, on: writer) }
         // Trimmed in steps of `trimStep` events, not on every write: a session keeps between
@@ -305,8 +335,10 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     /// Keeps the session's newest `length` entries after `logged` was written (trimmed in steps,
     /// as its events are).
-    private func trimLog(of session: String, after logged: [LoggedAction], keeping length: Int,
-                         on writer: SQLiteConnection) throws {
+    private func trimLog(
+        of session: String, after logged: [LoggedAction], keeping length: Int,
+        on writer: SQLiteConnection
+    ) throws {
         guard let first = logged.first, let last = logged.last else { return }
         let oldestKept = Int64(clamping: last.number) - Int64(length)
         let previous = Int64(clamping: first.number) - 1 - Int64(length)
@@ -335,11 +367,15 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     /// A key kept already keeps its first answer.
     private func keep(_ answer: StoredAnswer, on writer: SQLiteConnection) throws {
-        try writer.statement("""
+        try writer.statement(
+            """
             INSERT OR IGNORE INTO answers (scope, key, request, status, headers, body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)
-            """)
-            .bind(.text(answer.scope), .text(answer.key), .text(answer.request), .integer(Int64(answer.status)),
-                  .text(answer.headerText), .utf8(answer.body), .real(answer.expires)).run()
+            """
+        )
+        .bind(
+            .text(answer.scope), .text(answer.key), .text(answer.request), .integer(Int64(answer.status)),
+            .text(answer.headerText), .utf8(answer.body), .real(answer.expires)
+        ).run()
     }
 
     private func reading<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
@@ -385,7 +421,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 throw .cannotOpen("cannot open the store \(path): it is not a regular file")
             }
             guard access(path, R_OK | W_OK) == 0 else {
-                throw .cannotOpen("cannot open the store \(path) for reading and writing: \(String(cString: strerror(errno)))")
+                throw .cannotOpen(
+                    "cannot open the store \(path) for reading and writing: \(String(cString: strerror(errno)))")
             }
             if info.st_size > 0 && !hasSQLiteHeader(path) {
                 throw .cannotOpen("\(path) is not a SQLite database; left untouched")
@@ -397,16 +434,18 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
         guard access(folder.isEmpty ? "/" : folder, W_OK) == 0 else {
             Glibc.close(fd)
-            throw .cannotOpen("cannot open the store \(path): its folder \(folder) is not writable "
-                + "(SQLite writes its -wal and -shm files there)")
+            throw .cannotOpen(
+                "cannot open the store \(path): its folder \(folder) is not writable "
+                    + "(SQLite writes its -wal and -shm files there)")
         }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let busy = errno == EWOULDBLOCK
             Glibc.close(fd)
-            throw .cannotOpen(busy
-                ? "the store \(path) is in use by another reactord process (one process per SQLite file; "
-                    + "for several nodes use PostgreSQL)"
-                : "cannot lock the store \(path): \(String(cString: strerror(errno)))")
+            throw .cannotOpen(
+                busy
+                    ? "the store \(path) is in use by another reactord process (one process per SQLite file; "
+                        + "for several nodes use PostgreSQL)"
+                    : "cannot lock the store \(path): \(String(cString: strerror(errno)))")
         }
         return fd
     }

@@ -3,9 +3,11 @@ import XCTest
 /// Asserts that `response` is an RFC 9457 problem document with `status` whose `detail`
 /// mentions each of `words`, and, given a `secret` (a session id), that the body never
 /// contains it.
-func assertProblem(_ response: TestResponse?, _ status: Int, mentions words: [String] = [],
-                   notContaining secret: String? = nil,
-                   file: StaticString = #filePath, line: UInt = #line) {
+func assertProblem(
+    _ response: TestResponse?, _ status: Int, mentions words: [String] = [],
+    notContaining secret: String? = nil,
+    file: StaticString = #filePath, line: UInt = #line
+) {
     guard let response else { return XCTFail("no response", file: file, line: line) }
     XCTAssertEqual(response.status, status, response.text, file: file, line: line)
     XCTAssertEqual(response.header("Content-Type"), "application/problem+json", file: file, line: line)

@@ -27,7 +27,10 @@ final class ReactordProcess {
 
     deinit {
         stderr.fileHandleForReading.readabilityHandler = nil
-        if process.isRunning { process.terminate(); process.waitUntilExit() }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
     }
 
     /// Waits up to `timeout` seconds for the process to exit; its status, or nil.
@@ -38,8 +41,10 @@ final class ReactordProcess {
     }
 
     static func executableURL() throws -> URL {
-        let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(),
-                          Bundle(for: ReactordProcess.self).bundleURL.deletingLastPathComponent()]
+        let candidates = [
+            Bundle.main.executableURL?.deletingLastPathComponent(),
+            Bundle(for: ReactordProcess.self).bundleURL.deletingLastPathComponent(),
+        ]
         for directory in candidates.compactMap({ $0 }) {
             let url = directory.appendingPathComponent("reactord")
             if FileManager.default.isExecutableFile(atPath: url.path) { return url }

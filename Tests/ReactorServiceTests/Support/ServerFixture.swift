@@ -36,8 +36,9 @@ final class ServerFixture {
     }
 
     func putUser(id: String, name: String) throws -> TestResponse {
-        try client.request("PUT", "/user", body: #"{"id":"\#(id)","name":"\#(name)"}"#,
-                           headers: ["Authorization": "Bearer \(Self.token)"])
+        try client.request(
+            "PUT", "/user", body: #"{"id":"\#(id)","name":"\#(name)"}"#,
+            headers: ["Authorization": "Bearer \(Self.token)"])
     }
 }
 

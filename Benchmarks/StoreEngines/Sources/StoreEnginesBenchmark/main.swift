@@ -46,11 +46,13 @@ struct Options {
     }
 
     static func usage(_ problem: String) -> Never {
-        FileHandle.standardError.write(Data("""
-            \(problem)
-            usage: StoreEnginesBenchmark [--rounds N] [--seconds S] [--dir FOLDER] [--sync full|normal|both]
+        FileHandle.standardError.write(
+            Data(
+                """
+                \(problem)
+                usage: StoreEnginesBenchmark [--rounds N] [--seconds S] [--dir FOLDER] [--sync full|normal|both]
 
-            """.utf8))
+                """.utf8))
         exit(2)
     }
 }
@@ -66,7 +68,7 @@ final class GRDBEngine {
 
     init(path: String, sync: SQLiteSync) throws {
         var configuration = Configuration()
-        configuration.busyMode = .timeout(5)   // the wrapper's busy_timeout = 5000
+        configuration.busyMode = .timeout(5)  // the wrapper's busy_timeout = 5000
         // reactord's own engine makes the schema (its SQL is internal to ReactorStore), then lets go.
         try SQLiteStore(path: path, sync: sync).close()
         queue = try DatabaseQueue(path: path, configuration: configuration)
@@ -104,27 +106,37 @@ final class GRDBEngine {
     /// SQLiteStore's `apply`, statement for statement (as in the working tree of 2026-11-23).
     private func apply(_ write: SessionWrite, historyLength: Int, _ db: Database) throws {
         if write.isNew {
-            try db.cachedStatement(sql: """
-                INSERT INTO sessions (id, kind, state, version, created_at, last_active) VALUES (?, ?, ?, ?, ?, ?)
-                """)
-                .execute(arguments: [write.id, write.kind, String(decoding: write.stateJSON, as: UTF8.self),
-                                     Int64(clamping: write.version), write.createdAt, write.lastActive ?? write.createdAt])
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO sessions (id, kind, state, version, created_at, last_active) VALUES (?, ?, ?, ?, ?, ?)
+                    """
+            )
+            .execute(arguments: [
+                write.id, write.kind, String(decoding: write.stateJSON, as: UTF8.self),
+                Int64(clamping: write.version), write.createdAt, write.lastActive ?? write.createdAt,
+            ])
         } else if let lastActive = write.lastActive {
             try db.cachedStatement(sql: "UPDATE sessions SET state = ?, version = ?, last_active = ? WHERE id = ?")
-                .execute(arguments: [String(decoding: write.stateJSON, as: UTF8.self), Int64(clamping: write.version),
-                                     lastActive, write.id])
+                .execute(arguments: [
+                    String(decoding: write.stateJSON, as: UTF8.self), Int64(clamping: write.version),
+                    lastActive, write.id,
+                ])
         } else {
             try db.cachedStatement(sql: "UPDATE sessions SET state = ?, version = ? WHERE id = ?")
-                .execute(arguments: [String(decoding: write.stateJSON, as: UTF8.self), Int64(clamping: write.version),
-                                     write.id])
+                .execute(arguments: [
+                    String(decoding: write.stateJSON, as: UTF8.self), Int64(clamping: write.version),
+                    write.id,
+                ])
             if db.changesCount == 0 { return }
         }
         guard historyLength > 0, !write.events.isEmpty else { return }
         let insert = "INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, ?, ?)"
         for event in write.events {
             try db.cachedStatement(sql: insert)
-                .execute(arguments: [write.id, Int64(clamping: event.seq), event.pulse,
-                                     String(decoding: event.json, as: UTF8.self)])
+                .execute(arguments: [
+                    write.id, Int64(clamping: event.seq), event.pulse,
+                    String(decoding: event.json, as: UTF8.self),
+                ])
         }
         let oldestKept = Int64(clamping: write.version) - Int64(historyLength)
         let previous = Int64(clamping: write.events[0].seq) - 1 - Int64(historyLength)
@@ -162,16 +174,22 @@ final class Subject {
     /// that has been up for a while.
     func prepare(history: Int) throws {
         let now = Date().timeIntervalSince1970
-        try commit(ids.map { id in
-            .session(SessionWrite(id: id, kind: "counter", isNew: true, stateJSON: stateJSON(0), version: 0,
-                                  createdAt: now, lastActive: now, events: []))
-        })
+        try commit(
+            ids.map { id in
+                .session(
+                    SessionWrite(
+                        id: id, kind: "counter", isNew: true, stateJSON: stateJSON(0), version: 0,
+                        createdAt: now, lastActive: now, events: []))
+            })
         let full = UInt64(history)
-        try commit(ids.map { id in
-            .session(SessionWrite(id: id, kind: "counter", isNew: false, stateJSON: stateJSON(full), version: full,
-                                  createdAt: now, lastActive: now,
-                                  events: (1...full).map { StoredEvent(seq: $0, pulse: nil, json: stateJSON($0)) }))
-        })
+        try commit(
+            ids.map { id in
+                .session(
+                    SessionWrite(
+                        id: id, kind: "counter", isNew: false, stateJSON: stateJSON(full), version: full,
+                        createdAt: now, lastActive: now,
+                        events: (1...full).map { StoredEvent(seq: $0, pulse: nil, json: stateJSON($0)) }))
+            })
         versions = Array(repeating: full, count: ids.count)
     }
 
@@ -188,9 +206,11 @@ final class Subject {
             versions[index] += 1
             let version = versions[index]
             let json = stateJSON(version)
-            changes.append(.session(SessionWrite(
-                id: ids[index], kind: "counter", isNew: false, stateJSON: json, version: version,
-                createdAt: now, lastActive: nil, events: [StoredEvent(seq: version, pulse: nil, json: json)])))
+            changes.append(
+                .session(
+                    SessionWrite(
+                        id: ids[index], kind: "counter", isNew: false, stateJSON: json, version: version,
+                        createdAt: now, lastActive: nil, events: [StoredEvent(seq: version, pulse: nil, json: json)])))
         }
         return changes
     }
@@ -231,7 +251,8 @@ func measure(_ subject: Subject, size: Int, seconds: Double) throws -> Sample {
 
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    return sorted.count % 2 == 1
+        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
 func format(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
@@ -244,8 +265,11 @@ func describe(_ path: String) throws -> (schema: [String], journal: String) {
     configuration.readonly = true
     let queue = try DatabaseQueue(path: path, configuration: configuration)
     return try queue.read { db in
-        (try String.fetchAll(db, sql: "SELECT type || ' ' || name || ': ' || ifnull(sql, '') FROM sqlite_master ORDER BY name"),
-         try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?")
+        (
+            try String.fetchAll(
+                db, sql: "SELECT type || ' ' || name || ': ' || ifnull(sql, '') FROM sqlite_master ORDER BY name"),
+            try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?"
+        )
     }
 }
 
@@ -258,12 +282,15 @@ func checkContents(_ path: String, _ subject: Subject, history: Int) throws {
     try queue.read { db in
         for (id, version) in zip(subject.ids, subject.versions) {
             let stored = try Int64.fetchOne(db, sql: "SELECT version FROM sessions WHERE id = ?", arguments: [id])
-            let row = try Row.fetchOne(db, sql: "SELECT count(*), min(seq), max(seq) FROM events WHERE session = ?",
-                                       arguments: [id])!
+            let row = try Row.fetchOne(
+                db, sql: "SELECT count(*), min(seq), max(seq) FROM events WHERE session = ?",
+                arguments: [id])!
             let (count, first, last) = (row[0] as Int64, row[1] as Int64, row[2] as Int64)
             guard stored == Int64(version), last == Int64(version), count == last - first + 1,
-                  count >= Int64(history), count <= Int64(history) + GRDBEngine.trimStep else {
-                fatalError("\(subject.name): session \(id) holds version \(stored ?? -1), events \(row); expected \(version)")
+                count >= Int64(history), count <= Int64(history) + GRDBEngine.trimStep
+            else {
+                fatalError(
+                    "\(subject.name): session \(id) holds version \(stored ?? -1), events \(row); expected \(version)")
             }
         }
     }
@@ -293,13 +320,16 @@ func run(sync: SQLiteSync) throws {
         fatalError("the two files differ: \(wrapperSchema) \(wrapperJournal) vs \(grdbSchema) \(grdbJournal)")
     }
     let grdbSynchronous = try grdb.queue.read { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
-    guard grdbSynchronous == (sync == .full ? 2 : 1) else { fatalError("GRDB connection: synchronous = \(String(describing: grdbSynchronous))") }
+    guard grdbSynchronous == (sync == .full ? 2 : 1) else {
+        fatalError("GRDB connection: synchronous = \(String(describing: grdbSynchronous))")
+    }
 
     try wrapper.prepare(history: history)
     try viaGRDB.prepare(history: history)
 
     let sqliteVersion = try grdb.queue.read { try String.fetchOne($0, sql: "SELECT sqlite_version()") } ?? "?"
-    print("""
+    print(
+        """
         StoreEngines: SQLiteStore.commit (thin libsqlite3 wrapper) vs the same SQL through GRDB 7.10.0
         SQLite \(sqliteVersion), files in \(folder) (WAL, synchronous = \(sync == .full ? "FULL" : "NORMAL") in both, same schema: checked)
         \(options.sessions) sessions with \(history) events of history each; every write: UPDATE sessions,
@@ -318,7 +348,8 @@ func run(sync: SQLiteSync) throws {
             for subject in order {
                 let sample = try measure(subject, size: size, seconds: options.seconds)
                 samples["\(subject.name) \(size)", default: []].append(sample)
-                line += "  \(subject.name)×\(size) \(format(sample.batchesPerSecond)) b/s \(format(sample.cpuMicrosPerBatch)) µs cpu/b"
+                line +=
+                    "  \(subject.name)×\(size) \(format(sample.batchesPerSecond)) b/s \(format(sample.cpuMicrosPerBatch)) µs cpu/b"
             }
         }
         print(line)
@@ -326,7 +357,9 @@ func run(sync: SQLiteSync) throws {
 
     try checkContents(wrapperPath, wrapper, history: history)
     try checkContents(grdbPath, viaGRDB, history: history)
-    print("contents checked: every session holds its version and its newest \(history) to \(history + Int(GRDBEngine.trimStep)) events, in both files\n")
+    print(
+        "contents checked: every session holds its version and its newest \(history) to \(history + Int(GRDBEngine.trimStep)) events, in both files\n"
+    )
 
     print("medians of \(options.rounds) rounds (cpu = process CPU time per commit; wall includes waiting for fsync):")
     print("batch  engine   batches/s  session writes/s  cpu µs/batch  wall µs/batch")
@@ -342,13 +375,18 @@ func run(sync: SQLiteSync) throws {
             let wallColumn = format(1e6 / rate).leftPad(13)
             print("\(sizeColumn)  \(nameColumn)  \(rateColumn)  \(writesColumn)  \(cpuColumn)  \(wallColumn)")
         }
-        let ratios = zip(samples["wrapper \(size)"]!, samples["GRDB \(size)"]!).map { $0.batchesPerSecond / $1.batchesPerSecond }
-        let cpuRatios = zip(samples["wrapper \(size)"]!, samples["GRDB \(size)"]!).map { $1.cpuMicrosPerBatch / $0.cpuMicrosPerBatch }
+        let ratios = zip(samples["wrapper \(size)"]!, samples["GRDB \(size)"]!).map {
+            $0.batchesPerSecond / $1.batchesPerSecond
+        }
+        let cpuRatios = zip(samples["wrapper \(size)"]!, samples["GRDB \(size)"]!).map {
+            $1.cpuMicrosPerBatch / $0.cpuMicrosPerBatch
+        }
         let ratio = format(median(ratios), 3)
         let range = "\(format(ratios.min()!, 3))–\(format(ratios.max()!, 3))"
         let cpuRatio = format(median(cpuRatios), 3)
-        print("batch \(size): throughput ratio wrapper/GRDB, median of per-round ratios: \(ratio) (range \(range)); "
-            + "CPU per batch GRDB/wrapper: \(cpuRatio)")
+        print(
+            "batch \(size): throughput ratio wrapper/GRDB, median of per-round ratios: \(ratio) (range \(range)); "
+                + "CPU per batch GRDB/wrapper: \(cpuRatio)")
     }
 
     store.close()
@@ -360,5 +398,7 @@ extension String {
 }
 
 extension String {
-    func rightPad(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+    func rightPad(_ width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
 }
