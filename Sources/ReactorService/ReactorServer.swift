@@ -225,7 +225,8 @@ public final class ReactorServer: Sendable {
         guard let persistence = context.persistence else {
             let ended = context.sessions.removeAll()
             for session in ended { context.end(session, reason: "shutdown") }
-            http.stop(finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline)
+            http.stop(
+                finalFrame: EventFrames.end(reason: "shutdown"), deadline: context.configuration.stopDeadline.inSeconds)
             context.logger.info(
                 "reactord stopped",
                 metadata: [
@@ -242,7 +243,7 @@ public final class ReactorServer: Sendable {
         context.cluster?.store.release(sessions.map(\.id))
         for session in sessions { context.end(session, reason: nil) }
         context.cluster?.stop()
-        http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline)
+        http.stop(finalFrame: nil, deadline: context.configuration.stopDeadline.inSeconds)
         persistence.engine.close()  // a shared store gives the leases back
         context.logger.info(
             "reactord stopped",
@@ -308,10 +309,10 @@ public final class ReactorServer: Sendable {
         http.connectionLimit = configuration.connectionLimit
         http.connectionsPerIP = configuration.effectiveConnectionsPerIP
         http.trustedProxies = configuration.trustedProxies
-        http.headTimeout = configuration.headTimeout
-        http.connectionTimeout = configuration.connectionTimeout
+        http.headTimeout = configuration.headTimeout.inSeconds
+        http.connectionTimeout = max(1, Int(configuration.connectionTimeout.inSeconds.rounded(.up)))
         http.bodyLimit = configuration.bodyLimit
-        http.heartbeatInterval = configuration.heartbeat
+        http.heartbeatInterval = configuration.heartbeat.inSeconds
         http.streamQueueLimit = configuration.streamQueueLimit
         let cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
         let limits = LimitNotices(context: context)

@@ -8,7 +8,8 @@ public typealias StoreLocation = ReactorStore.StoreLocation
 /// The trusted proxies' addresses and ranges (`ServiceConfiguration.trustedProxies`).
 public typealias AddressRanges = MicroHTTP.AddressRanges
 
-/// Everything an operator can set. The defaults are docs/architecture.md's ("Defaults").
+/// Everything an operator can set. The defaults are docs/architecture.md's ("Defaults"); times are
+/// `Duration`s (`.seconds(15)`, `.milliseconds(500)`).
 public struct ServiceConfiguration: Sendable {
     /// Where sessions outlive the process. `.memory` (this type's default, for tests and
     /// embedding): they do not. The `reactord` executable defaults to `sqlite:reactord.sqlite`.
@@ -17,13 +18,13 @@ public struct ServiceConfiguration: Sendable {
     /// sessions this node holds, e.g. `http://10.0.0.5:8080`. nil: `http://HOST:PORT`, which
     /// needs a concrete host (not 0.0.0.0 or ::).
     public var advertise: String?
-    /// Cluster mode: seconds a node's lease on a session lasts without renewal (renewed every
+    /// Cluster mode: how long a node's lease on a session lasts without renewal (renewed every
     /// third of it). A dead node's sessions are taken over within about this long; a node that
     /// stops or unloads a session gives its lease back at once.
-    public var leaseDuration: Double = 2
-    /// Cluster mode: seconds to wait for the holder's answer to a forwarded request before
+    public var leaseDuration: Duration = .seconds(2)
+    /// Cluster mode: how long to wait for the holder's answer to a forwarded request before
     /// answering 504 (its outcome unknown).
-    public var forwardTimeout: Double = 10
+    public var forwardTimeout: Duration = .seconds(10)
     /// The address to listen on; `0.0.0.0` or `::` for every interface.
     public var host = "127.0.0.1"
     /// 0 picks a free port; `ReactorServer.port` tells which after `start()`.
@@ -46,36 +47,37 @@ public struct ServiceConfiguration: Sendable {
     public var sessionCreateRate: Double = 10
     /// The bucket size for `sessionCreateRate`: sessions one address may create at once.
     public var sessionCreateBurst = 100
-    /// Seconds a session may stay without an action and without a subscriber; 0: for ever.
+    /// How long a session may stay without an action and without a subscriber; `.zero`: for ever.
     /// With a durable store it is deleted there, without being loaded.
-    public var sessionTTL: Double = 30 * 60
+    public var sessionTTL: Duration = .seconds(30 * 60)
     /// The most sessions in memory at once. With a durable store the least recently used idle
     /// ones are unloaded to make room, and a new session or a load is refused (503) only when
     /// every loaded one is busy; with the memory store it is every session there is.
     public var maxSessions = 100_000
-    /// With a durable store: seconds after which a session with no subscriber, no running effect
+    /// With a durable store: the time after which a session with no subscriber, no running effect
     /// and nothing left to write is unloaded from memory (it stays stored, and its next request
-    /// loads it again). 0: sessions stay loaded until they expire or memory is needed.
-    public var unloadAfter: Double = 60
+    /// loads it again). `.zero`: sessions stay loaded until they expire or memory is needed.
+    public var unloadAfter: Duration = .seconds(60)
     /// With a durable store: the most sessions stored at once; past it `POST /sessions` answers
     /// 507. With authentication, `maxSessionsPerSubject` bounds each subject as well.
     public var maxStoredSessions = 10_000_000
-    /// Seconds an answer stays kept under its `Idempotency-Key` (a repeat within it gets the
+    /// How long an answer stays kept under its `Idempotency-Key` (a repeat within it gets the
     /// answer again instead of running); then it is forgotten, in the background.
-    public var idempotencyTTL: Double = 24 * 60 * 60
+    public var idempotencyTTL: Duration = .seconds(24 * 60 * 60)
     /// The largest request body in bytes; a larger one is answered 413.
     public var bodyLimit = 1 << 20
-    /// Seconds between `: keep-alive` comments on every event stream.
-    public var heartbeat: Double = 15
+    /// The time between `: keep-alive` comments on every event stream.
+    public var heartbeat: Duration = .seconds(15)
     /// Events kept per session for `Last-Event-ID` resumes (and `GET /sessions/{id}/states/{version}`).
     public var historyLength = 1_024
     /// Entries of its action log kept per session (every action applied, and the changes effects
     /// and the global user made); 0: no log.
     public var actionLogLength = 1_000
-    /// Seconds an action log entry is kept; older ones are forgotten in the background.
-    public var actionLogAge: Double = 7 * 24 * 60 * 60
-    /// The `retry:` an event stream opens with, in milliseconds.
-    public var retryMilliseconds = 3_000
+    /// How long an action log entry is kept; older ones are forgotten in the background.
+    public var actionLogAge: Duration = .seconds(7 * 24 * 60 * 60)
+    /// The `retry:` an event stream opens with: how long a client waits before it reconnects
+    /// (sent in whole milliseconds).
+    public var streamRetry: Duration = .milliseconds(3_000)
     /// The most connections at once; past it a new connection is answered 503 with `Retry-After`.
     public var connectionLimit = 10_000
     /// Most connections one client address may hold at once (past it: 429, then closed), so that
@@ -86,24 +88,24 @@ public struct ServiceConfiguration: Sendable {
     /// `Forwarded` / `X-Forwarded-For` names the client that per-client limits (the session
     /// creation rate) and the access log count by. No other peer's forwarding header is believed.
     public var trustedProxies = AddressRanges()
-    /// Seconds a client has to send a whole request head (a byte at a time does not extend it,
-    /// unlike `connectionTimeout`); 0: no head deadline. See `HTTPServerConfiguration.headTimeout`.
-    public var headTimeout: Double = 10
-    /// Seconds an ordinary (non-SSE) connection may stay silent before it is closed, also
-    /// between requests on a keep-alive connection.
-    public var connectionTimeout = 30
+    /// How long a client has to send a whole request head (a byte at a time does not extend it,
+    /// unlike `connectionTimeout`); `.zero`: no head deadline. See `HTTPServerConfiguration.headTimeout`.
+    public var headTimeout: Duration = .seconds(10)
+    /// How long an ordinary (non-SSE) connection may stay silent before it is closed, also
+    /// between requests on a keep-alive connection (in whole seconds, rounded up; at least one).
+    public var connectionTimeout: Duration = .seconds(30)
     /// Bytes queued for one slow subscriber before its stream is closed.
     public var streamQueueLimit = 256 * 1024
-    /// Seconds after which the server closes an event stream without `event: end`, so the
-    /// client reconnects and resumes with `Last-Event-ID`. 0: streams live as long as their
+    /// The age at which the server closes an event stream without `event: end`, so the
+    /// client reconnects and resumes with `Last-Event-ID`. `.zero`: streams live as long as their
     /// session. Rotates long-lived connections (balancers, proxies) and lets tests prove resumes.
-    public var streamMaxAge: Double = 0
+    public var streamMaxAge: Duration = .zero
     /// Reactor kind used by `POST /sessions` without a body; `nil`: the first registered.
     public var defaultReactor: String?
     /// Browser origins allowed to call the API (`https://app.example.com`), or `*`. Empty: same origin only.
     public var corsOrigins: [String] = []
-    /// Seconds `stop()` waits for connections to drain.
-    public var stopDeadline: Double = 5
+    /// How long `stop()` waits for connections to drain.
+    public var stopDeadline: Duration = .seconds(5)
     /// One log line per request at info (method, path, status, bytes, duration, session).
     public var accessLog = true
 

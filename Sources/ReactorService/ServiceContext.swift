@@ -52,7 +52,7 @@ final class ServiceContext: @unchecked Sendable {
         access = SessionAccess(configuration: configuration, adminToken: adminToken, metrics: metrics)
         sessions = SessionTable(capacity: configuration.maxSessions, storedCapacity: configuration.maxStoredSessions)
         currentUser = CurrentValueSubject(nil)
-        retryFrame = EventFrames.retry(milliseconds: configuration.retryMilliseconds)
+        retryFrame = EventFrames.retry(milliseconds: Int((configuration.streamRetry / .milliseconds(1)).rounded()))
         cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
         idempotency = Self.ledger(configuration, engine: nil, metrics: IdempotencyMetrics(registry: metrics.registry))
         actionLogSettings = Self.actionLog(configuration, keepsEntries: true)
@@ -61,7 +61,7 @@ final class ServiceContext: @unchecked Sendable {
     private static func actionLog(_ configuration: ServiceConfiguration, keepsEntries: Bool) -> ActionLogSettings? {
         guard configuration.actionLogLength > 0 else { return nil }
         return ActionLogSettings(
-            length: configuration.actionLogLength, age: configuration.actionLogAge,
+            length: configuration.actionLogLength, age: configuration.actionLogAge.inSeconds,
             keepsEntries: keepsEntries)
     }
 
@@ -71,8 +71,8 @@ final class ServiceContext: @unchecked Sendable {
     ) -> IdempotencyLedger {
         // A forwarding node's own keys need only outlive a holder's lease and the forward's retry.
         IdempotencyLedger(
-            ttl: configuration.idempotencyTTL,
-            forwardTTL: max(60, 4 * (configuration.forwardTimeout + configuration.leaseDuration)),
+            ttl: configuration.idempotencyTTL.inSeconds,
+            forwardTTL: max(60, 4 * (configuration.forwardTimeout + configuration.leaseDuration).inSeconds),
             engine: engine, metrics: metrics)
     }
 
@@ -80,7 +80,9 @@ final class ServiceContext: @unchecked Sendable {
     /// request: the global user (before any session sees `currentUser`) and the session count.
     /// Sessions themselves come back lazily, on their first request.
     func openStore() throws(StoreError) {
-        guard let engine = try configuration.store.open(leaseDuration: configuration.leaseDuration) else { return }
+        guard let engine = try configuration.store.open(leaseDuration: configuration.leaseDuration.inSeconds) else {
+            return
+        }
         let shared = (engine as? any ClusterStore).map {
             Cluster(store: $0, configuration: configuration, metrics: metrics)
         }
@@ -165,7 +167,7 @@ final class ServiceContext: @unchecked Sendable {
         let record = persistence.map {
             SessionRecord(
                 id: id, kind: kind, owner: stored?.owner ?? owner, journal: $0.journal, stored: stored,
-                ttl: configuration.sessionTTL)
+                ttl: configuration.sessionTTL.inSeconds)
         }
         let log = actionLogSettings.flatMap { settings in
             SessionKey(id).map {

@@ -32,35 +32,58 @@ extension ServerOptions {
         LoggingSystem.bootstrap { label in format.handler(label: label, level: level) }
     }
 
-    /// Each rule names where the bad value came from: the flag when it was given, else its variable.
+    /// A rule's failure, named by where the bad value came from: the flag when it was given, else its variable.
+    static func require(_ condition: Bool, _ flag: Any?, _ name: String, _ rule: String, _ value: Any) throws {
+        guard !condition else { return }
+        throw ValidationError("\(flag != nil ? "--\(name)" : variable(name)) \(rule) (got \(value))")
+    }
+
+    /// `--session-ttl`'s variable: `REACTORD_SESSION_TTL`.
+    static func variable(_ flag: String) -> String {
+        "REACTORD_" + String(flag.uppercased().map { $0 == "-" ? "_" : $0 })
+    }
+
+    /// The range a time in seconds must fall in, and how its error words it.
+    struct SecondsRule {
+        let lowest: Double
+        let excludesLowest: Bool
+        let highest: Double
+        let words: String
+
+        /// From `lowest` (included) to `highest`.
+        static func from(_ lowest: Double, _ words: String, upTo highest: Double = 1e9) -> SecondsRule {
+            SecondsRule(lowest: lowest, excludesLowest: false, highest: highest, words: words)
+        }
+
+        /// Above `lowest`, up to a billion.
+        static func above(_ lowest: Double, _ words: String) -> SecondsRule {
+            SecondsRule(lowest: lowest, excludesLowest: true, highest: 1e9, words: words)
+        }
+
+        func admits(_ value: Double) -> Bool {
+            value.isFinite && value <= highest && (excludesLowest ? value > lowest : value >= lowest)
+        }
+    }
+
+    /// A time given in seconds by its flag, else its variable, checked before it becomes a `Duration`:
+    /// `Duration.seconds` traps on inf and NaN, and the server's timers past Int64 nanoseconds, so
+    /// a time must be finite and at most a billion seconds (about 31 years). nil: neither was given.
+    func seconds(_ flag: Double?, _ name: String, _ environment: Environment, _ rule: SecondsRule) throws -> Duration? {
+        guard let value: Double = try flag ?? environment.value(Self.variable(name)) else { return nil }
+        try Self.require(rule.admits(value), flag, name, "must be a number of seconds \(rule.words)", value)
+        return .seconds(value)
+    }
+
+    /// The rules between values; each time was checked as it was read (`seconds`).
     func check(_ configuration: ServiceConfiguration) throws {
-        func require(_ condition: Bool, _ flag: Any?, _ name: String, _ rule: String, _ value: Any) throws {
-            guard !condition else { return }
-            let source =
-                flag != nil ? "--\(name)" : "REACTORD_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 })
-            throw ValidationError("\(source) \(rule) (got \(value))")
-        }
-        // Seconds become Dispatch deadlines, which trap past Int64 nanoseconds (inf, 1e300):
-        // finite and at most a billion seconds (about 31 years) keeps every one in range.
-        func seconds(_ value: Double, min: Double, exclusive: Bool) -> Bool {
-            value.isFinite && value <= 1e9 && (exclusive ? value > min : value >= min)
-        }
+        let require = Self.require
         try require(configuration.threads >= 1, threads, "threads", "must be at least 1", configuration.threads)
         try require(
             configuration.adminToken?.isEmpty != true, adminToken, "admin-token",
             "must not be empty (leave it out to have one generated)", "\"\"")
         try require(
-            seconds(configuration.sessionTTL, min: 0, exclusive: false), sessionTTL, "session-ttl",
-            "must be a number of seconds from 0 (never expire) to 1e9", configuration.sessionTTL)
-        try require(
             configuration.maxSessions >= 1, maxSessions, "max-sessions", "must be at least 1", configuration.maxSessions
         )
-        try require(
-            seconds(configuration.unloadAfter, min: 0, exclusive: false), unloadAfter, "unload-after",
-            "must be a number of seconds from 0 (never) to 1e9", configuration.unloadAfter)
-        try require(
-            seconds(configuration.idempotencyTTL, min: 0, exclusive: true), idempotencyTTL, "idempotency-ttl",
-            "must be a number of seconds above 0, up to 1e9", configuration.idempotencyTTL)
         try require(
             configuration.maxStoredSessions >= 1, maxStoredSessions, "max-stored-sessions", "must be at least 1",
             configuration.maxStoredSessions)
@@ -68,28 +91,16 @@ extension ServerOptions {
             (64...(1 << 30)).contains(configuration.bodyLimit), bodyLimit, "body-limit",
             "must be from 64 bytes to 1 GiB (1073741824)", configuration.bodyLimit)
         try require(
-            seconds(configuration.heartbeat, min: 0.01, exclusive: false), heartbeat, "heartbeat",
-            "must be a number of seconds from 0.01 to 1e9", configuration.heartbeat)
-        try require(
             configuration.historyLength >= 0, history, "history", "must not be negative", configuration.historyLength)
         try require(
             configuration.actionLogLength >= 0, actionLog, "action-log", "must not be negative (0: no log)",
             configuration.actionLogLength)
         try require(
-            seconds(configuration.actionLogAge, min: 0, exclusive: true), actionLogAge, "action-log-age",
-            "must be a number of seconds above 0, up to 1e9", configuration.actionLogAge)
-        try require(
             (1...HTTPServer.maxConnectionLimit).contains(configuration.connectionLimit), connectionLimit,
             "connection-limit", "must be from 1 to \(HTTPServer.maxConnectionLimit)", configuration.connectionLimit)
         try require(
-            seconds(configuration.streamMaxAge, min: 0, exclusive: false), streamMaxAge, "stream-max-age",
-            "must be a number of seconds from 0 to 1e9", configuration.streamMaxAge)
-        try require(
             configuration.effectiveConnectionsPerIP >= 0, connectionsPerIP, "connections-per-ip",
             "must not be negative", configuration.effectiveConnectionsPerIP)
-        try require(
-            seconds(configuration.headTimeout, min: 0, exclusive: false), headTimeout, "head-timeout",
-            "must be a number of seconds from 0 (no deadline) to 1e9", configuration.headTimeout)
         try require(
             configuration.maxSessionsPerSubject >= 1, maxSessionsPerSubject, "max-sessions-per-subject",
             "must be at least 1", configuration.maxSessionsPerSubject)
@@ -100,18 +111,12 @@ extension ServerOptions {
         try require(
             configuration.sessionCreateBurst >= 1, sessionCreateBurst, "session-create-burst", "must be at least 1",
             configuration.sessionCreateBurst)
-        try require(
-            seconds(configuration.leaseDuration, min: 0.5, exclusive: false) && configuration.leaseDuration <= 3_600,
-            lease, "lease", "must be a number of seconds from 0.5 to 3600", configuration.leaseDuration)
         if let address = configuration.advertise {
             try require(
                 ServiceConfiguration.isNodeAddress(address), advertise, "advertise",
                 "must be an http:// URL with a host and a port other nodes can reach, e.g. http://10.0.0.5:8080",
                 address)
         }
-        try require(
-            configuration.connectionTimeout >= 1, connectionTimeout, "connection-timeout", "must be at least 1 second",
-            configuration.connectionTimeout)
         if configuration.adminToken == nil, let path = configuration.adminTokenFile {
             try checkAdminTokenFile(path, require)
         }

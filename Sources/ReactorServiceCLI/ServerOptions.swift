@@ -189,33 +189,36 @@ public struct ServerOptions: ParsableArguments {
         configuration.threads = try threads ?? environment.value("REACTORD_THREADS") ?? configuration.threads
         configuration.adminToken = try adminToken ?? environment.value("REACTORD_ADMIN_TOKEN")
         configuration.sessionTTL =
-            try sessionTTL ?? environment.value("REACTORD_SESSION_TTL") ?? configuration.sessionTTL
+            try seconds(sessionTTL, "session-ttl", environment, .from(0, "from 0 (never expire) to 1e9"))
+            ?? configuration.sessionTTL
         configuration.maxSessions =
             try maxSessions ?? environment.value("REACTORD_MAX_SESSIONS") ?? configuration.maxSessions
         configuration.unloadAfter =
-            try unloadAfter ?? environment.value("REACTORD_UNLOAD_AFTER") ?? configuration.unloadAfter
+            try seconds(unloadAfter, "unload-after", environment, .from(0, "from 0 (never) to 1e9"))
+            ?? configuration.unloadAfter
         configuration.idempotencyTTL =
-            try idempotencyTTL ?? environment.value("REACTORD_IDEMPOTENCY_TTL")
+            try seconds(idempotencyTTL, "idempotency-ttl", environment, .above(0, "above 0, up to 1e9"))
             ?? configuration.idempotencyTTL
         configuration.maxStoredSessions =
             try maxStoredSessions ?? environment.value("REACTORD_MAX_STORED_SESSIONS")
             ?? configuration.maxStoredSessions
         configuration.bodyLimit = try bodyLimit ?? environment.value("REACTORD_BODY_LIMIT") ?? configuration.bodyLimit
-        configuration.heartbeat = try heartbeat ?? environment.value("REACTORD_HEARTBEAT") ?? configuration.heartbeat
+        configuration.heartbeat =
+            try seconds(heartbeat, "heartbeat", environment, .from(0.01, "from 0.01 to 1e9")) ?? configuration.heartbeat
         configuration.historyLength =
             try history ?? environment.value("REACTORD_HISTORY") ?? configuration.historyLength
         configuration.actionLogLength =
             try actionLog ?? environment.value("REACTORD_ACTION_LOG")
             ?? configuration.actionLogLength
         configuration.actionLogAge =
-            try actionLogAge ?? environment.value("REACTORD_ACTION_LOG_AGE")
+            try seconds(actionLogAge, "action-log-age", environment, .above(0, "above 0, up to 1e9"))
             ?? configuration.actionLogAge
         configuration.connectionLimit =
             try connectionLimit ?? environment.value("REACTORD_CONNECTION_LIMIT")
             ?? configuration.connectionLimit
         configuration.connectionsPerIP = try connectionsPerIP ?? environment.value("REACTORD_CONNECTIONS_PER_IP")
         configuration.headTimeout =
-            try headTimeout ?? environment.value("REACTORD_HEAD_TIMEOUT")
+            try seconds(headTimeout, "head-timeout", environment, .from(0, "from 0 (no deadline) to 1e9"))
             ?? configuration.headTimeout
         if let proxies: String = try trustedProxies ?? environment.value("REACTORD_TRUSTED_PROXIES") {
             do {
@@ -228,11 +231,13 @@ public struct ServerOptions: ParsableArguments {
             }
         }
         configuration.streamMaxAge =
-            try streamMaxAge ?? environment.value("REACTORD_STREAM_MAX_AGE")
+            try seconds(streamMaxAge, "stream-max-age", environment, .from(0, "from 0 to 1e9"))
             ?? configuration.streamMaxAge
-        configuration.connectionTimeout =
-            try connectionTimeout ?? environment.value("REACTORD_CONNECTION_TIMEOUT")
-            ?? configuration.connectionTimeout
+        if let timeout: Int = try connectionTimeout ?? environment.value("REACTORD_CONNECTION_TIMEOUT") {
+            try Self.require(
+                timeout >= 1, connectionTimeout, "connection-timeout", "must be at least 1 second", timeout)
+            configuration.connectionTimeout = .seconds(timeout)
+        }
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
         configuration.corsOrigins =
             origins.map {
@@ -245,7 +250,9 @@ public struct ServerOptions: ParsableArguments {
             throw ValidationError("\(store != nil ? "--store" : "REACTORD_STORE"): \(error)")
         }
         configuration.advertise = try advertise ?? environment.value("REACTORD_ADVERTISE")
-        configuration.leaseDuration = try lease ?? environment.value("REACTORD_LEASE") ?? configuration.leaseDuration
+        configuration.leaseDuration =
+            try seconds(lease, "lease", environment, .from(0.5, "from 0.5 to 3600", upTo: 3_600))
+            ?? configuration.leaseDuration
         configuration.accessLog = try (accessLog ?? environment.value("REACTORD_ACCESS_LOG") ?? .on) == .on
         configuration.adminTokenFile =
             try adminTokenFile ?? environment.value("REACTORD_ADMIN_TOKEN_FILE")

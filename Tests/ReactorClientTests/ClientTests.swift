@@ -138,7 +138,7 @@ final class ClientTests: XCTestCase {
     /// reconnects and resumes with Last-Event-ID. A pulse sent while it was away only comes
     /// back on a resume: a fresh connection starts with the current state and no pulses.
     func testReconnectsAndResumesWithLastEventID() async throws {
-        fixture = try ServerFixture { $0.streamMaxAge = 0.5 }
+        fixture = try ServerFixture { $0.streamMaxAge = .milliseconds(500) }
         let session = try await fixture.client.createSession(state: CounterState.self)
         let events = session.events(pulses: CounterPulse.self, reconnectDelay: .seconds(1))
         let start = ContinuousClock.now
@@ -170,8 +170,8 @@ final class ClientTests: XCTestCase {
     /// exactly once and in order.
     func testNoEventLostOrRepeatedAcrossManyReconnects() async throws {
         fixture = try ServerFixture {
-            $0.streamMaxAge = 0.3
-            $0.retryMilliseconds = 50
+            $0.streamMaxAge = .milliseconds(300)
+            $0.streamRetry = .milliseconds(50)
         }
         let session = try await fixture.client.createSession(state: CounterState.self)
         let sender = Task {

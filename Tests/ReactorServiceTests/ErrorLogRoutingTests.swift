@@ -34,7 +34,7 @@ final class ErrorLogRoutingTests: XCTestCase {
         var configuration = ServiceConfiguration()
         configuration.port = 0
         configuration.adminToken = "t"
-        configuration.heartbeat = 0.2
+        configuration.heartbeat = .milliseconds(200)
         let server = ReactorServer(configuration: configuration, logger: logger)
         server.register("counter") { _ in TinyReactor() }
         try server.start()

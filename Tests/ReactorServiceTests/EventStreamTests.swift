@@ -20,7 +20,7 @@ final class EventStreamTests: XCTestCase {
     }
 
     func testSubscribersShareTheSameEventsAndHeartbeatsArrive() throws {
-        let fixture = try ServerFixture { $0.heartbeat = 0.2 }
+        let fixture = try ServerFixture { $0.heartbeat = .milliseconds(200) }
         defer { fixture.stop() }
         let session = try fixture.createSession()
         let streams = try (0..<5).map { _ in try fixture.subscribe(session) }
@@ -139,7 +139,7 @@ final class EventStreamTests: XCTestCase {
 /// `streamMaxAge`: the server ends a stream without `event: end`; the client resumes.
 final class StreamMaxAgeTests: XCTestCase {
     func testStreamClosesWithoutEndAndResumeReplaysWhatWasMissed() throws {
-        let fixture = try ServerFixture { $0.streamMaxAge = 0.5 }
+        let fixture = try ServerFixture { $0.streamMaxAge = .milliseconds(500) }
         defer { fixture.stop() }
         let session = try fixture.createSession()
         let first = try fixture.subscribe(session)
@@ -160,7 +160,7 @@ final class StreamMaxAgeTests: XCTestCase {
 
     func testStreamsLiveOnWithoutMaxAge() throws {
         // A slow heartbeat: `next(timeout:)` times each read, and a keep-alive is a read.
-        let fixture = try ServerFixture { $0.heartbeat = 10 }
+        let fixture = try ServerFixture { $0.heartbeat = .seconds(10) }
         defer { fixture.stop() }
         let session = try fixture.createSession()
         let stream = try fixture.subscribe(session)

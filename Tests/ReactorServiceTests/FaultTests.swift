@@ -15,7 +15,7 @@ final class FaultTests: XCTestCase {
     func testFiveThousandSubscribersKilledAtOnce() throws {
         // 5,000 streams from 127.0.0.1: past the default per-address limit.
         let fixture = try ServerFixture {
-            $0.heartbeat = 0.25
+            $0.heartbeat = .milliseconds(250)
             $0.connectionsPerIP = 0
         }
         defer { fixture.stop() }
@@ -61,7 +61,7 @@ final class FaultTests: XCTestCase {
     func testASubscriberThatNeverReadsIsClosedAndOthersAreUnaffected() throws {
         let fixture = try ServerFixture {
             $0.streamQueueLimit = 64 * 1024
-            $0.heartbeat = 60
+            $0.heartbeat = .seconds(60)
         }
         defer { fixture.stop() }
         let session = try fixture.createSession()
@@ -102,7 +102,7 @@ final class FaultTests: XCTestCase {
 
     func testSessionTTLExpiryUnderLoad() throws {
         let fixture = try ServerFixture {
-            $0.sessionTTL = 2
+            $0.sessionTTL = .seconds(2)
             $0.threads = 2
         }
         defer { fixture.stop() }

@@ -10,7 +10,7 @@ final class HostileInputTests: XCTestCase {
     private var session = ""
 
     override func setUpWithError() throws {
-        fixture = try ServerFixture { $0.connectionTimeout = 1 }
+        fixture = try ServerFixture { $0.connectionTimeout = .seconds(1) }
         session = try fixture.createSession()
         XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200)
     }

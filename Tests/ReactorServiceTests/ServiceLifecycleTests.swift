@@ -10,7 +10,7 @@ final class ServiceLifecycleTests: XCTestCase {
     func testAServerInAServiceGroupServesAndStopsAtTheGroupsGracefulShutdown() async throws {
         var configuration = ServiceConfiguration()
         configuration.port = 0
-        configuration.stopDeadline = 2
+        configuration.stopDeadline = .seconds(2)
         var logger = Logger(label: "reactord-test")
         logger.logLevel = .warning
         let server = ReactorServer(configuration: configuration, logger: logger)

@@ -45,7 +45,7 @@ final class SessionLifecycleTests: XCTestCase {
     }
 
     func testIdleSessionExpiresAfterTTLButNotWhileSubscribed() throws {
-        let fixture = try ServerFixture { $0.sessionTTL = 0.5 }
+        let fixture = try ServerFixture { $0.sessionTTL = .milliseconds(500) }
         defer { fixture.stop() }
         let idle = try fixture.createSession()
         let watched = try fixture.createSession()
@@ -63,7 +63,7 @@ final class SessionLifecycleTests: XCTestCase {
 
     func testExpiredSessionCannotBeFollowed() throws {
         // A subscriber keeps a session alive, so only a session nobody follows expires.
-        let fixture = try ServerFixture { $0.sessionTTL = 0.3 }
+        let fixture = try ServerFixture { $0.sessionTTL = .milliseconds(300) }
         defer { fixture.stop() }
         let session = try fixture.createSession()
         Thread.sleep(forTimeInterval: 1)

@@ -127,7 +127,7 @@ final class SlowlorisTests: XCTestCase {
         XCTAssertEqual(configuration.effectiveConnectionsPerIP, 8)
         configuration.connectionsPerIP = 0
         XCTAssertEqual(configuration.effectiveConnectionsPerIP, 0)
-        XCTAssertEqual(ServiceConfiguration().headTimeout, 10)
+        XCTAssertEqual(ServiceConfiguration().headTimeout, .seconds(10))
     }
 }
 

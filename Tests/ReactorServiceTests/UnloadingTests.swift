@@ -24,7 +24,7 @@ final class UnloadingTests: XCTestCase {
         let path = folder.appendingPathComponent("reactord.sqlite").path
         return try ServerFixture { configuration in
             configuration.store = .sqlite(path: path)
-            configuration.unloadAfter = 0.3
+            configuration.unloadAfter = .milliseconds(300)
             configure(&configuration)
         }
     }
@@ -85,7 +85,7 @@ final class UnloadingTests: XCTestCase {
     }
 
     func testActionsAndStreamsRacingUnloadsLoseNothing() throws {
-        let fixture = try start { $0.unloadAfter = 0.02 }
+        let fixture = try start { $0.unloadAfter = .milliseconds(20) }
         defer { fixture.stop() }
         let sessions = try (0..<6).map { _ in try fixture.createSession() }
         let answered = Locked<[String: Int]>([:])
@@ -171,7 +171,7 @@ final class UnloadingTests: XCTestCase {
     func testAFullTableUnloadsTheLeastRecentlyUsedAndRefusesOnlyWhenAllAreBusy() throws {
         let fixture = try start { configuration in
             configuration.maxSessions = 3
-            configuration.unloadAfter = 0  // memory pressure only
+            configuration.unloadAfter = .zero  // memory pressure only
         }
         defer { fixture.stop() }
         let sessions = try (0..<3).map { _ in try fixture.createSession() }
@@ -204,7 +204,7 @@ final class UnloadingTests: XCTestCase {
     }
 
     func testSessionsExpireInTheStoreWithoutBeingLoaded() throws {
-        let fixture = try start { $0.sessionTTL = 1 }
+        let fixture = try start { $0.sessionTTL = .seconds(1) }
         defer { fixture.stop() }
         let sessions = try (0..<20).map { _ in try fixture.createSession() }
         XCTAssertTrue(waitUntil(timeout: 15) { (try? self.health(fixture).stored) == 0 }, "expired in the store")
@@ -213,11 +213,11 @@ final class UnloadingTests: XCTestCase {
     }
 
     func testWithoutATTLAStoredSessionNeverExpires() throws {
-        var fixture = try start { $0.sessionTTL = 1 }
+        var fixture = try start { $0.sessionTTL = .seconds(1) }
         let session = try fixture.createSession()
         fixture.stop()
         Thread.sleep(forTimeInterval: 1.5)  // past the TTL it was made with, while no server ran
-        fixture = try start { $0.sessionTTL = 0 }
+        fixture = try start { $0.sessionTTL = .zero }
         defer { fixture.stop() }
         Thread.sleep(forTimeInterval: 0.5)  // a few sweeps
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 200)

@@ -12,8 +12,8 @@ public enum TestServer {
         var configuration = ServiceConfiguration()
         configuration.port = 0
         configuration.adminToken = token
-        configuration.heartbeat = 0.5
-        configuration.stopDeadline = 2
+        configuration.heartbeat = .milliseconds(500)
+        configuration.stopDeadline = .seconds(2)
         // The tests open hundreds of sessions from 127.0.0.1 in a blink: no per-address creation
         // limit here (scripts/check-auth tests that limit on the executable).
         configuration.sessionCreateRate = 0

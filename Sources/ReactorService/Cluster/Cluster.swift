@@ -34,10 +34,10 @@ final class Cluster: Sendable {
     init(store: any ClusterStore, configuration: ServiceConfiguration, metrics: ServiceMetrics) {
         self.store = store
         self.metrics = ClusterMetrics(registry: metrics.registry)
-        forwarder = Forwarder(threads: 32, timeout: configuration.forwardTimeout, origin: store.nodeID)
+        forwarder = Forwarder(threads: 32, timeout: configuration.forwardTimeout.inSeconds, origin: store.nodeID)
         followers = Followers(
             store: store, historyLength: configuration.historyLength,
-            ttl: configuration.sessionTTL, metrics: metrics, clusterMetrics: self.metrics)
+            ttl: configuration.sessionTTL.inSeconds, metrics: metrics, clusterMetrics: self.metrics)
     }
 
     /// The global user as the store has it now, and its version: before any session sees

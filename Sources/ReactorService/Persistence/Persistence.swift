@@ -80,7 +80,8 @@ final class Persistence: Sendable {
             restoreLocked(key, into: context, onlyAtThisAddress: onlyAtThisAddress, expired: &expired, state: &state)
         }
         if expired {
-            writeDeletes(of: [key], idleBefore: WallClock.now - context.configuration.sessionTTL, from: context)
+            writeDeletes(
+                of: [key], idleBefore: WallClock.now - context.configuration.sessionTTL.inSeconds, from: context)
         }
         if case .success = result { context.metrics.loadSeconds.record(ProcessClock.now - started) }
         return result
@@ -116,7 +117,7 @@ final class Persistence: Sendable {
             return .failure(.store(error))
         }
         guard let stored else { return .failure(.unknown) }
-        let ttl = context.configuration.sessionTTL
+        let ttl = context.configuration.sessionTTL.inSeconds
         if ttl > 0 && WallClock.now - stored.lastActive > ttl {
             state.tombstones.insert(key)  // it expired while the server was down: deleted once unlocked
             expired = true
@@ -188,7 +189,7 @@ final class Persistence: Sendable {
     /// requests' commits go between batches and none waits for more than one. At most `budget`
     /// seconds a sweep; the next sweep goes on.
     func deleteExpiredStored(from context: ServiceContext, batch: Int = 100, budget: Double = 1) {
-        let ttl = context.configuration.sessionTTL
+        let ttl = context.configuration.sessionTTL.inSeconds
         guard ttl > 0 else { return }
         let started = ProcessClock.now
         while ProcessClock.now - started < budget {

@@ -45,7 +45,7 @@ extension RouteTable {
                 .flatMap { UInt64($0.trimmingWhitespace()) }
             let retry = context.retryFrame
             let streamFilter = filter
-            let maxAge = context.configuration.streamMaxAge
+            let maxAge = context.configuration.streamMaxAge.inSeconds
             let slowConsumers = context.slowConsumers
             let access = context.access
             return .eventStream(headers: HTTPHeaders()) { stream in

@@ -17,7 +17,7 @@ final class SessionSweeper: @unchecked Sendable {
 
     /// After how long idle a loaded session leaves memory (nil: never, by time).
     static func idleLimit(_ configuration: ServiceConfiguration, durable: Bool) -> Double? {
-        [configuration.sessionTTL, durable ? configuration.unloadAfter : 0].filter { $0 > 0 }.min()
+        [configuration.sessionTTL, durable ? configuration.unloadAfter : .zero].filter { $0 > .zero }.min()?.inSeconds
     }
 
     init(context: ServiceContext) {
@@ -36,7 +36,7 @@ final class SessionSweeper: @unchecked Sendable {
                 context.idempotency.trim(through: context.persistence?.journal)
                 // The memory store's log trims itself as it grows; a durable store's, in batches.
                 if context.configuration.actionLogLength > 0, let journal = context.persistence?.journal {
-                    let before = WallClock.now - context.configuration.actionLogAge
+                    let before = WallClock.now - context.configuration.actionLogAge.inSeconds
                     journal.write([.forgetLoggedActions(before: before, limit: 5000)]) { _ in }
                 }
             }
