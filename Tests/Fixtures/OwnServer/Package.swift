@@ -10,19 +10,14 @@ let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
 // The Swift examples of README.md and docs/, one target per folder that scripts/readme_snippets.py writes
 // into ReadmeSnippets/ (git-ignored): they build here, in the same build as the server,
 // rather than in a second package that would build reactord's whole graph again.
-let everyProduct: [Target.Dependency] =
-    ["ReactorCore", "ReactorService", "ReactorServiceCLI", "ReactorClient"]
-    .map { .product(name: $0, package: "reactord") } + [
-        .product(name: "ArgumentParser", package: "swift-argument-parser")
-    ]
-let snippetFolders =
-    ((try? FileManager.default.contentsOfDirectory(
-        atPath: Context.packageDirectory + "/ReadmeSnippets")) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+let everyProduct: [Target.Dependency] = ["ReactorCore", "ReactorService", "ReactorServiceCLI", "ReactorClient"]
+    .map { .product(name: $0, package: "reactord") } + [.product(name: "ArgumentParser", package: "swift-argument-parser")]
+let snippetFolders = ((try? FileManager.default.contentsOfDirectory(
+    atPath: Context.packageDirectory + "/ReadmeSnippets")) ?? []).filter { !$0.hasPrefix(".") }.sorted()
 let snippetTargets: [Target] = snippetFolders.map { folder in
     folder.hasSuffix("Tests")
         ? .testTarget(name: folder, dependencies: everyProduct, path: "ReadmeSnippets/\(folder)", swiftSettings: strict)
-        : .executableTarget(
-            name: folder, dependencies: everyProduct, path: "ReadmeSnippets/\(folder)", swiftSettings: strict)
+        : .executableTarget(name: folder, dependencies: everyProduct, path: "ReadmeSnippets/\(folder)", swiftSettings: strict)
 }
 
 let package = Package(

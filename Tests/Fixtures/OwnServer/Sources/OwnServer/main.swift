@@ -7,15 +7,12 @@ final class TodoReactor: Reactor {
     enum Action { case add(title: String), toggle(index: Int), clear, load }
     enum Mutation { case add(String), toggle(Int), clear, setLoading(Bool), setUser(User?) }
 
-    struct Item: Codable {
-        var title: String
-        var done = false
-    }
-    struct State: Codable {  // Codable: the sessions survive a restart (see Durable sessions)
+    struct Item: Codable { var title: String; var done = false }
+    struct State: Codable {                // Codable: the sessions survive a restart (see Durable sessions)
         var items: [Item] = []
         var loading = false
-        var user: User?  // nil until someone PUTs /user (a nil field is left out of the JSON)
-        @Pulse var toast: String?  // every assignment is a `pulse` event, equal values too
+        var user: User?              // nil until someone PUTs /user (a nil field is left out of the JSON)
+        @Pulse var toast: String?    // every assignment is a `pulse` event, equal values too
     }
 
     let initialState = State()
@@ -30,13 +27,11 @@ final class TodoReactor: Reactor {
         case .clear: return .just(.clear)
         case .load:
             // An async effect: runs in a task, its mutations are reduced as they arrive.
-            return .concat(
-                .just(.setLoading(true)),
-                .run { send in
-                    try? await Task.sleep(nanoseconds: 50_000_000)  // stands for a network call
-                    await send(.add("loaded"))
-                    await send(.setLoading(false))
-                })
+            return .concat(.just(.setLoading(true)), .run { send in
+                try? await Task.sleep(nanoseconds: 50_000_000)   // stands for a network call
+                await send(.add("loaded"))
+                await send(.setLoading(false))
+            })
         }
     }
 
