@@ -22,9 +22,6 @@ let package = Package(
         .library(name: "ReactorCore", targets: ["ReactorCore"]),
         .library(name: "MicroHTTP", targets: ["MicroHTTP"]),
         .library(name: "ReactorService", targets: ["ReactorService"]),
-        // Used by Benchmarks/StoreEngines, a package of its own (issue 11's evidence), and by no
-        // public API: it goes when that benchmark is retired (issue 30).
-        .library(name: "ReactorStore", targets: ["ReactorStore"]),
         .library(name: "ReactorServiceCLI", targets: ["ReactorServiceCLI"]),
         .library(name: "ReactorClient", targets: ["ReactorClient"]),
         .executable(name: "reactord", targets: ["reactord"]),
