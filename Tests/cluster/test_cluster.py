@@ -283,6 +283,28 @@ def test_an_unknown_outcome_is_settled_once_the_holder_lets_go(cluster):
     assert status == 200 and json.loads(body)["state"]["count"] == 1, body
 
 
+def test_a_forward_key_is_looked_up_unless_a_node_made_it_just_now(cluster):
+    """A forwarding node's key skips the holder's lookup only on its first sending, which the
+    node marks itself: a key sent again, or a mark a client sent, is looked up and replayed."""
+    holder, other = cluster.nodes[0], cluster.nodes[1]
+    session = holder.create()
+    action = {"session": session, "action": {"type": "increase"}}
+    key = {"Reactord-Forward-Key": "forward-key-1"}
+    first = holder.request("POST", "/action", action, headers=key)
+    assert first[0] == 200 and json.loads(first[1])["state"]["count"] == 1, first[1]
+    again = holder.request("POST", "/action", action, headers=key)
+    assert again[0] == 200 and again[1] == first[1], again[1]
+    # Through another node: the client's own "fresh" mark is not passed on.
+    relayed = other.request("POST", "/action", action, headers={**key, "Reactord-Forward-Key-Fresh": "1"})
+    assert relayed[0] == 200 and relayed[1] == first[1], relayed[1]
+    # And a node's own key for a client without one applies each action once.
+    for count in (2, 3):
+        status, body, _ = other.act(session, {"type": "increase"})
+        assert status == 200 and json.loads(body)["state"]["count"] == count, body
+    status, body, _ = cluster.nodes[2].request("GET", f"/sessions/{session}")
+    assert json.loads(body)["state"]["count"] == 3, body
+
+
 def test_delete_through_one_node_ends_a_subscriber_on_another(cluster):
     session = cluster.nodes[0].create()
     reader = EventReader(cluster.nodes[2].port, session)

@@ -100,6 +100,7 @@ final class IdempotencyLedger: Sendable {
                         + "running; retry once it is answered", headers: HTTPHeaders([("Retry-After", "1")])))
         }
         let ticket = Ticket(request, self)
+        if request.isFresh { return .run(ticket) }
         let found: StoredAnswer?
         if let engine {
             do throws(StoreError) {

@@ -8,6 +8,10 @@ struct IdempotentRequest: Sendable {
     /// A forwarding node's own key for a request its client sent without one: the forward
     /// can then be retried without running twice (see `RouteTable.forward`).
     static let forwardHeader = "Reactord-Forward-Key"
+    /// Beside `forwardHeader` on a forward's first sending, whose key the forwarding node has just
+    /// made: nothing can be stored under it yet, so the holder does not look it up (in a cluster a
+    /// lookup is a PostgreSQL round trip per forwarded action). A forward sent again goes without it.
+    static let freshForwardHeader = "Reactord-Forward-Key-Fresh"
     static let replayedHeader = "Idempotent-Replayed"
 
     /// What a key may name. Both action routes are one kind: the same action of the same session.
@@ -22,6 +26,8 @@ struct IdempotentRequest: Sendable {
     let digest: String
     /// A forwarding node's key, not the client's: kept briefly, and its replays are not marked.
     let isForwarders: Bool
+    /// A forwarding node's key on its first sending: certainly not stored yet.
+    let isFresh: Bool
 
     /// What a request says of its key.
     enum Reading {
@@ -57,7 +63,9 @@ struct IdempotentRequest: Sendable {
         var text = Array("\(kind.rawValue)\n\(session)\n".utf8)
         JSONWhitespace.appendStripped(body(), to: &text)
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
-        return .key(IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders))
+        let isFresh = isForwarders && request.headers[freshForwardHeader] != nil
+        return .key(
+            IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh))
     }
 }
 

@@ -31,6 +31,8 @@ extension RouteTable {
             ] {
                 for value in request.headers.values(name) { headers.add(name, value) }
             }
+            // A key made just now (not when sent again: `retry` passes the request with its key).
+            if needsKey { headers.add(IdempotentRequest.freshForwardHeader, "1") }
             return headers
         }()
         let retryAfter = String(Int(cluster.store.leaseDuration.rounded(.up)))
