@@ -26,6 +26,9 @@ final class Forwarder: Sendable {
         let headers: HTTPHeaders
         let body: [UInt8]
         let address: String
+        /// The request's key was made for it just now: its first sending says so
+        /// (`IdempotentRequest.freshForwardHeader`), and the holder need not look it up.
+        let keyIsNew: Bool
         let completion: @Sendable (Outcome) -> Void
     }
 
@@ -101,7 +104,7 @@ final class Forwarder: Sendable {
     }
 
     private func send(_ job: Job, over connections: inout [String: ForwardConnection]) -> Outcome {
-        let bytes = requestBytes(job)
+        let bytes = requestBytes(job, keyIsNew: job.keyIsNew)
         // A kept-alive connection the holder closed while it was idle is dropped unused. One that
         // fails once the request is on it, before any answer byte, is tried once more on a new
         // connection; when that one cannot even connect, the first attempt's fate is unknown
@@ -122,7 +125,8 @@ final class Forwarder: Sendable {
                 kept.close()
                 if answerStarted { return .unknown(reason) }
             }
-            switch attempt(bytes, job.address, &connections) {
+            // The first sending may have been done: its key must be looked up this time.
+            switch attempt(requestBytes(job, keyIsNew: false), job.address, &connections) {
             case let .unreachable(reason): return .unknown("the holder closed the connection and then \(reason)")
             case let other: return other
             }
@@ -152,9 +156,10 @@ final class Forwarder: Sendable {
         }
     }
 
-    private func requestBytes(_ job: Job) -> [UInt8] {
+    private func requestBytes(_ job: Job, keyIsNew: Bool) -> [UInt8] {
         var head = "\(job.method.rawValue) \(job.path) HTTP/1.1\r\nHost: \(ForwardConnection.hostPort(job.address))\r\n"
         head += "\(Self.marker): \(origin)\r\nContent-Length: \(job.body.count)\r\n"
+        if keyIsNew { head += "\(IdempotentRequest.freshForwardHeader): 1\r\n" }
         for (name, value) in job.headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         return Array(head.utf8) + job.body

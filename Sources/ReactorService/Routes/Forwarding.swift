@@ -31,15 +31,13 @@ extension RouteTable {
             ] {
                 for value in request.headers.values(name) { headers.add(name, value) }
             }
-            // A key made just now (not when sent again: `retry` passes the request with its key).
-            if needsKey { headers.add(IdempotentRequest.freshForwardHeader, "1") }
             return headers
         }()
         let retryAfter = String(Int(cluster.store.leaseDuration.rounded(.up)))
         let job = { @Sendable (responder: Responder) in
             Forwarder.Job(
                 method: request.method, path: Self.target(of: request), headers: headers, body: request.body,
-                address: address
+                address: address, keyIsNew: needsKey  // not when sent again: `retry` passes the key along
             ) { outcome in
                 switch outcome {
                 case let .answered(response):
