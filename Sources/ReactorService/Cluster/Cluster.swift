@@ -34,7 +34,7 @@ final class Cluster: Sendable {
     init(store: any ClusterStore, configuration: ServiceConfiguration, metrics: ServiceMetrics) {
         self.store = store
         self.metrics = ClusterMetrics(registry: metrics.registry)
-        forwarder = Forwarder(threads: 32, timeout: configuration.forwardTimeout.inSeconds, origin: store.nodeID)
+        forwarder = Forwarder(maxThreads: 256, timeout: configuration.forwardTimeout.inSeconds, origin: store.nodeID)
         followers = Followers(
             store: store, historyLength: configuration.historyLength,
             ttl: configuration.sessionTTL.inSeconds, metrics: metrics, clusterMetrics: self.metrics)

@@ -8,7 +8,10 @@ import Glibc
 /// Sends a request for a session another node holds to that node, and gives back its answer.
 /// A pool of threads doing blocking I/O, each with a kept-alive connection per node: the
 /// libmicrohttpd thread that received the request is never blocked (its connection is
-/// suspended), so two nodes forwarding to each other cannot deadlock.
+/// suspended), so two nodes forwarding to each other cannot deadlock. A thread is busy for a
+/// forward's whole round trip, the holder's commit included, so the pool grows while requests
+/// wait for a thread (up to `maxThreads`): a fixed few would cap the requests in flight to the
+/// holder, and with them its group commits.
 final class Forwarder: Sendable {
     /// What became of a forwarded request.
     enum Outcome {
@@ -41,6 +44,9 @@ final class Forwarder: Sendable {
         var jobs: [Job] = []
         var head = 0
         var stopping = false
+        var threads = 0
+        /// Threads waiting for a job, or about to.
+        var idle = 0
 
         var isEmpty: Bool { head == jobs.count }
     }
@@ -49,29 +55,40 @@ final class Forwarder: Sendable {
     private let changed = Condition()
     private let timeout: Double
     private let origin: String
+    private let maxThreads: Int
 
     /// `timeout`: seconds to wait for the holder's answer before calling the outcome unknown;
     /// `origin`: this node's id.
-    init(threads: Int, timeout: Double, origin: String) {
+    init(maxThreads: Int, timeout: Double, origin: String) {
+        self.maxThreads = maxThreads
         self.timeout = timeout
         self.origin = origin
-        for index in 0..<threads {
-            do throws(PlatformThreadError) {
-                try PlatformThread.detached { [self] in work() }
-            } catch {
-                preconditionFailure("cannot start the reactord.forward.\(index) thread: error \(error.code)")
-            }
+        // One thread from the start, so that a job never waits for none.
+        queue.withLock { $0.threads = 1 }
+        do throws(PlatformThreadError) {
+            try PlatformThread.detached { [self] in work() }
+        } catch {
+            preconditionFailure("cannot start the reactord.forward thread: error \(error.code)")
         }
     }
 
     func forward(_ job: Job) {
-        let stopping = queue.withLock { queue in
-            if queue.stopping { return true }
+        let (stopping, grow) = queue.withLock { queue in
+            if queue.stopping { return (true, false) }
             queue.jobs.append(job)
             changed.signal()
-            return false
+            let grow = queue.jobs.count - queue.head > queue.idle && queue.threads < maxThreads
+            if grow { queue.threads += 1 }
+            return (false, grow)
         }
-        if stopping { job.completion(.unreachable("this node is shutting down")) }
+        if stopping { return job.completion(.unreachable("this node is shutting down")) }
+        if grow {
+            do throws(PlatformThreadError) {
+                try PlatformThread.detached { [self] in work() }
+            } catch {
+                queue.withLock { $0.threads -= 1 }  // the threads there are (one at least) take it in turn
+            }
+        }
     }
 
     /// Ends the threads once the jobs queued are done.
@@ -83,8 +100,13 @@ final class Forwarder: Sendable {
     }
 
     private func next() -> Job? {
-        queue.withLock(waitingOn: changed, until: { !$0.isEmpty || $0.stopping }) { queue, _ in
-            guard !queue.isEmpty else { return nil }
+        queue.withLock { $0.idle += 1 }
+        return queue.withLock(waitingOn: changed, until: { !$0.isEmpty || $0.stopping }) { queue, _ in
+            queue.idle -= 1
+            guard !queue.isEmpty else {
+                queue.threads -= 1
+                return nil
+            }
             let job = queue.jobs[queue.head]
             queue.head += 1
             if queue.isEmpty {
