@@ -1,8 +1,8 @@
 /// One entry of a session's action log: an action a client sent, or a change that came without
 /// one (an effect's later mutations, the global user), with the versions it made. Written in
 /// the same transaction as the change it describes.
-public struct LoggedAction: Sendable, Equatable {
-    public enum Cause: String, Sendable {
+package struct LoggedAction: Sendable, Equatable {
+    package enum Cause: String, Sendable {
         /// An action a client sent, with the versions its synchronous mutations made.
         case action
         /// Mutations an action's effect made after the action's own run (`origin` names it).
@@ -12,24 +12,24 @@ public struct LoggedAction: Sendable, Equatable {
     }
 
     /// Its place in the session's log, from 1, without gaps.
-    public var number: UInt64
-    public var cause: Cause
+    package var number: UInt64
+    package var cause: Cause
     /// For an effect: the number of the action it came from; nil when none is known (a
     /// publisher the reactor started by itself).
-    public var origin: UInt64?
+    package var origin: UInt64?
     /// The first version (event id) it made; nil when it changed nothing.
-    public var firstVersion: UInt64?
+    package var firstVersion: UInt64?
     /// The session's version after it.
-    public var version: UInt64
+    package var version: UInt64
     /// The action's JSON as sent, sensitive fields redacted; nil for effects and the user.
-    public var json: [UInt8]?
+    package var json: [UInt8]?
     /// The authenticated subject that sent it; nil without authentication, effects and the user.
-    public var subject: String?
-    public var idempotencyKey: String?
+    package var subject: String?
+    package var idempotencyKey: String?
     /// Seconds since 1970.
-    public var time: Double
+    package var time: Double
 
-    public init(
+    package init(
         number: UInt64, cause: Cause, origin: UInt64? = nil, firstVersion: UInt64?, version: UInt64,
         json: [UInt8]? = nil, subject: String? = nil, idempotencyKey: String? = nil, time: Double
     ) {
@@ -46,7 +46,7 @@ public struct LoggedAction: Sendable, Equatable {
 }
 
 /// What the store knows of a session's state at one version.
-public enum StateAtVersion: Sendable, Equatable {
+package enum StateAtVersion: Sendable, Equatable {
     case found([UInt8])
     /// Older than the history keeps: `oldest` is the oldest version whose state is kept.
     case notRetained(oldest: UInt64)
@@ -57,16 +57,16 @@ public enum StateAtVersion: Sendable, Equatable {
 }
 
 /// A session as a list of sessions shows it.
-public struct SessionSummary: Sendable, Equatable {
-    public var id: String
-    public var kind: String
-    public var owner: String?
-    public var version: UInt64
+package struct SessionSummary: Sendable, Equatable {
+    package var id: String
+    package var kind: String
+    package var owner: String?
+    package var version: UInt64
     /// Seconds since 1970.
-    public var createdAt: Double
-    public var lastActive: Double
+    package var createdAt: Double
+    package var lastActive: Double
 
-    public init(id: String, kind: String, owner: String?, version: UInt64, createdAt: Double, lastActive: Double) {
+    package init(id: String, kind: String, owner: String?, version: UInt64, createdAt: Double, lastActive: Double) {
         self.id = id
         self.kind = kind
         self.owner = owner
@@ -77,7 +77,7 @@ public struct SessionSummary: Sendable, Equatable {
 }
 
 /// The log reads every engine answers.
-public protocol ActionLogReading {
+package protocol ActionLogReading {
     /// `session`'s log entries whose `version` is after `version` (nil: from the first, those
     /// that changed nothing at version 0 included), by version and then number (an entry made
     /// while an action ran comes before that action's, which ends later): at most `limit`, except

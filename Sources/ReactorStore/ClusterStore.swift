@@ -7,7 +7,7 @@
 /// the database's clock and a fencing token that grows on every takeover. `commit` writes a
 /// session's changes only while this node's token is still the session's (the rest are
 /// refused, see `StoreEngine.commit`); a new session's first write takes its lease.
-public protocol ClusterStore: StoreEngine {
+package protocol ClusterStore: StoreEngine {
     /// This node's id (new at every start, so a restarted node holds nothing).
     var nodeID: String { get }
     /// Seconds a lease lasts without renewal.
@@ -59,7 +59,7 @@ public protocol ClusterStore: StoreEngine {
 }
 
 /// What `claim` found.
-public enum SessionClaim: Sendable {
+package enum SessionClaim: Sendable {
     /// This node holds it now.
     case taken(StoredSession)
     /// A live node holds it; requests go to `address`.
@@ -69,12 +69,12 @@ public enum SessionClaim: Sendable {
 }
 
 /// A session's committed events after a point, and where it stands now.
-public struct SessionEvents: Sendable {
-    public var version: UInt64
-    public var stateJSON: [UInt8]
-    public var events: [StoredEvent]
+package struct SessionEvents: Sendable {
+    package var version: UInt64
+    package var stateJSON: [UInt8]
+    package var events: [StoredEvent]
 
-    public init(version: UInt64, stateJSON: [UInt8], events: [StoredEvent]) {
+    package init(version: UInt64, stateJSON: [UInt8], events: [StoredEvent]) {
         self.version = version
         self.stateJSON = stateJSON
         self.events = events
@@ -82,11 +82,11 @@ public struct SessionEvents: Sendable {
 }
 
 /// One committed change of the global user: its JSON, or nil when it was cleared.
-public struct UserChange: Sendable, Equatable {
-    public var version: UInt64
-    public var json: [UInt8]?
+package struct UserChange: Sendable, Equatable {
+    package var version: UInt64
+    package var json: [UInt8]?
 
-    public init(version: UInt64, json: [UInt8]?) {
+    package init(version: UInt64, json: [UInt8]?) {
         self.version = version
         self.json = json
     }
@@ -94,7 +94,7 @@ public struct UserChange: Sendable, Equatable {
 
 /// A notification from the shared store: a wake-up, never the truth (the tables are; a lost
 /// wake-up only delays what the next read or periodic check finds).
-public enum StoreWakeup: Sendable, Equatable {
+package enum StoreWakeup: Sendable, Equatable {
     /// `session` committed events up to `seq`; `sentAt` is the committing node's clock
     /// (seconds since 1970), for the notification lag. `carried`: the events of that commit,
     /// oldest first, when they fit in the notification (empty: read them from the table).

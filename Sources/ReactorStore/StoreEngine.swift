@@ -4,7 +4,7 @@
 ///
 /// Calls come from several threads, but `commit` from one at a time (the service's group
 /// committer); an engine serialises the rest itself.
-public protocol StoreEngine: AnyObject, Sendable, ActionLogReading {
+package protocol StoreEngine: AnyObject, Sendable, ActionLogReading {
     /// The store as an operator names it (`sqlite:/data/reactord.sqlite`), for logs.
     var name: String { get }
 
@@ -46,29 +46,29 @@ public protocol StoreEngine: AnyObject, Sendable, ActionLogReading {
 extension StoreEngine {
     /// A commit that keeps no action log.
     @discardableResult
-    public func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
+    package func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {
         try commit(changes, historyLength: historyLength, actionLogLength: 0)
     }
 }
 
 /// A session as the store keeps it.
-public struct StoredSession: Sendable {
-    public var id: String
-    public var kind: String
+package struct StoredSession: Sendable {
+    package var id: String
+    package var kind: String
     /// The authenticated subject that created it; nil when it was created without one.
-    public var owner: String?
-    public var stateJSON: [UInt8]
+    package var owner: String?
+    package var stateJSON: [UInt8]
     /// The id of its latest event.
-    public var version: UInt64
+    package var version: UInt64
     /// Seconds since 1970.
-    public var createdAt: Double
-    public var lastActive: Double
+    package var createdAt: Double
+    package var lastActive: Double
     /// The history kept for resumes, oldest first.
-    public var events: [StoredEvent]
+    package var events: [StoredEvent]
     /// The number of its action log's newest entry (0: none yet): the next one follows it.
-    public var lastLoggedAction: UInt64
+    package var lastLoggedAction: UInt64
 
-    public init(
+    package init(
         id: String, kind: String, owner: String? = nil, stateJSON: [UInt8], version: UInt64,
         createdAt: Double, lastActive: Double, events: [StoredEvent], lastLoggedAction: UInt64 = 0
     ) {
@@ -85,14 +85,14 @@ public struct StoredSession: Sendable {
 }
 
 /// One event of a session's history: a state, or a pulse with its value.
-public struct StoredEvent: Sendable, Equatable {
-    public var seq: UInt64
+package struct StoredEvent: Sendable, Equatable {
+    package var seq: UInt64
     /// nil for a state event; the pulse's name for a pulse.
-    public var pulse: String?
+    package var pulse: String?
     /// The state's JSON, or the pulse's value as JSON.
-    public var json: [UInt8]
+    package var json: [UInt8]
 
-    public init(seq: UInt64, pulse: String?, json: [UInt8]) {
+    package init(seq: UInt64, pulse: String?, json: [UInt8]) {
         self.seq = seq
         self.pulse = pulse
         self.json = json
@@ -100,7 +100,7 @@ public struct StoredEvent: Sendable, Equatable {
 }
 
 /// One change to write.
-public enum StoreChange: Sendable {
+package enum StoreChange: Sendable {
     /// A session's state after its latest events (`isNew`: its first write).
     case session(SessionWrite)
     /// A session is over: it, its history and its action log go. `reason` is what its subscribers are told
@@ -121,26 +121,26 @@ public enum StoreChange: Sendable {
     case forgetLoggedActions(before: Double, limit: Int)
 }
 
-public struct SessionWrite: Sendable {
-    public var id: String
-    public var kind: String
+package struct SessionWrite: Sendable {
+    package var id: String
+    package var kind: String
     /// Written with the first write (`isNew`) only: a session's owner never changes.
-    public var owner: String?
-    public var isNew: Bool
-    public var stateJSON: [UInt8]
-    public var version: UInt64
-    public var createdAt: Double
+    package var owner: String?
+    package var isNew: Bool
+    package var stateJSON: [UInt8]
+    package var version: UInt64
+    package var createdAt: Double
     /// Seconds since 1970; nil leaves the stored time as it is (it is written coarsely, so
     /// that most writes leave the index on it alone).
-    public var lastActive: Double?
+    package var lastActive: Double?
     /// The events since the last write, oldest first.
-    public var events: [StoredEvent]
+    package var events: [StoredEvent]
     /// The answers of the requests that made these changes, kept only if the write is.
-    public var answers: [StoredAnswer]
+    package var answers: [StoredAnswer]
     /// The action log's entries for these changes, oldest first.
-    public var loggedActions: [LoggedAction]
+    package var loggedActions: [LoggedAction]
 
-    public init(
+    package init(
         id: String, kind: String, owner: String? = nil, isNew: Bool, stateJSON: [UInt8], version: UInt64,
         createdAt: Double, lastActive: Double?, events: [StoredEvent], answers: [StoredAnswer] = [],
         loggedActions: [LoggedAction] = []

@@ -58,7 +58,7 @@ public enum StoreLocation: Equatable, Sendable, CustomStringConvertible {
 
     /// Opens the store's engine; nil for `memory`, which keeps sessions in the process alone.
     /// `leaseDuration`: seconds a shared store's lease lasts without renewal (PostgreSQL only).
-    public func open(leaseDuration: Double = 5) throws(StoreError) -> (any StoreEngine)? {
+    package func open(leaseDuration: Double = 5) throws(StoreError) -> (any StoreEngine)? {
         switch self {
         case .memory: nil
         case let .sqlite(path, sync): try SQLiteStore(path: path, sync: sync)

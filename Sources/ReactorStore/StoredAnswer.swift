@@ -1,33 +1,33 @@
 /// A request's answer kept under its idempotency key, committed with the change the request
 /// made, so that a repeat of the request is given this answer again instead of running twice.
-public struct StoredAnswer: Sendable, Equatable {
+package struct StoredAnswer: Sendable, Equatable {
     /// Whose key it is: the caller's subject, or "" without authentication.
-    public var scope: String
-    public var key: String
+    package var scope: String
+    package var key: String
     /// What the request was (a digest of its method, route, session and body): a repeat with
     /// another request under the same key is refused.
-    public var request: String
-    public var status: Int
+    package var request: String
+    package var status: Int
     /// The header fields given back with it, in order.
-    public var headers: [Field]
-    public var body: [UInt8]
+    package var headers: [Field]
+    package var body: [UInt8]
     /// Seconds since 1970; after that it may be forgotten.
-    public var expires: Double
+    package var expires: Double
     /// The session whose change it answers: it is kept only if that change is (a write the
     /// store refuses, a delete of a session used since, take their answers with them).
-    public var session: String?
+    package var session: String?
 
-    public struct Field: Sendable, Equatable {
-        public var name: String
-        public var value: String
+    package struct Field: Sendable, Equatable {
+        package var name: String
+        package var value: String
 
-        public init(_ name: String, _ value: String) {
+        package init(_ name: String, _ value: String) {
             self.name = name
             self.value = value
         }
     }
 
-    public init(
+    package init(
         scope: String, key: String, request: String, status: Int, headers: [Field], body: [UInt8],
         expires: Double, session: String?
     ) {

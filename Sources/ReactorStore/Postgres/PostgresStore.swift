@@ -20,10 +20,10 @@ import Glibc
 /// before the statement that set the lease was sent, less a margin: `holds` turns false
 /// before any other node can take the session over.
 // why: owns a libpq writer connection (C) under `writeLock`; leases and listener are under `leaseLock`.
-public final class PostgresStore: ClusterStore, @unchecked Sendable {
-    public let name: String
-    public let nodeID: String
-    public let leaseDuration: Double
+package final class PostgresStore: ClusterStore, @unchecked Sendable {
+    package let name: String
+    package let nodeID: String
+    package let leaseDuration: Double
     /// How long before the lease's expiry, by this node's clock, it stops counting on it.
     private let margin: Double
     private let url: String
@@ -54,7 +54,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// Connects to `url` (a libpq URI) and creates or migrates the schema. Refuses, naming the
     /// server, database and user but never the password: an unreachable server, a failed
     /// login, a missing database, a schema of a newer reactord.
-    public init(url: String, leaseDuration: Double = 5, poolSize: Int = 3) throws(StoreError) {
+    package init(url: String, leaseDuration: Double = 5, poolSize: Int = 3) throws(StoreError) {
         self.url = url
         name = StoreLocation.postgres(url: url).description
         secrets = StoreLocation.passwords(in: url)
@@ -79,19 +79,19 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     // MARK: - StoreEngine
 
-    public func loadUser() throws(StoreError) -> [UInt8]? {
+    package func loadUser() throws(StoreError) -> [UInt8]? {
         try reading { connection in
             try connection.execute("SELECT data FROM reactord_user WHERE id = 1").bytes(0, 0)
         }
     }
 
-    public func sessionCount() throws(StoreError) -> Int {
+    package func sessionCount() throws(StoreError) -> Int {
         try reading { connection in
             Int(try connection.execute("SELECT count(*) FROM reactord_sessions").int64(0, 0) ?? 0)
         }
     }
 
-    public func sessionCount(ownedBy owner: String) throws(StoreError) -> Int {
+    package func sessionCount(ownedBy owner: String) throws(StoreError) -> Int {
         try reading { connection in
             Int(
                 try connection.execute("SELECT count(*) FROM reactord_sessions WHERE owner = $1", [owner]).int64(0, 0)
@@ -99,7 +99,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
+    package func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
         try reading { connection in
             let rows = try connection.execute(
                 """
@@ -113,7 +113,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] {
+    package func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] {
         try reading { connection in
             // A session some node holds live is in use there, whatever its stored time says.
             let rows = try connection.execute(
@@ -125,7 +125,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
+    package func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
         try reading { connection in
             let rows = try connection.execute(
                 "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
@@ -138,14 +138,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func answerCount() throws(StoreError) -> Int {
+    package func answerCount() throws(StoreError) -> Int {
         try reading { connection in
             Int(try connection.execute("SELECT count(*) FROM reactord_answers").int64(0, 0) ?? 0)
         }
     }
 
     @discardableResult
-    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<
+    package func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<
         String
     > {
         writeLock.lock()
@@ -205,7 +205,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         return outcome.refused
     }
 
-    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
+    package func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
         -> [LoggedAction]
     {
         try reading { connection in
@@ -228,7 +228,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
+    package func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
         try reading { connection in
             // The history is a contiguous tail: the newest state event at or before `version`
             // is its state; the oldest one kept is what a refusal names.
@@ -252,7 +252,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
+    package func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
         try reading { connection in
             // In byte order, as the SQLite engine compares ids, whatever the database's collation.
             let rows = try connection.execute(
@@ -269,7 +269,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func close() {
+    package func close() {
         leaseLock.lock()
         let wasOpen = !closed
         closed = true
@@ -288,13 +288,13 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     // MARK: - ClusterStore
 
-    public func advertise(_ address: String) {
+    package func advertise(_ address: String) {
         leaseLock.lock()
         self.address = address
         leaseLock.unlock()
     }
 
-    public func claim(_ id: String, historyLength: Int, onlyAtThisAddress: Bool = false) throws(StoreError)
+    package func claim(_ id: String, historyLength: Int, onlyAtThisAddress: Bool = false) throws(StoreError)
         -> SessionClaim
     {
         let address = currentAddress()
@@ -347,14 +347,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         throw .unavailable("could not claim session \(id): its lease kept changing hands")
     }
 
-    public func holds(_ id: String) -> Bool {
+    package func holds(_ id: String) -> Bool {
         leaseLock.lock()
         defer { leaseLock.unlock() }
         guard let lease = leases[id] else { return false }
         return monotonicNow() < lease.validUntil
     }
 
-    public func renewLeases() throws(StoreError) -> [String] {
+    package func renewLeases() throws(StoreError) -> [String] {
         let started = monotonicNow()
         leaseLock.lock()
         let held = leases.map { ($0.key, $0.value.fence) }
@@ -388,14 +388,14 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         return lost
     }
 
-    public func release(_ ids: [String]) {
+    package func release(_ ids: [String]) {
         leaseLock.lock()
         for id in ids { leases[id] = nil }
         leaseLock.unlock()
         releaseInDatabase(ids)
     }
 
-    public func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents? {
+    package func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents? {
         try reading { connection in
             // One statement, one snapshot: the events and the state agree.
             let rows = try connection.execute(
@@ -420,7 +420,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func versions(of ids: [String]) throws(StoreError) -> [String: UInt64] {
+    package func versions(of ids: [String]) throws(StoreError) -> [String: UInt64] {
         if ids.isEmpty { return [:] }
         return try reading { connection in
             let rows = try connection.execute(
@@ -434,7 +434,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func touch(_ ids: [String]) throws(StoreError) {
+    package func touch(_ ids: [String]) throws(StoreError) {
         if ids.isEmpty { return }
         _ = try reading { connection in
             try connection.execute(
@@ -447,7 +447,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func userChanges(after version: UInt64) throws(StoreError) -> [UserChange] {
+    package func userChanges(after version: UInt64) throws(StoreError) -> [UserChange] {
         try reading { connection in
             let rows = try connection.execute(
                 "SELECT version, data FROM reactord_user_changes WHERE version > $1 ORDER BY version", [String(version)]
@@ -458,7 +458,7 @@ public final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    public func listen(_ wake: @escaping @Sendable (StoreWakeup) -> Void) {
+    package func listen(_ wake: @escaping @Sendable (StoreWakeup) -> Void) {
         let listener = PostgresListener(connect: Self.connector(url: url, secrets: secrets, timeout: 2), wake: wake)
         leaseLock.lock()
         guard !closed, self.listener == nil else {

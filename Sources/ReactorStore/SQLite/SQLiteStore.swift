@@ -16,8 +16,8 @@ import Glibc
 /// previous commit ran); reads through a second one, so a restore never waits for a commit.
 /// `sync` says whether a commit is fsynced before it returns (see `SQLiteSync`).
 // why: owns two sqlite3 connections (C), the writer used only under `writeLock`, the reader under `readLock`.
-public final class SQLiteStore: StoreEngine, @unchecked Sendable {
-    public let name: String
+package final class SQLiteStore: StoreEngine, @unchecked Sendable {
+    package let name: String
     private let path: String
     private let lockFile: Int32
     private let writeLock = Mutex()
@@ -29,7 +29,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     /// Opens (or creates) the file at `path`. Refuses, naming the file and leaving it as it
     /// was: a missing or unwritable folder, a file that is not a SQLite database or belongs to
     /// another program, one written by a newer reactord, one another process has open.
-    public init(path: String, sync: SQLiteSync = .normal) throws(StoreError) {
+    package init(path: String, sync: SQLiteSync = .normal) throws(StoreError) {
         self.path = path
         name = StoreLocation.sqlite(path: path, sync: sync).description
         lockFile = try Self.lockExclusively(path)
@@ -58,21 +58,21 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     deinit { close() }
 
-    public func loadUser() throws(StoreError) -> [UInt8]? {
+    package func loadUser() throws(StoreError) -> [UInt8]? {
         try reading { connection in
             let select = try connection.statement("SELECT data FROM global_user WHERE only = 1")
             return try select.next() ? select.bytes(0) : nil
         }
     }
 
-    public func sessionCount() throws(StoreError) -> Int {
+    package func sessionCount() throws(StoreError) -> Int {
         try reading { connection in
             let count = try connection.statement("SELECT count(*) FROM sessions")
             return try count.next() ? Int(count.int64(0)) : 0
         }
     }
 
-    public func sessionCount(ownedBy owner: String) throws(StoreError) -> Int {
+    package func sessionCount(ownedBy owner: String) throws(StoreError) -> Int {
         try reading { connection in
             let count = try connection.statement("SELECT count(*) FROM sessions WHERE owner = ?")
             try count.bind(.text(owner))
@@ -80,7 +80,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
+    package func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? {
         try reading { connection in
             let row = try connection.statement(
                 "SELECT kind, state, version, created_at, last_active, owner FROM sessions WHERE id = ?")
@@ -111,7 +111,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] {
+    package func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] {
         try reading { connection in
             let select = try connection.statement("SELECT id FROM sessions WHERE last_active < ? LIMIT ?")
             try select.bind(.real(time), .integer(Int64(limit)))
@@ -121,7 +121,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
+    package func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
         try reading { connection in
             let row = try connection.statement(
                 "SELECT request, status, headers, body, expires FROM answers WHERE scope = ? AND key = ?")
@@ -134,7 +134,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func answerCount() throws(StoreError) -> Int {
+    package func answerCount() throws(StoreError) -> Int {
         try reading { connection in
             let count = try connection.statement("SELECT count(*) FROM answers")
             return try count.next() ? Int(count.int64(0)) : 0
@@ -142,7 +142,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     }
 
     @discardableResult
-    public func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<
+    package func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<
         String
     > {
         writeLock.lock()
@@ -200,7 +200,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         return kept  // refused, as a shared store refuses what it no longer holds
     }
 
-    public func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
+    package func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
         -> [LoggedAction]
     {
         try reading { connection in
@@ -208,7 +208,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
+    package func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
         try reading { connection in
             let row = try connection.statement("SELECT state, version FROM sessions WHERE id = ?")
             try row.bind(.text(session))
@@ -228,7 +228,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
+    package func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] {
         try reading { connection in
             let select = try connection.statement(
                 """
@@ -247,7 +247,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
-    public func close() {
+    package func close() {
         writeLock.lock()
         readLock.lock()
         let wasOpen = writer != nil
