@@ -3,18 +3,18 @@ import Foundation
 import PackageDescription
 
 // Swift 6 language mode, target by target (issue 30): ConcurrencyPrimitives, MicroHTTP,
-// JWSSignatures, ReactorStore, ReactorClient, ReactorServiceCLI and Examples so far. The rest stays
-// in Swift 5 mode for now (`swiftLanguageModes` below). ReactorCore (locked with
-// ConcurrencyPrimitives' Mutex) is not held back by OpenCombine: in Swift 6 mode it reports two
-// things, both where its lock-guarded classes, shared across threads by design, hold user types
-// that the public API does not require to be Sendable (a reactor's State and Action, a
-// subscriber): `ReactorRegistry.shared` is a global of such a class (its storages hold those
-// types), and `.run`'s `Send` closure captures its subscriber's metatype (SendableMetatypes).
-// Quieting them takes `@unchecked Sendable` or `nonisolated(unsafe)` on classes that are no lock
-// primitive; checking them takes Sendable constraints on `Reactor`'s types, a source break for
-// users. ReactorService waits for ReactorCore (see its target). The test and benchmark targets
-// follow their modules. Thread
-// safety there is shown by the tests under --sanitize=thread.
+// JWSSignatures, ReactorStore, ReactorCore, ReactorClient, ReactorServiceCLI and Examples so far.
+// The rest stays in Swift 5 mode for now (`swiftLanguageModes` below). ReactorCore took these
+// decisions:
+// - `Reactor` requires `SendableMetatype` (SE-0470) of the reactor's class and of its `Action` and
+//   `State`: a server names them on the threads that serve requests. Every concrete type without
+//   an isolated conformance is one; neither a reactor nor its values need to be Sendable.
+// - A reactor is used from any thread under its serial gate, which the compiler cannot see: the
+//   `@unchecked Sendable` of ReactorRegistry (its storages hold reactors) and of `.run`'s
+//   RunSubscription (it calls an OpenCombine subscriber) say so, each with its reason.
+// ReactorService waits for its own step (see its target). The test and benchmark targets follow
+// their modules. Thread safety beyond what the compiler checks is shown by the tests under
+// --sanitize=thread.
 let package = Package(
     name: "reactord",
     platforms: [.macOS(.v13)],
@@ -45,7 +45,8 @@ let package = Package(
                 .product(
                     name: "OpenCombine", package: "OpenCombine",
                     condition: .when(platforms: [.linux, .windows, .android])),
-            ]
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .systemLibrary(
             name: "CMicroHTTPD",

@@ -14,13 +14,17 @@
 /// Lifetime: the pipeline holds the reactor weakly. Releasing the last reference to a
 /// reactor deallocates it; nothing is reduced afterwards, and its running effects are
 /// cancelled shortly after (within about 20 ms).
-public protocol Reactor: AnyObject {
+///
+/// `SendableMetatype` (the reactor's type and its `Action` and `State` types): a server names
+/// them on whatever thread serves a request (every concrete type that has no isolated
+/// conformance is one). The reactor and its values themselves need not be `Sendable`.
+public protocol Reactor: AnyObject, SendableMetatype {
     /// What the user (or the client) does.
-    associatedtype Action
+    associatedtype Action: SendableMetatype
     /// A change of state; defaults to `Action`.
     associatedtype Mutation = Action
     /// The state of the reactor.
-    associatedtype State
+    associatedtype State: SendableMetatype
 
     /// The state before any mutation.
     var initialState: State { get }
