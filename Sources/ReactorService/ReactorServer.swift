@@ -6,6 +6,13 @@ import MicroHTTP
 import ReactorCore
 import ReactorStore
 
+// The factories capture `currentUser`: OpenCombine marks nothing Sendable; its subjects lock themselves.
+#if canImport(Combine)
+@preconcurrency import Combine
+#else
+@preconcurrency import OpenCombine
+#endif
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
