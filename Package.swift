@@ -7,9 +7,11 @@ import PackageDescription
 // ReactorServiceCLI), Examples and ConcurrencyPrimitivesTests. The other test, benchmark and
 // support targets and reactord's main.swift are still in Swift 5 mode (`swiftLanguageModes`
 // below). ReactorCore and ReactorService took these decisions:
-// - `Reactor` requires `SendableMetatype` (SE-0470) of the reactor's class and of its `Action` and
-//   `State`: a server names them on the threads that serve requests. Every concrete type without
-//   an isolated conformance is one; neither a reactor nor its values need to be Sendable.
+// - `ReactorServer.register` requires `SendableMetatype` (SE-0470) of the reactor's class and of
+//   its `Action` and `State`: the server names them on the threads that serve requests. Every
+//   concrete type is one (a generic reactor's bare type parameter is not, unless constrained);
+//   neither a reactor nor its values need to be Sendable. `Reactor` itself requires nothing new:
+//   ReactorCore alone does not need it.
 // - A reactor is used from any thread under its serial gate, which the compiler cannot see; three
 //   `@unchecked Sendable` say so, each with its reason: ReactorCore's ReactorRegistry (its storages
 //   hold reactors), `.run`'s RunSubscription (it calls an OpenCombine subscriber), ReactorService's

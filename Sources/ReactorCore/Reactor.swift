@@ -14,17 +14,13 @@
 /// Lifetime: the pipeline holds the reactor weakly. Releasing the last reference to a
 /// reactor deallocates it; nothing is reduced afterwards, and its running effects are
 /// cancelled shortly after (within about 20 ms).
-///
-/// `SendableMetatype` (the reactor's type and its `Action` and `State` types): a server names
-/// them on whatever thread serves a request (every concrete type that has no isolated
-/// conformance is one). The reactor and its values themselves need not be `Sendable`.
-public protocol Reactor: AnyObject, SendableMetatype {
+public protocol Reactor: AnyObject {
     /// What the user (or the client) does.
-    associatedtype Action: SendableMetatype
+    associatedtype Action
     /// A change of state; defaults to `Action`.
     associatedtype Mutation = Action
     /// The state of the reactor.
-    associatedtype State: SendableMetatype
+    associatedtype State
 
     /// The state before any mutation.
     var initialState: State { get }
