@@ -2,19 +2,27 @@
 import Foundation
 import PackageDescription
 
-// Swift 6 language mode, target by target (issue 30): ConcurrencyPrimitives, MicroHTTP,
-// JWSSignatures, ReactorStore, ReactorClient, ReactorServiceCLI and Examples so far. The rest stays
-// in Swift 5 mode for now (`swiftLanguageModes` below). ReactorCore (locked with
-// ConcurrencyPrimitives' Mutex) is not held back by OpenCombine: in Swift 6 mode it reports two
-// things, both where its lock-guarded classes, shared across threads by design, hold user types
-// that the public API does not require to be Sendable (a reactor's State and Action, a
-// subscriber): `ReactorRegistry.shared` is a global of such a class (its storages hold those
-// types), and `.run`'s `Send` closure captures its subscriber's metatype (SendableMetatypes).
-// Quieting them takes `@unchecked Sendable` or `nonisolated(unsafe)` on classes that are no lock
-// primitive; checking them takes Sendable constraints on `Reactor`'s types, a source break for
-// users. ReactorService waits for ReactorCore (see its target). The test and benchmark targets
-// follow their modules. Thread
-// safety there is shown by the tests under --sanitize=thread.
+// Swift 6 language mode, target by target (issue 30): every library target (ConcurrencyPrimitives,
+// MicroHTTP, JWSSignatures, ReactorStore, ReactorCore, ReactorService, ReactorClient,
+// ReactorServiceCLI), Examples and ConcurrencyPrimitivesTests. The other test, benchmark and
+// support targets and reactord's main.swift are still in Swift 5 mode (`swiftLanguageModes`
+// below). ReactorCore and ReactorService took these decisions:
+// - `ReactorServer.register` requires `SendableMetatype` (SE-0470) of the reactor's class and of
+//   its `Action` and `State`: the server names them on the threads that serve requests. Every
+//   concrete type is one (a generic reactor's bare type parameter is not, unless constrained);
+//   neither a reactor nor its values need to be Sendable. `Reactor` itself requires nothing new:
+//   ReactorCore alone does not need it.
+// - A reactor is used from any thread under its serial gate, which the compiler cannot see; three
+//   `@unchecked Sendable` say so, each with its reason: ReactorCore's ReactorRegistry (its storages
+//   hold reactors), `.run`'s RunSubscription (it calls an OpenCombine subscriber), ReactorService's
+//   ReactorSession (it holds the reactor).
+// - OpenCombine marks nothing Sendable: ReactorService imports it `@preconcurrency` where the
+//   global user's subject crosses threads (OpenCombine's subjects lock themselves).
+// - JSONDecoder/JSONEncoder want Sendable `userInfo`: the action route keeps `[_: any Sendable]`
+//   (its fast decoder copies it to `[_: Any]` only when a decoder reads `userInfo`, which the
+//   common request does not), and the pulse collector hears of pulses through the thread's
+//   PulseRecording instead of `userInfo`.
+// Thread safety beyond what the compiler checks is shown by the tests under --sanitize=thread.
 let package = Package(
     name: "reactord",
     platforms: [.macOS(.v13)],
@@ -42,7 +50,8 @@ let package = Package(
                 .product(
                     name: "OpenCombine", package: "OpenCombine",
                     condition: .when(platforms: [.linux, .windows, .android])),
-            ]
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .systemLibrary(
             name: "CMicroHTTPD",
@@ -86,10 +95,6 @@ let package = Package(
         .target(
             name: "ReactorStore", dependencies: ["ConcurrencyPrimitives", "CSQLite", "CLibPQ"],
             swiftSettings: [.swiftLanguageMode(.v6)]),
-        // Swift 5 mode still: in Swift 6 mode the reactor factories capture OpenCombine's
-        // CurrentValueSubject and the reactor's metatypes (R, R.State, R.Action: SendableMetatype),
-        // and JSONDecoder/JSONEncoder want Sendable userInfo values where the action route keeps `Any`
-        // and the pulse collector holds ReactorCore's `any Encodable` pulse values.
         .target(
             name: "ReactorService",
             dependencies: [
@@ -97,13 +102,18 @@ let package = Package(
                 "JWSSignatures",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // Imported itself (`@preconcurrency`) where `currentUser` crosses threads.
+                .product(
+                    name: "OpenCombine", package: "OpenCombine",
+                    condition: .when(platforms: [.linux, .windows, .android])),
             ],
             // Embedded in the code, not a bundle: a bundle's accessor needs all of Foundation,
             // whose ICU data alone is 34 MB of the static binary (FoundationEssentials suffices).
             resources: [
                 .embedInCode("Resources/index.html"), .embedInCode("Resources/console.html"),
                 .embedInCode("Resources/openapi.yaml"),
-            ]
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Swift 6 mode: the bundled reactors pass its checks as they are.
         .target(

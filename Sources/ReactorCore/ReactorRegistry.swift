@@ -10,7 +10,8 @@ import Dispatch
 /// an idle released reactor's pipeline, say its subscription to a global current user,
 /// is freed within a few seconds even if no value ever reaches it). A released reactor
 /// is also noticed at once by any action, mutation or lookup that reaches its storage.
-final class ReactorRegistry {
+// why: its storages hold reactors (not Sendable by design), used on any thread under their SerialGate
+final class ReactorRegistry: @unchecked Sendable {
     static let shared = ReactorRegistry()
 
     /// How often the watcher sweeps.
@@ -18,12 +19,16 @@ final class ReactorRegistry {
     /// How many idle reactors one sweep checks.
     static let sliceSize = 2_048
 
-    private let lock = Mutex()
-    private var storages: [ObjectIdentifier: AnyReactorStorage] = [:]
-    private var sweepList: ContiguousArray<AnyReactorStorage> = []
-    private var withEffects: [ObjectIdentifier: AnyReactorStorage] = [:]
-    private var cursor = 0
-    private var timer: DispatchSourceTimer?
+    /// What the registry knows, behind its mutex.
+    private struct Shelf {
+        var storages: [ObjectIdentifier: AnyReactorStorage] = [:]
+        var sweepList: ContiguousArray<AnyReactorStorage> = []
+        var withEffects: [ObjectIdentifier: AnyReactorStorage] = [:]
+        var cursor = 0
+        var timer: DispatchSourceTimer?
+    }
+
+    private let shelf = Locked(Shelf())
     private let queue = DispatchQueue(label: "ReactorCore.ReleaseWatcher")
 
     /// The storage of `reactor`, made on first use.
@@ -38,7 +43,7 @@ final class ReactorRegistry {
     {
         let key = ObjectIdentifier(reactor)
         while true {
-            if let existing = lock.withLock({ storages[key] }) {
+            if let existing = shelf.withLock({ $0.storages[key] }) {
                 if existing.isOwned(by: reactor) {
                     return (unsafeDowncast(existing, to: ReactorStorage<R.Action, R.Mutation, R.State>.self), false)
                 }
@@ -49,80 +54,80 @@ final class ReactorRegistry {
             }
             // Made outside the lock: it reads `initialState`, user code.
             let made = ReactorStorage(reactor, startingFrom: state)
-            let winner = lock.withLock { () -> AnyReactorStorage in
-                if let raced = storages[key] { return raced }
-                storages[key] = made
-                made.sweepIndex = sweepList.count
-                sweepList.append(made)
-                startWatchingIfNeeded()
+            let winner = shelf.withLock { shelf -> AnyReactorStorage in
+                if let raced = shelf.storages[key] { return raced }
+                shelf.storages[key] = made
+                made.sweepIndex = shelf.sweepList.count
+                shelf.sweepList.append(made)
+                startWatchingIfNeeded(&shelf)
                 return made
             }
             if winner === made { return (made, true) }
         }
     }
 
-    var count: Int { lock.withLock { storages.count } }
+    var count: Int { shelf.withLock { $0.storages.count } }
 
     func remove(_ storage: AnyReactorStorage) {
-        lock.withLock {
-            guard storages[storage.key] === storage else { return }
-            storages[storage.key] = nil
-            withEffects[storage.key] = nil
+        shelf.withLock { shelf in
+            guard shelf.storages[storage.key] === storage else { return }
+            shelf.storages[storage.key] = nil
+            shelf.withEffects[storage.key] = nil
             let index = storage.sweepIndex
-            let last = sweepList.count - 1
+            let last = shelf.sweepList.count - 1
             if index != last {
-                sweepList[index] = sweepList[last]
-                sweepList[index].sweepIndex = index
+                shelf.sweepList[index] = shelf.sweepList[last]
+                shelf.sweepList[index].sweepIndex = index
             }
-            sweepList.removeLast()
+            shelf.sweepList.removeLast()
             storage.sweepIndex = -1
         }
     }
 
     func watchEffects(_ storage: AnyReactorStorage) {
-        lock.withLock {
-            if storages[storage.key] === storage { withEffects[storage.key] = storage }
+        shelf.withLock { shelf in
+            if shelf.storages[storage.key] === storage { shelf.withEffects[storage.key] = storage }
         }
     }
 
     // MARK: Release watcher
 
-    private func startWatchingIfNeeded() {
-        guard timer == nil else { return }
+    private func startWatchingIfNeeded(_ shelf: inout Shelf) {
+        guard shelf.timer == nil else { return }
         let made = DispatchSource.makeTimerSource(queue: queue)
         made.schedule(
             deadline: .now() + Self.interval, repeating: Self.interval,
             leeway: .milliseconds(5))
         made.setEventHandler { [unowned self] in sweep() }
-        timer = made
+        shelf.timer = made
         made.resume()
     }
 
     /// One sweep: reactors with running effects, then the next slice of the rest.
     func sweep() {
-        let (effectful, slice) = lock.withLock { () -> ([AnyReactorStorage], [AnyReactorStorage]) in
-            if storages.isEmpty {
-                timer?.cancel()
-                timer = nil
+        let (effectful, slice) = shelf.withLock { shelf -> ([AnyReactorStorage], [AnyReactorStorage]) in
+            if shelf.storages.isEmpty {
+                shelf.timer?.cancel()
+                shelf.timer = nil
                 return ([], [])
             }
             var slice: [AnyReactorStorage] = []
-            let n = min(sweepList.count, Self.sliceSize)
+            let n = min(shelf.sweepList.count, Self.sliceSize)
             slice.reserveCapacity(n)
             for _ in 0..<n {
-                if cursor >= sweepList.count { cursor = 0 }
-                slice.append(sweepList[cursor])
-                cursor += 1
+                if shelf.cursor >= shelf.sweepList.count { shelf.cursor = 0 }
+                slice.append(shelf.sweepList[shelf.cursor])
+                shelf.cursor += 1
             }
-            return (Array(withEffects.values), slice)
+            return (Array(shelf.withEffects.values), slice)
         }
         for storage in effectful {
             if !storage.isReactorAlive {
                 storage.teardown()
             } else if !storage.hasRunningEffects {
                 // Re-checked under the lock: an effect may have started meanwhile.
-                lock.withLock {
-                    if !storage.hasRunningEffects { withEffects[storage.key] = nil }
+                shelf.withLock { shelf in
+                    if !storage.hasRunningEffects { shelf.withEffects[storage.key] = nil }
                 }
             }
         }

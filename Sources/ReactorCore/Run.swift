@@ -30,7 +30,15 @@ struct RunPublisher<Output>: Publisher {
     }
 }
 
-private final class RunSubscription<Downstream: Subscriber>: Subscription, @unchecked Sendable
+/// What a `.run` task calls on its subscription.
+private protocol RunTarget<Output>: AnyObject, Sendable {
+    associatedtype Output
+    func emit(_ value: Output)
+    func finish()
+}
+
+// why: the task calls the subscriber (OpenCombine's, not Sendable) under deliveryLock; the rest is under lock
+private final class RunSubscription<Downstream: Subscriber>: Subscription, RunTarget, @unchecked Sendable
 where Downstream.Failure == Never {
     typealias Output = Downstream.Input
 
@@ -47,9 +55,12 @@ where Downstream.Failure == Never {
     init(downstream: Downstream) { self.downstream = Box(downstream) }
 
     func start(priority: TaskPriority?, operation: @escaping @Sendable (Send<Output>) async -> Void) {
-        let task = Task(priority: priority) { [self] in
-            await operation(Send { [self] value in emit(value) })
-            finish()
+        // The task reaches this subscription as a RunTarget: its closures then capture no
+        // Downstream metatype, which the subscriber's type need not let cross threads.
+        let target: any RunTarget<Output> = self
+        let task = Task(priority: priority) {
+            await operation(Send { value in target.emit(value) })
+            target.finish()
         }
         let cancelled = lock.withLock { () -> Bool in
             guard downstream != nil else { return true }
@@ -59,7 +70,7 @@ where Downstream.Failure == Never {
         if cancelled { task.cancel() }
     }
 
-    private func emit(_ value: Output) {
+    func emit(_ value: Output) {
         deliveryLock.lock()
         defer { deliveryLock.unlock() }
         lock.lock()
@@ -78,7 +89,7 @@ where Downstream.Failure == Never {
         if more > 0 { lock.withLock { demand += more } }
     }
 
-    private func finish() {
+    func finish() {
         lock.withLock { finished = true }
         drain()
     }

@@ -6,6 +6,13 @@ import MicroHTTP
 import ReactorCore
 import ReactorStore
 
+// The factories capture `currentUser`: OpenCombine marks nothing Sendable; its subjects lock themselves.
+#if canImport(Combine)
+@preconcurrency import Combine
+#else
+@preconcurrency import OpenCombine
+#endif
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -70,6 +77,10 @@ public final class ReactorServer: Sendable {
     /// thread traps on the isolation check; with it, the compiler rejects what is not safe
     /// instead (a capture of main-actor or non-`Sendable` state).
     ///
+    /// `R`, `R.Action` and `R.State` are `SendableMetatype` (SE-0470): the server names them on its
+    /// own threads. Every concrete type is; a type parameter (`typealias State = T` in a generic
+    /// reactor) is only when constrained so. The reactor and its values need not be `Sendable`.
+    ///
     /// Its sessions survive a restart with a durable store when `State` is also `Decodable`
     /// (the overload below); with an `Encodable`-only state a stored session cannot come back,
     /// and its requests after a restart answer 409.
@@ -80,7 +91,7 @@ public final class ReactorServer: Sendable {
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
-    ) where R.Action: Decodable, R.State: Encodable {
+    ) where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Encodable & SendableMetatype {
         add(kind, { currentUser, _ in make(currentUser) }) { _ in
             throw RestoreError(description: "\(R.self).State is not Decodable, so it cannot be restored")
         }
@@ -91,7 +102,7 @@ public final class ReactorServer: Sendable {
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>) -> R
-    ) where R.Action: Decodable, R.State: Codable {
+    ) where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Codable & SendableMetatype {
         add(kind, { currentUser, _ in make(currentUser) }) { json in
             try JSONDecoder().decode(R.State.self, from: Data(json))
         }
@@ -104,7 +115,7 @@ public final class ReactorServer: Sendable {
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R
-    ) where R.Action: Decodable, R.State: Encodable {
+    ) where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Encodable & SendableMetatype {
         add(kind, make) { _ in
             throw RestoreError(description: "\(R.self).State is not Decodable, so it cannot be restored")
         }
@@ -114,7 +125,7 @@ public final class ReactorServer: Sendable {
     public func register<R: Reactor>(
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R
-    ) where R.Action: Decodable, R.State: Codable {
+    ) where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Codable & SendableMetatype {
         add(kind, make) { json in try JSONDecoder().decode(R.State.self, from: Data(json)) }
     }
 
@@ -122,7 +133,7 @@ public final class ReactorServer: Sendable {
         _ kind: String,
         _ make: @escaping @Sendable (CurrentValueSubject<User?, Never>, Principal?) -> R,
         decode: @escaping @Sendable ([UInt8]) throws -> R.State
-    ) where R.Action: Decodable, R.State: Encodable {
+    ) where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Encodable & SendableMetatype {
         // The factory lives in the context's registry: it takes what it needs, not the context,
         // or context → registry → factory → context is a cycle that outlives stop().
         let currentUser = context.currentUser

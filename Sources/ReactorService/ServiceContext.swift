@@ -4,6 +4,13 @@ import MicroHTTP
 import ReactorCore
 import ReactorStore
 
+// `currentUser`: OpenCombine marks nothing Sendable; its subjects lock themselves.
+#if canImport(Combine)
+@preconcurrency import Combine
+#else
+@preconcurrency import OpenCombine
+#endif
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -12,8 +19,7 @@ import Foundation
 
 /// What every route shares: the sessions, the reactor kinds, the global user, the store, the
 /// metrics.
-// why: holds OpenCombine's CurrentValueSubject (`currentUser`), and `openStore()` sets its stores before the server listens.
-final class ServiceContext: @unchecked Sendable {
+final class ServiceContext: Sendable {
     let configuration: ServiceConfiguration
     let sessions: SessionTable
     let registry = ReactorRegistry()
@@ -29,15 +35,22 @@ final class ServiceContext: @unchecked Sendable {
     let readiness = Readiness()
     /// Counts and logs the streams closed for reading too slowly.
     var slowConsumers: SlowConsumers { SlowConsumers(metrics: metrics, logger: logger) }
+    /// What `openStore()` sets, before the server listens, and nothing changes after.
+    private struct Stores: Sendable {
+        var persistence: Persistence?
+        var cluster: Cluster?
+        var actionLogSettings: ActionLogSettings?
+        var idempotency: IdempotencyLedger
+    }
+    private let stores: Locked<Stores>
     /// The durable store's side, once `openStore()` opened one; nil with the memory store.
-    /// Set before the server listens, never changed after.
-    private(set) var persistence: Persistence?
+    var persistence: Persistence? { stores.withLock { $0.persistence } }
     /// Cluster mode's side, when the store is shared (`postgres://`); set with `persistence`.
-    private(set) var cluster: Cluster?
+    var cluster: Cluster? { stores.withLock { $0.cluster } }
     /// What each session's action log keeps (nil: no log); set again with `persistence`.
-    private(set) var actionLogSettings: ActionLogSettings?
+    var actionLogSettings: ActionLogSettings? { stores.withLock { $0.actionLogSettings } }
     /// The requests sent under idempotency keys and their kept answers; set again with `persistence`.
-    private(set) var idempotency: IdempotencyLedger
+    var idempotency: IdempotencyLedger { stores.withLock { $0.idempotency } }
     /// The routes, for a request a route hands back to them (Forwarding's retry). Set before the
     /// server listens; emptied by `stop()`, since the routes hold this context.
     let routes = Locked(Router())
@@ -54,8 +67,11 @@ final class ServiceContext: @unchecked Sendable {
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: Int((configuration.streamRetry / .milliseconds(1)).rounded()))
         cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
-        idempotency = Self.ledger(configuration, engine: nil, metrics: IdempotencyMetrics(registry: metrics.registry))
-        actionLogSettings = Self.actionLog(configuration, keepsEntries: true)
+        stores = Locked(
+            Stores(
+                actionLogSettings: Self.actionLog(configuration, keepsEntries: true),
+                idempotency: Self.ledger(
+                    configuration, engine: nil, metrics: IdempotencyMetrics(registry: metrics.registry))))
     }
 
     private static func actionLog(_ configuration: ServiceConfiguration, keepsEntries: Bool) -> ActionLogSettings? {
@@ -104,12 +120,15 @@ final class ServiceContext: @unchecked Sendable {
             engine.close()
             throw error
         }
-        persistence = Persistence(
+        let persistence = Persistence(
             engine: engine, historyLength: configuration.historyLength,
             actionLogLength: configuration.actionLogLength, logger: logger)
-        cluster = shared
-        idempotency = Self.ledger(configuration, engine: engine, metrics: idempotency.metrics)
-        actionLogSettings = Self.actionLog(configuration, keepsEntries: false)
+        let actionLogSettings = Self.actionLog(configuration, keepsEntries: false)
+        stores.withLock { stores in
+            stores = Stores(
+                persistence: persistence, cluster: shared, actionLogSettings: actionLogSettings,
+                idempotency: Self.ledger(configuration, engine: engine, metrics: stores.idempotency.metrics))
+        }
     }
 
     var isStopping: Bool { stopping.current }

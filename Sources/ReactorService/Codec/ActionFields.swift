@@ -25,7 +25,10 @@ public struct ActionFields {
     public init(from decoder: any Decoder) throws {
         container = try decoder.container(keyedBy: FieldKey.self)
         type = try container.decode(String.self, forKey: FieldKey("type"))
-        listener = decoder.userInfo[.actionTypeListener] as? any ActionTypeListener
+        // Asked of the probe's decoder itself, not of `userInfo`: a request's decoder copies its
+        // `userInfo` on each read (`ValueDecoder.userInfo`), and only the probe sets a listener.
+        // The type compared first: a cast of an `any Decoder` costs every action ~700 instructions.
+        listener = Swift.type(of: decoder) == ProbeDecoder.self ? (decoder as? ProbeDecoder)?.probe : nil
     }
 
     /// The associated value in field `name`; a missing or mistyped field is an error naming it.

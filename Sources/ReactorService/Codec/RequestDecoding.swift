@@ -28,7 +28,7 @@ enum RequestDecoding {
     static func decode<T: Decodable>(
         _ type: T.Type, from body: [UInt8],
         with decoder: @autoclosure () -> JSONDecoder = JSONDecoder(),
-        userInfo: [CodingUserInfoKey: Any] = [:]
+        userInfo: [CodingUserInfoKey: any Sendable] = [:]
     ) throws(RequestError) -> T {
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         var syntax: RequestJSONDecoder.SyntaxProblem?

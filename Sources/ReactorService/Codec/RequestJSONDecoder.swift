@@ -41,7 +41,7 @@ enum RequestJSONDecoder {
 
     static func decode<T: Decodable>(
         _ type: T.Type, from body: [UInt8],
-        userInfo: [CodingUserInfoKey: Any]
+        userInfo: [CodingUserInfoKey: any Sendable]
     ) -> T? {
         var mismatch: IntegerMismatch?
         var syntax: SyntaxProblem?
@@ -50,7 +50,7 @@ enum RequestJSONDecoder {
 
     static func decode<T: Decodable>(
         _ type: T.Type, from body: [UInt8],
-        userInfo: [CodingUserInfoKey: Any],
+        userInfo: [CodingUserInfoKey: any Sendable],
         integerMismatch: inout IntegerMismatch?,
         syntaxProblem: inout SyntaxProblem?
     ) -> T? {
@@ -78,7 +78,7 @@ enum RequestJSONDecoder {
     /// anything left to `JSONDecoder` (`integerMismatch` then tells of a number that was no
     /// integer of the type asked for).
     private static func decode<T>(
-        _ value: JSONValue, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: Any],
+        _ value: JSONValue, key: (any CodingKey)?, userInfo: [CodingUserInfoKey: any Sendable],
         integerMismatch: inout IntegerMismatch?, _ body: (any Decoder) throws -> T
     ) -> T? {
         let context = DecodingContext(userInfo: userInfo)
@@ -122,7 +122,7 @@ extension RequestJSONDecoder {
         /// the member is absent or `body` throws or meets anything this decoder leaves to `JSONDecoder`
         /// (`integerMismatch` then tells of a number that was no integer of the type asked for).
         func decode<T>(
-            _ name: String, userInfo: [CodingUserInfoKey: Any], integerMismatch: inout IntegerMismatch?,
+            _ name: String, userInfo: [CodingUserInfoKey: any Sendable], integerMismatch: inout IntegerMismatch?,
             _ body: (any Decoder) throws -> T
         ) -> T? {
             guard let value = member(name) else { return nil }
@@ -409,11 +409,12 @@ private struct JSONParser {
 // MARK: - Decoding
 
 private final class DecodingContext {
-    let userInfo: [CodingUserInfoKey: Any]
+    /// Sendable values, as JSONDecoder's, so one dictionary serves both decoders.
+    let userInfo: [CodingUserInfoKey: any Sendable]
     /// Set where an answer might differ from JSONDecoder's (`allKeys`): the result is not used.
     var declined = false
     var integerMismatch: RequestJSONDecoder.IntegerMismatch?
-    init(userInfo: [CodingUserInfoKey: Any]) { self.userInfo = userInfo }
+    init(userInfo: [CodingUserInfoKey: any Sendable]) { self.userInfo = userInfo }
 }
 
 private final class ValueDecoder: Decoder {
@@ -429,6 +430,8 @@ private final class ValueDecoder: Decoder {
         self.context = context
     }
 
+    /// A copy on each read (Decoder's `userInfo` is `[_: Any]`): ActionRequest's general path
+    /// reads it, the common request (ActionFields) does not.
     var userInfo: [CodingUserInfoKey: Any] { context.userInfo }
 
     var codingPath: [any CodingKey] {

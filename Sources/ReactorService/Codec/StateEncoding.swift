@@ -109,16 +109,26 @@ enum StateEncoding {
 
     /// The reference: Foundation's `JSONEncoder`, sorted keys, slashes unescaped.
     static func encodeWithFoundation(_ state: some Encodable) throws -> EncodedState {
+        // Told of pulses through this thread's recorder rather than as `userInfo`'s observer, since
+        // `userInfo` takes Sendable values only; its mark keeps out encoders JSONEncoder did not make.
         let collector = PulseCollector()
         let encoder = JSONText.makeEncoder()
-        encoder.userInfo[.pulseObserver] = collector
-        let json = try encoder.encode(state)
+        encoder.userInfo[PulseCollector.mark] = ObjectIdentifier(collector)
+        let json = try PulseRecording.recording(into: collector) { try encoder.encode(state) }
         return EncodedState(json: Array(json), pulses: collector.pulses)
     }
 }
 
-private final class PulseCollector: PulseEncodingObserver {
+private final class PulseCollector: PulseEncodingObserver, PulseEncodingRecorder {
+    static let mark = CodingUserInfoKey(rawValue: "reactord.pulseCollector")!
     var pulses = EncodedState.Pulses()
+
+    /// A pulse that an encoder marked with this collector encoded (see `encodeWithFoundation`).
+    func record(pulseIn encoder: any Encoder, updatedCount: UInt, value: any Encodable) -> Bool {
+        guard encoder.userInfo[Self.mark] as? ObjectIdentifier == ObjectIdentifier(self) else { return false }
+        didEncodePulse(at: encoder.codingPath, updatedCount: updatedCount, value: value)
+        return true
+    }
 
     func didEncodePulse(at codingPath: [any CodingKey], updatedCount: UInt, value: any Encodable) {
         let name =

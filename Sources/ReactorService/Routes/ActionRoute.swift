@@ -31,7 +31,7 @@ private struct ActionRequest: Decodable {
     /// action that then fails to decode).
     static func decode(
         _ body: [UInt8], _ context: ServiceContext, principal: Principal?, forwarded: Bool,
-        userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder,
+        userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder,
         found: inout (any Session)?
     ) throws(RequestError) -> ActionRequest {
         guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session")
@@ -56,7 +56,7 @@ private struct ActionRequest: Decodable {
     /// `POST /sessions/{id}/actions`: the session from the path, the body the action alone.
     static func decode(
         action body: [UInt8], of id: String, _ context: ServiceContext, principal: Principal?,
-        forwarded: Bool, userInfo: [CodingUserInfoKey: Any],
+        forwarded: Bool, userInfo: [CodingUserInfoKey: any Sendable],
         found: inout (any Session)?
     ) throws(RequestError) -> ActionRequest {
         let session = try usable(id, context, principal: principal, forwarded: forwarded)
@@ -69,7 +69,7 @@ private struct ActionRequest: Decodable {
     }
 
     /// For a body the fast decoder declines, with what decoding it needs (the session found).
-    private static func foundationDecoder(_ userInfo: [CodingUserInfoKey: Any]) -> JSONDecoder {
+    private static func foundationDecoder(_ userInfo: [CodingUserInfoKey: any Sendable]) -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.userInfo = userInfo
         return decoder
@@ -130,7 +130,7 @@ extension RouteTable {
     mutating func addActionRoute() {
         let context = context
         // One decoder for every request: its options never change after this.
-        let userInfo: [CodingUserInfoKey: Any] = [ActionRequest.contextKey: context]
+        let userInfo: [CodingUserInfoKey: any Sendable] = [ActionRequest.contextKey: context]
         let decoder = JSONDecoder()
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
@@ -154,7 +154,7 @@ extension RouteTable {
     }
 
     private typealias ActionDecoding = (
-        _ principal: Principal?, _ userInfo: [CodingUserInfoKey: Any], _ decoder: JSONDecoder,
+        _ principal: Principal?, _ userInfo: [CodingUserInfoKey: any Sendable], _ decoder: JSONDecoder,
         _ found: inout (any Session)?
     ) throws(RequestError) -> ActionRequest
 
@@ -162,7 +162,7 @@ extension RouteTable {
     /// session keeps an action log.
     private static func act(
         on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
-        userInfo: [CodingUserInfoKey: Any], decoder: JSONDecoder, _ decode: ActionDecoding
+        userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder, _ decode: ActionDecoding
     ) -> Reply {
         guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
         var requestInfo = userInfo
