@@ -26,11 +26,12 @@ let server = HTTPServer(configuration: configuration, router: router)
 do {
     try server.start()
 } catch {
-    fputs("MicroHTTPBenchmark: \(error)\n", stderr)
+    let message = Array("MicroHTTPBenchmark: \(error)\n".utf8)
+    _ = write(2, message, message.count)
     exit(1)
 }
 print("MicroHTTPBenchmark listening on 127.0.0.1:\(server.port)")
-fflush(stdout)
+fflush(nil)  // every stream: Glibc's `stdout` is a global var, which Swift 6 mode refuses
 
 var signals = sigset_t()
 sigemptyset(&signals)

@@ -159,19 +159,24 @@ final class FaultTests: XCTestCase {
         let port = server.port
         let session = try XCTUnwrap(
             try HTTPClient(port: port).request("POST", "/sessions").object["session"] as? String)
-        let events = try EventStreamClient(port: port, path: "/sessions/\(session)/events", timeout: 10)
-        XCTAssertEqual(events.next()?.event, "state")
-
-        // The subscriber keeps reading on its own thread; the last state before `end` is final.
+        // The subscriber reads on its own thread, which owns its client; the last state before
+        // `end` is final.
+        let firstEvent = Locked<String?>(nil)
+        let subscribed = DispatchSemaphore(value: 0)
         let lastCount = Locked<Int?>(nil)
         let endReason = Locked<String?>(nil)
         let reader = Thread {
-            while let event = events.next(timeout: 15) {
+            let events = try? EventStreamClient(port: port, path: "/sessions/\(session)/events", timeout: 10)
+            firstEvent.update { $0 = events?.next()?.event }
+            subscribed.signal()
+            while let event = events?.next(timeout: 15) {
                 if event.event == "state" { lastCount.update { $0 = event.state["count"] as? Int } }
                 if event.event == "end" { endReason.update { $0 = event.object["reason"] as? String } }
             }
         }
         reader.start()
+        XCTAssertEqual(subscribed.wait(timeout: .now() + 15), .success)
+        XCTAssertEqual(firstEvent.value, "state")
 
         // Eight clients send actions as fast as they can; SIGTERM lands in the middle.
         let ok = Locked(0)

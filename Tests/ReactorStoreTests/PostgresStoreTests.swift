@@ -42,22 +42,6 @@ final class PostgresStoreTests: XCTestCase {
         return wakeups
     }
 
-    private func write(
-        _ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
-        events: [StoredEvent] = []
-    ) -> StoreChange {
-        .session(
-            SessionWrite(
-                id: id, kind: "counter", owner: owner, isNew: isNew,
-                stateJSON: Array(#"{"count":\#(version),"q":"\"\\"}"#.utf8),
-                version: version, createdAt: 1_000, lastActive: lastActive, events: events))
-    }
-
-    private func event(_ seq: UInt64) -> StoredEvent {
-        StoredEvent(
-            seq: seq, pulse: seq % 2 == 0 ? "alert" : nil, json: Array(#"{"count":\#(seq),"s":"a,b {c} \"d\""}"#.utf8))
-    }
-
     private func text(_ bytes: [UInt8]?) -> String? { bytes.map { String(decoding: $0, as: UTF8.self) } }
 
     // MARK: - Schema
@@ -557,7 +541,7 @@ final class PostgresStoreTests: XCTestCase {
         defer { try? server.start() }
         for call in [
             { _ = try a.sessionCount() },
-            { try a.commit([self.write("s1", version: 1, events: [self.event(1)])], historyLength: 10) },
+            { try a.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10) },
             { _ = try a.claim("s1", historyLength: 10) },
         ] as [() throws -> Void] {
             XCTAssertThrowsError(try call()) { error in
@@ -613,4 +597,21 @@ final class PostgresStoreTests: XCTestCase {
                 one * 1000, many * 1000, many * 1000 / 64))
         XCTAssertEqual(try store.session("s63", historyLength: 1)?.version, version)
     }
+}
+
+// Free functions, not the test case's methods: the concurrent tests call them from @Sendable closures.
+private func write(
+    _ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
+    events: [StoredEvent] = []
+) -> StoreChange {
+    .session(
+        SessionWrite(
+            id: id, kind: "counter", owner: owner, isNew: isNew,
+            stateJSON: Array(#"{"count":\#(version),"q":"\"\\"}"#.utf8),
+            version: version, createdAt: 1_000, lastActive: lastActive, events: events))
+}
+
+private func event(_ seq: UInt64) -> StoredEvent {
+    StoredEvent(
+        seq: seq, pulse: seq % 2 == 0 ? "alert" : nil, json: Array(#"{"count":\#(seq),"s":"a,b {c} \"d\""}"#.utf8))
 }
