@@ -124,8 +124,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     public func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
         try reading { connection in
             let row = try connection.statement(
-                "SELECT request, status, headers, body, expires FROM answers WHERE scope = ? AND key = ?")
-            try row.bind(.text(scope), .text(key))
+                "SELECT request, status, headers, body, expires FROM answers WHERE key = ? AND scope = ?")
+            try row.bind(.text(key), .text(scope))
             guard try row.next() else { return nil }
             return StoredAnswer(
                 scope: scope, key: key, request: row.string(0), status: Int(row.int64(1)),
@@ -183,12 +183,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                         if let session = answer.session, kept.contains(session) || gone.contains(session) { continue }
                         try keep(answer, on: writer)
                     case let .forgetAnswers(time, limit):
-                        try writer.statement(
-                            """
-                            DELETE FROM answers WHERE (scope, key) IN
-                                (SELECT scope, key FROM answers WHERE expires < ? LIMIT ?)
-                            """
-                        ).bind(.real(time), .integer(Int64(limit))).run()
+                        try forgetAnswers(expiredBefore: time, limit: limit, on: writer)
                     case let .forgetLoggedActions(time, limit):
                         try forgetLoggedActions(before: time, limit: limit, on: writer)
                     }
@@ -365,11 +360,26 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
         }
     }
 
+    /// Forgets the oldest answers, up to the first one not expired (at most `limit`): answers
+    /// are kept in time order, so only what is forgotten is read, without an index on the
+    /// expiry. An answer kept for longer than those after it (a TTL shortened since) holds
+    /// them back until it expires; none goes before its time.
+    private func forgetAnswers(expiredBefore time: Double, limit: Int, on writer: SQLiteConnection) throws {
+        let oldest = try writer.statement("SELECT id, expires FROM answers ORDER BY id LIMIT ?")
+        try oldest.bind(.integer(Int64(limit)))
+        var last: Int64?
+        while try oldest.next(), oldest.double(1) < time { last = oldest.int64(0) }
+        oldest.reset()
+        guard let last else { return }
+        try writer.statement("DELETE FROM answers WHERE id <= ?").bind(.integer(last)).run()
+    }
+
     /// A key kept already keeps its first answer.
     private func keep(_ answer: StoredAnswer, on writer: SQLiteConnection) throws {
         try writer.statement(
             """
-            INSERT OR IGNORE INTO answers (scope, key, request, status, headers, body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO answers (scope, key, request, status, headers, body, expires) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+                WHERE NOT EXISTS (SELECT 1 FROM answers WHERE key = ?2 AND scope = ?1)
             """
         )
         .bind(
