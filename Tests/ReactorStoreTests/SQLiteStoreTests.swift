@@ -387,4 +387,26 @@ extension SQLiteStoreTests {
         try store.commit([.forgetAnswers(expiredBefore: 10_000, limit: 100)], historyLength: 10)
         XCTAssertEqual(try store.answerCount(), 0)
     }
+
+    /// With the keys of the file known (read on a thread of their own after the open), a key
+    /// never kept is answered without a read and every kept one is still found, those kept
+    /// before the open and those kept since.
+    func testKeysKeptBeforeAndAfterAnOpenAreFound() throws {
+        let path = folder.appendingPathComponent("keys.sqlite").path
+        let store = try SQLiteStore(path: path)
+        try store.commit((0..<5000).map { .answer(answer("old-\($0)", expires: 9000)) }, historyLength: 10)
+        store.close()
+        let reopened = try SQLiteStore(path: path)
+        defer { reopened.close() }
+        try reopened.commit([.answer(answer("new", expires: 9000))], historyLength: 10)
+        let deadline = Date().addingTimeInterval(10)
+        while !reopened.knowsItsAnswerKeys && Date() < deadline { usleep(1000) }
+        XCTAssertTrue(reopened.knowsItsAnswerKeys)
+        for index in stride(from: 0, to: 5000, by: 7) {
+            XCTAssertNotNil(try reopened.answer(scope: "alice", key: "old-\(index)"), "old-\(index)")
+        }
+        XCTAssertNotNil(try reopened.answer(scope: "alice", key: "new"))
+        XCTAssertNil(try reopened.answer(scope: "alice", key: "never"))
+        XCTAssertNil(try reopened.answer(scope: "bob", key: "new"))
+    }
 }

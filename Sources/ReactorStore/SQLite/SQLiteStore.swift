@@ -25,6 +25,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     // Guarded by writeLock and readLock; nil once closed.
     private var writer: SQLiteConnection?
     private var reader: SQLiteConnection?
+    /// Keys certainly not kept, answered without a read (`AnswerKeyFilter`).
+    private let answerKeys = AnswerKeyFilter()
 
     /// Opens (or creates) the file at `path`. Refuses, naming the file and leaving it as it
     /// was: a missing or unwritable folder, a file that is not a SQLite database or belongs to
@@ -50,6 +52,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
             try reader.execute("PRAGMA busy_timeout = 5000")
             self.writer = writer
             self.reader = reader
+            answerKeys.load(from: path)
         } catch {
             Glibc.close(lockFile)
             throw Self.storeError(error, opening: path)
@@ -122,7 +125,8 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     }
 
     public func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
-        try reading { connection in
+        guard answerKeys.mayHold(scope: scope, key: key) else { return nil }
+        return try reading { connection in
             let row = try connection.statement(
                 "SELECT request, status, headers, body, expires FROM answers WHERE key = ? AND scope = ?")
             try row.bind(.text(key), .text(scope))
@@ -133,6 +137,10 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 expires: row.double(4), session: nil)
         }
     }
+
+    /// Whether the keys the file held when it was opened are known, so that a new key's lookup
+    /// skips the read (for tests).
+    package var knowsItsAnswerKeys: Bool { answerKeys.isComplete }
 
     public func answerCount() throws(StoreError) -> Int {
         try reading { connection in
@@ -243,6 +251,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
     }
 
     public func close() {
+        answerKeys.close()
         writeLock.lock()
         readLock.lock()
         let wasOpen = writer != nil
@@ -376,6 +385,7 @@ public final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     /// A key kept already keeps its first answer.
     private func keep(_ answer: StoredAnswer, on writer: SQLiteConnection) throws {
+        answerKeys.add(scope: answer.scope, key: answer.key)
         try writer.statement(
             """
             INSERT INTO answers (scope, key, request, status, headers, body, expires) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
