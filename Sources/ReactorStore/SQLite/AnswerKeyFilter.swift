@@ -33,9 +33,17 @@ final class AnswerKeyFilter: Sendable {
 
     /// `key` in `scope` is being kept (before its transaction commits: a repeat can only come
     /// after that, and a transaction rolled back leaves a "maybe", which is only a lookup).
-    func add(scope: String, key: String) {
+    /// Returns true when it was certainly not kept before.
+    func add(scope: String, key: String) -> Bool {
         let positions = Self.positions(scope, key)
-        bits.withLock { bits in Self.set(positions, in: &bits) }
+        return bits.withLock { bits in
+            let wasNew =
+                bits.isComplete
+                && (bits.words.map { words in !positions.allSatisfy { words[$0 >> 6] & (1 << ($0 & 63)) != 0 } }
+                    ?? true)
+            Self.set(positions, in: &bits)
+            return wasNew
+        }
     }
 
     var isComplete: Bool { bits.withLock { $0.isComplete } }
