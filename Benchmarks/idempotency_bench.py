@@ -58,7 +58,7 @@ def main():
         count, payload = db.execute("SELECT count(*), sum(length(scope) + length(key) + length(request) + 8 "
                                     "+ length(headers) + length(body) + 8) FROM answers").fetchone()
         try:
-            pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN ('answers', 'answers_by_expiry')").fetchone()[0]
+            pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN ('answers', 'answers_by_key')").fetchone()[0]
         except sqlite3.OperationalError:
             pages = None   # this SQLite has no dbstat
         db.close()

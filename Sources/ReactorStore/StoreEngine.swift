@@ -114,7 +114,9 @@ package enum StoreChange: Sendable {
     /// (and dropped with its session's change when that one is refused). A key kept already
     /// keeps its first answer.
     case answer(StoredAnswer)
-    /// Forgets at most `limit` answers that expired before `time` (seconds since 1970).
+    /// Forgets at most `limit` answers that expired before `time` (seconds since 1970). SQLite
+    /// forgets them oldest first and stops at the first one not expired, so an answer kept for
+    /// longer than the ones after it (a TTL shortened since) holds those back until it expires.
     case forgetAnswers(expiredBefore: Double, limit: Int)
     /// Forgets at most `limit` action log entries logged before `time` (seconds since 1970); each
     /// session's newest entry stays, so that its numbering goes on after it.

@@ -434,7 +434,7 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try act(client, session).status, 200)
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
-        XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "6", "every migration ran")
+        XCTAssertEqual(try sqlite("SELECT version FROM reactord_schema;"), "7", "every migration ran")
         XCTAssertEqual(try sqlite("SELECT count(*) FROM sessions;"), "1")
         XCTAssertEqual(
             try sqlite("SELECT cause FROM events WHERE cause IS NOT NULL;"), "action", "the action was logged")

@@ -124,9 +124,12 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertNil(try store.answer(scope: "alice", key: "k3"))
         XCTAssertEqual(try store.answer(scope: "alice", key: "k1")?.body, Array(#"{"a":1}"#.utf8))
         XCTAssertEqual(try store.answerCount(), 2)
+        // Forgotten oldest first: "old" waits for k1, kept before it and for longer.
         try store.commit([.forgetAnswers(expiredBefore: 100, limit: 10)], historyLength: 10)
+        XCTAssertNotNil(try store.answer(scope: "alice", key: "old"))
+        try store.commit([.forgetAnswers(expiredBefore: 5_001, limit: 10)], historyLength: 10)
         XCTAssertNil(try store.answer(scope: "alice", key: "old"), "expired: forgotten")
-        XCTAssertNotNil(try store.answer(scope: "alice", key: "k1"))
+        XCTAssertNil(try store.answer(scope: "alice", key: "k1"))
     }
 
     func testAnEmptyUserClearsIt() throws {
@@ -301,5 +304,109 @@ extension SQLiteStoreTests {
         let reopened = try SQLiteStore(path: path)
         defer { reopened.close() }
         XCTAssertEqual(try reopened.session("s1", historyLength: 10)?.lastLoggedAction, 2)
+    }
+}
+
+// MARK: - Idempotency keys
+
+extension SQLiteStoreTests {
+    private func answer(_ key: String, scope: String = "alice", expires: Double, body: String = "{}") -> StoredAnswer {
+        StoredAnswer(
+            scope: scope, key: key, request: "digest-\(key)", status: 201,
+            headers: [.init("Content-Type", "application/json"), .init("Location", "/sessions/s")],
+            body: Array(body.utf8), expires: expires, session: nil)
+    }
+
+    /// A file of schema 6 kept its answers in a table keyed by (scope, key), with an index on
+    /// the expiry: migrated in place, in the order they expire, and they replay, expire and are
+    /// followed by new ones as before.
+    func testAVersionSixAnswersTableIsMigrated() throws {
+        let path = folder.appendingPathComponent("v6.sqlite").path
+        let v6 = """
+            CREATE TABLE reactord_schema (version INTEGER NOT NULL); INSERT INTO reactord_schema VALUES (6);
+            CREATE TABLE sessions (id TEXT PRIMARY KEY NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+              version INTEGER NOT NULL, created_at REAL NOT NULL, last_active REAL NOT NULL, owner TEXT) WITHOUT ROWID;
+            CREATE INDEX sessions_by_last_active ON sessions (last_active);
+            CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner IS NOT NULL;
+            CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, pulse TEXT, data TEXT NOT NULL,
+              cause TEXT, origin INTEGER, first_version INTEGER, version INTEGER, subject TEXT, idempotency_key TEXT,
+              time REAL, number INTEGER, action TEXT, PRIMARY KEY (session, seq)) WITHOUT ROWID;
+            CREATE TABLE global_user (only INTEGER PRIMARY KEY CHECK (only = 1), data TEXT NOT NULL);
+            CREATE TABLE answers (scope TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, status INTEGER NOT NULL,
+              headers TEXT NOT NULL, body TEXT NOT NULL, expires REAL NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID;
+            CREATE INDEX answers_by_expiry ON answers (expires);
+            INSERT INTO answers VALUES
+              ('alice', 'late', 'digest-late', 201, 'Content-Type: application/json
+            Location: /sessions/s
+            ', '{"a":1}', 9000),
+              ('alice', 'early', 'digest-early', 201, 'Content-Type: application/json
+            Location: /sessions/s
+            ', '{}', 50),
+              ('', 'early', 'digest-early', 201, 'Content-Type: application/json
+            Location: /sessions/s
+            ', '{}', 60);
+            """
+        try runSQLite(path, v6)
+
+        let store = try SQLiteStore(path: path)
+        XCTAssertEqual(try store.answer(scope: "alice", key: "late"), answer("late", expires: 9000, body: #"{"a":1}"#))
+        XCTAssertEqual(try store.answer(scope: "", key: "early"), answer("early", scope: "", expires: 60))
+        XCTAssertNil(try store.answer(scope: "bob", key: "late"), "a key is its caller's")
+        // The first answer stays; a new key follows the old ones; the oldest expire first.
+        try store.commit(
+            [.answer(answer("late", expires: 9500, body: "other")), .answer(answer("new", expires: 9600))],
+            historyLength: 10)
+        XCTAssertEqual(try store.answer(scope: "alice", key: "late")?.body, Array(#"{"a":1}"#.utf8))
+        try store.commit([.forgetAnswers(expiredBefore: 100, limit: 10)], historyLength: 10)
+        XCTAssertNil(try store.answer(scope: "alice", key: "early"))
+        XCTAssertNil(try store.answer(scope: "", key: "early"))
+        XCTAssertEqual(try store.answerCount(), 2)
+        store.close()
+
+        let reopened = try SQLiteStore(path: path)
+        defer { reopened.close() }
+        XCTAssertEqual(try reopened.answer(scope: "alice", key: "new"), answer("new", expires: 9600))
+        XCTAssertEqual(try reopened.answer(scope: "alice", key: "late")?.body, Array(#"{"a":1}"#.utf8))
+    }
+
+    /// Trimmed oldest first, up to the first answer not expired: one kept for longer than
+    /// those after it (a TTL shortened since) holds them back until it expires.
+    func testExpiredAnswersAreForgottenOldestFirst() throws {
+        let store = try SQLiteStore(path: folder.appendingPathComponent("trim.sqlite").path)
+        defer { store.close() }
+        var answers = (0..<20).map { answer("k\($0)", expires: 10) }
+        answers.append(answer("long", expires: 9000))
+        answers += (20..<25).map { answer("k\($0)", expires: 10) }
+        try store.commit(answers.map(StoreChange.answer), historyLength: 10)
+        try store.commit([.forgetAnswers(expiredBefore: 100, limit: 5)], historyLength: 10)
+        XCTAssertEqual(try store.answerCount(), 21)
+        XCTAssertNil(try store.answer(scope: "alice", key: "k4"))
+        XCTAssertNotNil(try store.answer(scope: "alice", key: "k5"))
+        try store.commit([.forgetAnswers(expiredBefore: 100, limit: 100)], historyLength: 10)
+        XCTAssertEqual(try store.answerCount(), 6, "the 5 after the long one wait for it")
+        try store.commit([.forgetAnswers(expiredBefore: 10_000, limit: 100)], historyLength: 10)
+        XCTAssertEqual(try store.answerCount(), 0)
+    }
+
+    /// With the keys of the file known (read on a thread of their own after the open), a key
+    /// never kept is answered without a read and every kept one is still found, those kept
+    /// before the open and those kept since.
+    func testKeysKeptBeforeAndAfterAnOpenAreFound() throws {
+        let path = folder.appendingPathComponent("keys.sqlite").path
+        let store = try SQLiteStore(path: path)
+        try store.commit((0..<5000).map { .answer(answer("old-\($0)", expires: 9000)) }, historyLength: 10)
+        store.close()
+        let reopened = try SQLiteStore(path: path)
+        defer { reopened.close() }
+        try reopened.commit([.answer(answer("new", expires: 9000))], historyLength: 10)
+        let deadline = Date().addingTimeInterval(10)
+        while !reopened.knowsItsAnswerKeys && Date() < deadline { usleep(1000) }
+        XCTAssertTrue(reopened.knowsItsAnswerKeys)
+        for index in stride(from: 0, to: 5000, by: 7) {
+            XCTAssertNotNil(try reopened.answer(scope: "alice", key: "old-\(index)"), "old-\(index)")
+        }
+        XCTAssertNotNil(try reopened.answer(scope: "alice", key: "new"))
+        XCTAssertNil(try reopened.answer(scope: "alice", key: "never"))
+        XCTAssertNil(try reopened.answer(scope: "bob", key: "new"))
     }
 }

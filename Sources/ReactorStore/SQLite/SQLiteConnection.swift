@@ -102,7 +102,8 @@ final class SQLiteStatement {
 
     deinit { sqlite3_finalize(handle) }
 
-    fileprivate func reset() {
+    /// Ends its run (a statement left on a row holds its read open) and clears its values.
+    func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }
