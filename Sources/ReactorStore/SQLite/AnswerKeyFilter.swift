@@ -26,8 +26,7 @@ final class AnswerKeyFilter: Sendable {
         let positions = Self.positions(scope, key)
         return bits.withLock { bits in
             guard bits.isComplete else { return true }
-            guard let words = bits.words else { return false }
-            return positions.allSatisfy { words[$0 >> 6] & (1 << ($0 & 63)) != 0 }
+            return Self.holds(positions, bits.words)
         }
     }
 
@@ -37,10 +36,7 @@ final class AnswerKeyFilter: Sendable {
     func add(scope: String, key: String) -> Bool {
         let positions = Self.positions(scope, key)
         return bits.withLock { bits in
-            let wasNew =
-                bits.isComplete
-                && (bits.words.map { words in !positions.allSatisfy { words[$0 >> 6] & (1 << ($0 & 63)) != 0 } }
-                    ?? true)
+            let wasNew = bits.isComplete && !Self.holds(positions, bits.words)
             Self.set(positions, in: &bits)
             return wasNew
         }
@@ -82,6 +78,12 @@ final class AnswerKeyFilter: Sendable {
             thread?.join()
             thread = nil
         }
+    }
+
+    /// Whether every one of a key's bits is set (none is before the first key).
+    private static func holds(_ positions: [Int], _ words: [UInt64]?) -> Bool {
+        guard let words else { return false }
+        return positions.allSatisfy { words[$0 >> 6] & (1 << ($0 & 63)) != 0 }
     }
 
     private static func set(_ positions: [Int], in bits: inout Bits) {
