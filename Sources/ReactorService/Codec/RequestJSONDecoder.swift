@@ -54,10 +54,21 @@ enum RequestJSONDecoder {
         integerMismatch: inout IntegerMismatch?,
         syntaxProblem: inout SyntaxProblem?
     ) -> T? {
+        decode(body, userInfo: userInfo, integerMismatch: &integerMismatch, syntaxProblem: &syntaxProblem) {
+            try T(from: $0)
+        }
+    }
+
+    /// `read`'s result over a decoder of the whole body, or nil as above.
+    static func decode<T>(
+        _ body: [UInt8], userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout IntegerMismatch?, syntaxProblem: inout SyntaxProblem?,
+        _ read: (any Decoder) throws -> T
+    ) -> T? {
         let (parsed, problem) = parse(body)
         syntaxProblem = problem
         guard let parsed else { return nil }
-        return decode(parsed, key: nil, userInfo: userInfo, integerMismatch: &integerMismatch) { try T(from: $0) }
+        return decode(parsed, key: nil, userInfo: userInfo, integerMismatch: &integerMismatch, read)
     }
 
     /// The body's value, or why it is no JSON this parser accepts (nil and nil: JSON whose

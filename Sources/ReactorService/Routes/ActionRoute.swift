@@ -61,6 +61,16 @@ private struct ActionRequest: Decodable {
     ) throws(RequestError) -> ActionRequest {
         let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
+        // The common request: decoded by the session at once, with no session put in `userInfo`
+        // for `BareAction` to find. Anything else takes the general path, whose errors name the problem.
+        var mismatch: RequestJSONDecoder.IntegerMismatch?
+        var syntax: RequestJSONDecoder.SyntaxProblem?
+        if let run = RequestJSONDecoder.decode(
+            body, userInfo: userInfo, integerMismatch: &mismatch, syntaxProblem: &syntax,
+            { try session.decodeAction(from: $0) })
+        {
+            return ActionRequest(session: session, run: run)
+        }
         var info = userInfo
         info[foundSessionKey] = session
         let action = try RequestDecoding.decode(
