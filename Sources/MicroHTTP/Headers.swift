@@ -42,6 +42,8 @@ public struct HTTPHeaders: Sendable, Sequence {
 
     /// ASCII case-insensitive equality without allocating lowercased copies.
     static func sameName(_ a: String, _ b: String) -> Bool {
+        // Most names asked for are not there: a different length settles it without a byte read.
+        guard a.utf8.count == b.utf8.count else { return false }
         var i = a.utf8.makeIterator()
         var j = b.utf8.makeIterator()
         while true {

@@ -37,9 +37,9 @@ struct IdempotentRequest: Sendable {
         case malformed(Response)
     }
 
-    /// `body`: read only when the request has a key.
+    /// `session` and `body`: read only when the request has a key.
     static func read(
-        _ request: Request, scope: String, kind: Kind, session: String = "",
+        _ request: Request, scope: String, kind: Kind, session: @autoclosure () -> String = "",
         body: @autoclosure () -> ArraySlice<UInt8> = []
     ) -> Reading {
         var values = request.headers.values(header)
@@ -60,7 +60,7 @@ struct IdempotentRequest: Sendable {
                     detail: "header \(header) must be 1 to 255 visible ASCII characters "
                         + "(no spaces), e.g. a UUID; got \(key.utf8.count) bytes"))
         }
-        var text = Array("\(kind.rawValue)\n\(session)\n".utf8)
+        var text = Array("\(kind.rawValue)\n\(session())\n".utf8)
         JSONWhitespace.appendStripped(body(), to: &text)
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
         let isFresh = isForwarders && request.headers[freshForwardHeader] != nil

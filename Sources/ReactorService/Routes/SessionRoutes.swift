@@ -215,11 +215,12 @@ extension RouteTable {
     /// (`.run`), or the answer instead (a kept one, 409, 422, or the 400 for a malformed key).
     /// Keys are the caller's: the subject's with authentication, one space without.
     static func admit(
-        _ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String = "",
-        body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext
+        _ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind,
+        session: @autoclosure () -> String = "", body: @autoclosure () -> ArraySlice<UInt8> = [],
+        _ context: ServiceContext
     ) -> IdempotencyLedger.Admission? {
         switch IdempotentRequest.read(
-            request, scope: principal?.subject ?? "", kind: kind, session: session, body: body())
+            request, scope: principal?.subject ?? "", kind: kind, session: session(), body: body())
         {
         case .none: return nil
         case let .malformed(refusal): return .answer(refusal)
