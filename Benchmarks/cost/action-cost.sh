@@ -12,6 +12,8 @@
 # Each binary runs alone: --threads 1, memory store, no access log, 64 counter sessions, then
 # N=3000 (knob N) `increase` actions on one keep-alive connection after a warm-up of 200.
 # ACCESS_LOG=on LOG_LEVEL=info counts what the access log adds (its lines go to a file).
+# ROUTE=session sends the actions to POST /sessions/{id}/actions (the client's route) instead.
+# PROFILE_DIR=dir keeps each binary's callgrind profile there (for callgrind_annotate --inclusive=yes).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 N=${N:-3000}
@@ -43,6 +45,7 @@ for BIN in "$@"; do
       callgrind_control -d "$PID" >/dev/null 2>&1
       kill "$PID"; wait "$PID" 2>/dev/null || true )
     instructions=$(cat "$WORK"/callgrind.*.1 | awk '/^summary:/ {sum += $2} END {print sum}')
+    if [ -n "${PROFILE_DIR:-}" ]; then cp "$WORK"/callgrind.*.1 "$PROFILE_DIR/$(basename "$BIN").callgrind"; fi
     rm -f "$WORK"/callgrind.*
 
     port=$(free_port)
