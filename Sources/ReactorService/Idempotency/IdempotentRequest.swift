@@ -109,13 +109,13 @@ enum JSONWhitespace {
         skipSpace()
         guard index < json.count, json[index] == UInt8(ascii: "{") else { return nil }
         index += 1
-        let wanted = Array("\"\(name)\"".utf8)
         while true {
             skipSpace()
             guard index < json.count, json[index] == UInt8(ascii: "\"") else { return nil }
             let keyStart = index
             guard skipValue() else { return nil }
-            let isWanted = json[keyStart..<index].elementsEqual(wanted)
+            // The key as written, between its quotes (one with escapes is never `name`).
+            let isWanted = json[(keyStart + 1)..<(index - 1)].elementsEqual(name.utf8)
             skipSpace()
             guard index < json.count, json[index] == UInt8(ascii: ":") else { return nil }
             index += 1
