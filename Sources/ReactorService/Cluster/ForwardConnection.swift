@@ -21,8 +21,14 @@ final class ForwardConnection {
     }
 
     private let fd: Int32
+    /// What `recv` reads into: allocated once for the connection's life, never zeroed.
+    private let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 1)
+    /// The answer read so far; its storage is kept from one exchange to the next.
+    private var received: [UInt8] = []
 
     private init(fd: Int32) { self.fd = fd }
+
+    deinit { chunk.deallocate() }
 
     /// `host:port` of an advertised `http://host:port` address.
     static func hostPort(_ address: String) -> Substring {
@@ -95,29 +101,31 @@ final class ForwardConnection {
             }
             sent += count
         }
-        var buffer: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        received.removeAll(keepingCapacity: true)
         var head: AnswerHead?
+        var bodyStart = 0
         while true {
-            if head == nil, let end = Self.headEnd(buffer) {
-                guard let parsed = AnswerHead(buffer[..<end]) else {
+            if head == nil, let end = Self.headEnd(received) {
+                guard let parsed = AnswerHead(received[..<end]) else {
                     return .failed("the holder's answer is not HTTP", answerStarted: true)
                 }
                 head = parsed
-                buffer.removeFirst(end + 4)
+                bodyStart = end + 4
             }
-            if let head, let length = head.contentLength, buffer.count >= length {
-                let response = Response(status: head.status, headers: head.headers, body: Array(buffer.prefix(length)))
-                return .answered(response, keepAlive: head.keepAlive)
+            if let head, let length = head.contentLength, received.count - bodyStart >= length {
+                let body = Array(received[bodyStart..<(bodyStart + length)])
+                return .answered(
+                    Response(status: head.status, headers: head.headers, body: body), keepAlive: head.keepAlive)
             }
-            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let count = recv(fd, chunk.baseAddress, chunk.count, 0)
             if count > 0 {
-                buffer += chunk[..<count]
+                received.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[..<count]))
                 continue
             }
             if count < 0 && errno == EINTR { continue }
             if count == 0, let head, head.contentLength == nil {
-                return .answered(Response(status: head.status, headers: head.headers, body: buffer), keepAlive: false)
+                let body = Array(received[bodyStart...])
+                return .answered(Response(status: head.status, headers: head.headers, body: body), keepAlive: false)
             }
             let why =
                 count == 0
@@ -126,7 +134,7 @@ final class ForwardConnection {
                     ? "the holder did not answer within \(Int(timeout)) s"
                     : "reading the holder's answer failed: \(String(cString: strerror(errno)))"
             // A timeout means the request was read (or is queued to be): its fate is unknown.
-            return .failed(why, answerStarted: head != nil || !buffer.isEmpty || count < 0)
+            return .failed(why, answerStarted: head != nil || !received.isEmpty || count < 0)
         }
     }
 
@@ -146,8 +154,9 @@ final class ForwardConnection {
     }
 }
 
-/// The status line and header fields of an answer.
-private struct AnswerHead {
+/// The status line and header fields of an answer, read as bytes: only reactord's own answers
+/// come this way, and a String's Character walk would cost more than the relay itself.
+struct AnswerHead {
     let status: Int
     let headers: HTTPHeaders
     let contentLength: Int?
@@ -155,31 +164,83 @@ private struct AnswerHead {
 
     /// The fields a client of the forwarding node needs; the rest (Date, Connection,
     /// Content-Length) are the forwarding node's own to set.
-    private static let relayed: Set<String> = [
+    private static let relayed: [[UInt8]] = [
         "content-type", "retry-after", "location", "www-authenticate", "allow", "etag",
         "reactord-not-applied", "idempotent-replayed",
-    ]
+    ].map { Array($0.utf8) }
+    private static let contentLengthName = Array("content-length".utf8)
+    private static let connectionName = Array("connection".utf8)
 
     init?(_ bytes: ArraySlice<UInt8>) {
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
-        let statusLine = lines.first?.split(separator: " ", maxSplits: 2) ?? []
-        guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), let status = Int(statusLine[1]) else {
-            return nil
-        }
+        var lines = Self.lines(bytes)
+        // "HTTP/1.x SSS reason": the version, then a three-digit status.
+        let statusLine = lines.removeFirst()
+        let version = Array("HTTP/1.".utf8)
+        guard statusLine.count >= 12, statusLine.prefix(7).elementsEqual(version),
+            statusLine[statusLine.startIndex + 8] == UInt8(ascii: " "),
+            let status = Self.integer(statusLine.dropFirst(9).prefix(3)),
+            statusLine.count == 12 || statusLine[statusLine.startIndex + 12] == UInt8(ascii: " ")
+        else { return nil }
         var headers = HTTPHeaders()
         var length: Int?
-        var close = statusLine[0] == "HTTP/1.0"
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingWhitespace()
-            if name == "content-length" { length = Int(value) }
-            if name == "connection" { close = value.lowercased() == "close" }
-            if Self.relayed.contains(name) { headers.add(String(line[..<colon]), value) }
+        var close = statusLine[statusLine.startIndex + 7] == UInt8(ascii: "0")
+        for line in lines {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = line[..<colon]
+            let value = Self.trimmed(line[(colon + 1)...])
+            if Self.sameName(name, Self.contentLengthName) {
+                length = Self.integer(value)
+            } else if Self.sameName(name, Self.connectionName) {
+                close = Self.sameName(value, Array("close".utf8))
+            } else if Self.relayed.contains(where: { Self.sameName(name, $0) }) {
+                headers.add(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+            }
         }
         self.status = status
         self.headers = headers
         contentLength = length ?? ((status == 204 || status == 304) ? 0 : nil)
         keepAlive = !close && contentLength != nil
+    }
+
+    /// The CRLF-separated lines of a head (without its blank last line).
+    private static func lines(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = bytes.startIndex
+        var index = start
+        while index + 1 < bytes.endIndex {
+            if bytes[index] == 13 && bytes[index + 1] == 10 {
+                lines.append(bytes[start..<index])
+                index += 2
+                start = index
+            } else {
+                index += 1
+            }
+        }
+        lines.append(bytes[start..<bytes.endIndex])
+        return lines
+    }
+
+    /// ASCII case-insensitive: `lowercase` is all lower case.
+    private static func sameName(_ bytes: ArraySlice<UInt8>, _ lowercase: [UInt8]) -> Bool {
+        bytes.count == lowercase.count
+            && zip(bytes, lowercase).allSatisfy { ($0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0) == $1 }
+    }
+
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var value = bytes
+        while let first = value.first, first == 32 || first == 9 { value.removeFirst() }
+        while let last = value.last, last == 32 || last == 9 { value.removeLast() }
+        return value
+    }
+
+    /// Decimal digits only (no sign, no spaces), as Content-Length and the status are written.
+    private static func integer(_ bytes: ArraySlice<UInt8>) -> Int? {
+        guard !bytes.isEmpty, bytes.count <= 18 else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard byte >= 48 && byte <= 57 else { return nil }
+            value = value * 10 + Int(byte - 48)
+        }
+        return value
     }
 }
