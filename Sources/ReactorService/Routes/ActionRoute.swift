@@ -1,3 +1,4 @@
+import ConcurrencyPrimitives
 import MicroHTTP
 
 #if canImport(FoundationEssentials)
@@ -196,6 +197,9 @@ extension RouteTable {
         }
         var found: (any Session)?
         var ticket: IdempotencyLedger.Ticket?
+        // The answer made for the key's copy, given to the client as well: made once (from the
+        // same snapshot, so the copy a repeat gets is byte for byte this one).
+        let keptResponse = Locked<Response?>(nil)
         do throws(RequestError) {
             var action: ActionRequest
             var outcome = ActionResult.gone
@@ -217,7 +221,9 @@ extension RouteTable {
                 }
                 let keep = ticket.map { ticket in
                     { (snapshot: EventHub.Snapshot) in
-                        ticket.keep(SessionJSON.response(of: session, snapshot), session: session.id)
+                        let response = SessionJSON.response(of: session, snapshot)
+                        keptResponse.withLock { $0 = response }
+                        return ticket.keep(response, session: session.id)
                     }
                 }
                 let source =
@@ -237,7 +243,7 @@ extension RouteTable {
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
                     context.placeAfterRequest(request, for: session)
-                    return SessionJSON.response(of: session, snapshot)
+                    return keptResponse.withLock { $0 } ?? SessionJSON.response(of: session, snapshot)
                 }
             case .stale:
                 // Where it stands as clients may see it: once what is pending is committed.
