@@ -42,14 +42,14 @@ def storage(path):
                                 "+ length(headers) + length(body) + 8) FROM answers").fetchone()
     try:
         pages = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN "
-                           "('answers', 'answers_by_key', 'answers_by_hash')").fetchone()[0]
+                           "('answers', 'answers_by_key', 'answer_keys')").fetchone()[0]
     except sqlite3.OperationalError:
         pages = None   # this SQLite has no dbstat
     db.close()
     if not count:
         return "no keys kept"
     return "%d keys kept, %.0f bytes of row payload per key%s" % (
-        count, payload / count, "" if pages is None else ", %.0f bytes of pages per key (table and index)"
+        count, payload / count, "" if pages is None else ", %.0f bytes of pages per key (table and key index)"
         % (pages / count))
 
 
@@ -86,7 +86,11 @@ def main():
                     print("round %d, %s: %s" % (round_ + 1, binaries[index], "; ".join(line)), flush=True)
         finally:
             for server in servers:
-                server.stop()
+                # Its last checkpoint of a large WAL may take a while on a busy machine.
+                server.client.close()
+                server.process.terminate()
+                server.process.wait(timeout=300)
+                os.unlink(server.log.name)
         for index, binary in enumerate(binaries):
             medians = {name: [statistics.median(row[i] for row in results[(index, name)]) for i in range(4)]
                        for name, _ in MODES}
