@@ -5,7 +5,8 @@ package struct LoggedAction: Sendable, Equatable {
     package enum Cause: String, Sendable {
         /// An action a client sent, with the versions its synchronous mutations made.
         case action
-        /// Mutations an action's effect made after the action's own run (`origin` names it).
+        /// Mutations an action's effect made after the action's own run, or during it once another
+        /// entry's version came after the action's (`origin` names it).
         case effect
         /// Mutations the global user's change made (`currentUser`).
         case user

@@ -83,6 +83,17 @@ class ActionLogTests: XCTestCase {
         return entries
     }
 
+    /// Waits for the log to reach `version` (an entry that made it, or one that changed nothing there).
+    private func log(_ fixture: ServerFixture, _ session: String, through version: Int) throws -> [[String: Any]] {
+        var entries: [[String: Any]] = []
+        for _ in 0..<200 {
+            entries = try wholeLog(fixture, session)
+            if entries.contains(where: { $0["version"] as? Int ?? 0 >= version }) { break }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return entries
+    }
+
     func testEachActionIsLoggedWithItsVersionsKeyAndTime() throws {
         let fixture = try start()
         defer { fixture.stop() }
@@ -191,15 +202,11 @@ class ActionLogTests: XCTestCase {
             default: try act(fixture, session, #"{"type":"add","amount":\#(round % 7)}"#)
             }
         }
-        let final = try fixture.client.request("GET", "/sessions/\(session)")
-        var version = try XCTUnwrap(final.object["version"] as? Int)
-        // The last effects may still be running: wait for the version to settle.
-        for _ in 0..<100 {
-            Thread.sleep(forTimeInterval: 0.05)
-            let now = try XCTUnwrap(try fixture.client.request("GET", "/sessions/\(session)").object["version"] as? Int)
-            if now == version { break }
-            version = now
-        }
+        let total = (0..<1_000).reduce(0) { $0 + ($1 % 50 == 20 || $1 % 50 == 30 ? 0 : $1 % 50 == 10 ? $1 : $1 % 7) }
+        // The effects may still be running, on a loaded machine long after their actions: the
+        // session is done once every amount is in and `pending` is off (what is left, `pending`
+        // off, changes nothing).
+        let version = try XCTUnwrap(try settled(fixture, session, total: total)["version"] as? Int)
         readStream(until: version)
         XCTAssertEqual(shown.count, version + 1, "the stream showed every version from 0")
         for v in 0...version {
@@ -208,22 +215,14 @@ class ActionLogTests: XCTestCase {
             let expected = try JSONSerialization.jsonObject(with: Data((shown[v] ?? "").utf8)) as? NSDictionary
             XCTAssertEqual(state.object["state"] as? NSDictionary, expected, "version \(v)")
         }
-        let entries = try log(fixture, session, count: 1_000 + 40)
+        let entries = try log(fixture, session, through: version)
         XCTAssertEqual(entries.filter { $0["cause"] as? String == "action" }.count, 1_000 - 20, "every action")
         XCTAssertEqual(entries.filter { $0["cause"] as? String == "user" }.count, 20)
-        // Each effect's two mutations: entries of their own, or, when the effect's task ran before
-        // its action's own run had ended (a loaded machine), versions of the action's entry.
-        let effects = entries.filter { $0["cause"] as? String == "effect" }
-        let withinTheirActions = entries.filter { ($0["action"] as? [String: Any])?["type"] as? String == "addLater" }
-            .map { ($0["version"] as? Int ?? 0) - ($0["from"] as? Int ?? 0) }.reduce(0, +)
-        let adds = entries.filter { ($0["action"] as? [String: Any])?["type"] as? String == "add" }
-        XCTAssertEqual(
-            adds.filter { $0["from"] != nil && $0["from"] as? Int != $0["version"] as? Int }.count, 0,
-            "an add makes one version, its own (none when it adds 0)")
-        XCTAssertEqual(
-            effects.count + withinTheirActions, 40,
-            "two mutations of each effect: \(effects.map { ($0["origin"] ?? "-", $0["from"] ?? "-", $0["version"] ?? "-") })"
-        )
+        var states: [Int: [String: Any]] = [:]
+        for (v, json) in shown {
+            states[v] = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+        }
+        checkEveryVersionHasOneMaker(entries, states: states, version: version)
         XCTAssertEqual(
             entries.compactMap { $0["number"] as? Int }.sorted(), Array(1...entries.count), "numbered without gaps")
         let versions = entries.compactMap { $0["version"] as? Int }
@@ -234,18 +233,98 @@ class ActionLogTests: XCTestCase {
             let action = try JSONSerialization.data(withJSONObject: try XCTUnwrap(entry["action"]))
             try act(fixture, replay, String(decoding: action, as: UTF8.self))
         }
-        var replayed: [String: Any] = [:]
-        for _ in 0..<100 {
-            replayed = try fixture.client.request("GET", "/sessions/\(replay)").object["state"] as? [String: Any] ?? [:]
-            if replayed["pending"] as? Bool == false { break }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
+        let replayed = try settled(fixture, replay, total: total)["state"] as? [String: Any]
         let original = try fixture.client.request("GET", "/sessions/\(session)").object["state"] as? [String: Any]
         // The user is the global one's, not the actions': a fresh session only has the total in common.
-        XCTAssertEqual(replayed["total"] as? Int, original?["total"] as? Int)
-        XCTAssertEqual(
-            replayed["total"] as? Int,
-            (0..<1_000).reduce(0) { $0 + ($1 % 50 == 20 || $1 % 50 == 30 ? 0 : $1 % 50 == 10 ? $1 : $1 % 7) })
+        XCTAssertEqual(replayed?["total"] as? Int, original?["total"] as? Int)
+        XCTAssertEqual(replayed?["total"] as? Int, total)
+    }
+
+    /// The session once its state has `total` and `pending` off, or after 10 s.
+    private func settled(_ fixture: ServerFixture, _ session: String, total: Int) throws -> [String: Any] {
+        var document = try fixture.client.request("GET", "/sessions/\(session)").object
+        for _ in 0..<200 {
+            let state = document["state"] as? [String: Any]
+            if state?["total"] as? Int == total, state?["pending"] as? Bool == false { break }
+            Thread.sleep(forTimeInterval: 0.05)
+            document = try fixture.client.request("GET", "/sessions/\(session)").object
+        }
+        return document
+    }
+
+    /// What the log says made each version, against the states the stream showed: each version
+    /// from 1 is in the `from...version` of exactly one entry, and that entry made that change.
+    /// When an effect runs is the machine's business: its mutations are entries of their own
+    /// (cause `effect`, `origin` its action), or, when they came while their action still ran,
+    /// versions of the action's entry; a mutation that changed nothing (`pending` set as it was)
+    /// makes no version and is in no entry.
+    private func checkEveryVersionHasOneMaker(_ entries: [[String: Any]], states: [Int: [String: Any]], version: Int) {
+        var maker: [Int: Int] = [:]  // version: index of the entry that made it
+        for (index, entry) in entries.enumerated() {
+            guard let from = entry["from"] as? Int else { continue }
+            let last = entry["version"] as? Int ?? 0
+            guard from <= last else { return XCTFail("from after version: \(entry)") }
+            for v in from...last {
+                if let other = maker[v] { XCTFail("version \(v) in two entries: \(entries[other]) and \(entry)") }
+                maker[v] = index
+            }
+        }
+        XCTAssertEqual(maker.keys.sorted(), Array(1..<(version + 1)), "every version made by an entry")
+        let actions = Dictionary(
+            entries.compactMap { entry in (entry["number"] as? Int).map { ($0, entry) } }, uniquingKeysWith: { $1 })
+        // Whose change each version is: the action's, for its own entry or an entry of its effect.
+        var made: [Int: [Int]] = [:]  // action's number: versions
+        for v in 1..<(version + 1) {
+            guard let index = maker[v], let before = states[v - 1], let after = states[v] else { continue }
+            let entry = entries[index]
+            let changedUser = before["user"] as? String != after["user"] as? String
+            let pendingBefore = before["pending"] as? Bool ?? false
+            let pendingAfter = after["pending"] as? Bool ?? false
+            switch entry["cause"] as? String {
+            case "user":
+                XCTAssertTrue(changedUser, "version \(v), a user entry's, changes the user: \(entry)")
+                XCTAssertEqual(before["total"] as? Int, after["total"] as? Int, "version \(v): \(entry)")
+            case "effect":
+                let origin = entry["origin"] as? Int ?? 0
+                XCTAssertEqual(
+                    (actions[origin]?["action"] as? [String: Any])?["type"] as? String, "addLater",
+                    "version \(v): an effect's origin is an action with an effect: \(entry)")
+                XCTAssertGreaterThan(
+                    v, actions[origin]?["version"] as? Int ?? .max, "after its action's own run: \(entry)")
+                XCTAssertFalse(changedUser, "version \(v): \(entry)")
+                XCTAssertFalse(!pendingBefore && pendingAfter, "version \(v): only an action sets pending: \(entry)")
+                made[origin, default: []].append(v)
+            default:
+                XCTAssertFalse(changedUser, "version \(v): \(entry)")
+                XCTAssertTrue(
+                    pendingBefore == pendingAfter
+                        || (entry["action"] as? [String: Any])?["type"] as? String == "addLater",
+                    "version \(v): only an action with an effect sets pending: \(entry)")
+                made[entry["number"] as? Int ?? 0, default: []].append(v)
+            }
+        }
+        var effects = 0
+        for entry in entries where entry["cause"] as? String == "action" {
+            let number = entry["number"] as? Int ?? 0
+            let action = entry["action"] as? [String: Any] ?? [:]
+            let amount = action["amount"] as? Int ?? 0
+            let versions = made[number] ?? []
+            let added = versions.map { (states[$0]?["total"] as? Int ?? 0) - (states[$0 - 1]?["total"] as? Int ?? 0) }
+            XCTAssertEqual(added.reduce(0, +), amount, "what \(entry) and its effect added, at \(versions)")
+            switch action["type"] as? String {
+            case "add":
+                XCTAssertEqual(versions.count, amount == 0 ? 0 : 1, "an add makes one version, none for 0: \(entry)")
+            case "addLater":
+                // `pending` on (unless it was on), the amount, `pending` off (unless another effect's
+                // turned it off): the amount is one version of the three.
+                XCTAssertEqual(added.filter { $0 != 0 }, [amount], "\(entry): its effect at \(versions)")
+                XCTAssertLessThanOrEqual(versions.count, 3, "\(entry): \(versions)")
+                effects += 1
+            default:
+                XCTAssertEqual(versions, [], "a noop makes no version: \(entry)")
+            }
+        }
+        XCTAssertEqual(effects, 20, "every effect's amount, once")
     }
 
     func testAForkStartsFromTheStateAtItsVersionWithItsOwnHistory() throws {

@@ -60,9 +60,14 @@ final class SessionActionLog {
                 subject: source.subject, idempotencyKey: source.idempotencyKey, time: WallClock.now))
     }
 
-    /// Events `first...last` were made, with `cause`.
+    /// Events `first...last` were made, with `cause`. The running action's are its own versions
+    /// while they follow on from one another; once another entry's came between (an earlier
+    /// action's effect or the user, while its effect was still to come), its effect's later ones
+    /// are entries of their own: an entry's `from...version` holds no version another entry made.
     func record(first: UInt64, last: UInt64, cause: UInt64) {
-        if running != 0, cause == tagBase | (running & 0xFFFF_FFFF) {
+        if running != 0, cause == tagBase | (running & 0xFFFF_FFFF),
+            runningFirstVersion == 0 || first == runningLastVersion + 1
+        {
             if runningFirstVersion == 0 { runningFirstVersion = first }
             runningLastVersion = last
             return
