@@ -610,6 +610,18 @@ def test_preconditions_hold_through_a_forwarding_node(cluster):
     assert status == 200 and json.loads(body)["version"] == 2 and headers.get("ETag") == '"2"', (status, body)
 
 
+def test_a_head_through_a_forwarding_node_is_answered_at_once(cluster):
+    holder, other = cluster.nodes[0], cluster.nodes[1]
+    session = holder.create()
+    _, whole, got = other.request("GET", f"/sessions/{session}")
+    began = time.monotonic()
+    status, body, headers = other.request("HEAD", f"/sessions/{session}", timeout=5)
+    assert time.monotonic() - began < 3, "the relay waited for a body a HEAD never gets"
+    assert status == 200 and body == "", (status, body)
+    assert headers.get("ETag") == '"0"' and headers.get("Content-Length") == str(len(whole.encode())), headers
+    assert cluster.node_holding(session) is holder
+
+
 def handovers(node):
     status, body, _ = node.request("GET", "/metrics")
     assert status == 200

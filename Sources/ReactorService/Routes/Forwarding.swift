@@ -19,8 +19,9 @@ extension RouteTable {
         guard !request.isForwarded else {
             return .response(Problems.session(.heldElsewhere(address: address)))
         }
+        let isRead = request.method == .GET || request.method == .HEAD
         let needsKey =
-            request.method != .GET && request.headers[IdempotentRequest.header] == nil
+            !isRead && request.headers[IdempotentRequest.header] == nil
             && request.headers[IdempotentRequest.forwardHeader] == nil
         let request = needsKey ? request.adding(IdempotentRequest.forwardHeader, SessionID.make().string) : request
         let headers = {
@@ -35,8 +36,12 @@ extension RouteTable {
         }()
         let retryAfter = String(Int(cluster.store.leaseDuration.rounded(.up)))
         let job = { @Sendable (responder: Responder) in
+            // A HEAD goes as a GET: the holder's answer to a HEAD names a Content-Length with no body
+            // after it, which the relay, reading by length, would wait for until its timeout.
+            // libmicrohttpd leaves the body out of this node's answer to the client's HEAD.
             Forwarder.Job(
-                method: request.method, path: Self.target(of: request), headers: headers, body: request.body,
+                method: request.method == .HEAD ? .GET : request.method, path: Self.target(of: request),
+                headers: headers, body: request.body,
                 address: address, keyIsNew: needsKey  // not when sent again: `retry` passes the key along
             ) { outcome in
                 switch outcome {
