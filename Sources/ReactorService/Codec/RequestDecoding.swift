@@ -38,6 +38,12 @@ enum RequestDecoding {
         {
             return value
         }
+        try refuse(syntax)
+        return try decodeDeclined(T.self, from: body, with: decoder(), integerMismatch: mismatch)
+    }
+
+    /// The 400 for a body `RequestJSONDecoder` found to be no JSON it accepts; nothing for nil.
+    static func refuse(_ syntax: RequestJSONDecoder.SyntaxProblem?) throws(RequestError) {
         switch syntax {
         case let .malformed(offset)?:
             throw .malformed("request body is not valid JSON (RFC 8259, in UTF-8) at or before byte \(offset)")
@@ -48,7 +54,6 @@ enum RequestDecoding {
             throw .malformed("request body has the key '\(key.prefix(40))' twice in one object; send each key once")
         case nil: break
         }
-        return try decodeDeclined(T.self, from: body, with: decoder(), integerMismatch: mismatch)
     }
 
     /// `JSONDecoder`'s value or error for a well-formed body that `RequestJSONDecoder` declined,

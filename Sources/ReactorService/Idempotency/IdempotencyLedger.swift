@@ -21,6 +21,7 @@ final class IdempotencyLedger: Sendable {
         let request: IdempotentRequest
         private let ledger: IdempotencyLedger
         private let finished = Locked(false)
+        private let answer = Locked<Response?>(nil)
 
         fileprivate init(_ request: IdempotentRequest, _ ledger: IdempotencyLedger) {
             self.request = request
@@ -41,11 +42,15 @@ final class IdempotencyLedger: Sendable {
             ledger.running.withLock { $0[request.id] = nil }
         }
 
+        /// The answer last given to `keep`: the client gets the very bytes a repeat will.
+        var keptResponse: Response? { answer.withLock { $0 } }
+
         /// What to keep of `response` under the key (nil for an answer that is not 2xx: it
         /// changed nothing, and a repeat runs again). With the memory store the ledger keeps it
         /// now and nil is returned; with a durable store it is to be written with the change
         /// (`session`: the session that change is about).
         func keep(_ response: Response, session: String?) -> StoredAnswer? {
+            answer.withLock { $0 = response }
             guard (200..<300).contains(response.status) else { return nil }
             let answer = StoredAnswer(
                 scope: request.scope, key: request.key, request: request.digest, status: response.status,

@@ -1,4 +1,3 @@
-import ConcurrencyPrimitives
 import MicroHTTP
 
 #if canImport(FoundationEssentials)
@@ -63,7 +62,8 @@ private struct ActionRequest: Decodable {
         let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
         // The common request: decoded by the session at once, with no session put in `userInfo`
-        // for `BareAction` to find. Anything else takes the general path, whose errors name the problem.
+        // for `BareAction` to find. Else, as `RequestDecoding.decode` does: no JSON is a 400, and
+        // what the fast decoder declined goes to `JSONDecoder`, whose errors name the problem.
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         var syntax: RequestJSONDecoder.SyntaxProblem?
         if let run = RequestJSONDecoder.decode(
@@ -72,10 +72,10 @@ private struct ActionRequest: Decodable {
         {
             return ActionRequest(session: session, run: run)
         }
-        var info = userInfo
-        info[foundSessionKey] = session
-        let action = try RequestDecoding.decode(
-            BareAction.self, from: body, with: foundationDecoder(info), userInfo: info)
+        try RequestDecoding.refuse(syntax)
+        let action = try RequestDecoding.decodeDeclined(
+            BareAction.self, from: body, with: foundationDecoder(userInfo.merging([foundSessionKey: session]) { $1 }),
+            integerMismatch: mismatch)
         return ActionRequest(session: session, run: action.run)
     }
 
@@ -197,9 +197,6 @@ extension RouteTable {
         }
         var found: (any Session)?
         var ticket: IdempotencyLedger.Ticket?
-        // The answer made for the key's copy, given to the client as well: made once (from the
-        // same snapshot, so the copy a repeat gets is byte for byte this one).
-        let keptResponse = Locked<Response?>(nil)
         do throws(RequestError) {
             var action: ActionRequest
             var outcome = ActionResult.gone
@@ -221,9 +218,7 @@ extension RouteTable {
                 }
                 let keep = ticket.map { ticket in
                     { (snapshot: EventHub.Snapshot) in
-                        let response = SessionJSON.response(of: session, snapshot)
-                        keptResponse.withLock { $0 = response }
-                        return ticket.keep(response, session: session.id)
+                        ticket.keep(SessionJSON.response(of: session, snapshot), session: session.id)
                     }
                 }
                 let source =
@@ -243,7 +238,8 @@ extension RouteTable {
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)
                     context.placeAfterRequest(request, for: session)
-                    return keptResponse.withLock { $0 } ?? SessionJSON.response(of: session, snapshot)
+                    // Made once under a key: the client gets the copy a repeat will get.
+                    return ticket?.keptResponse ?? SessionJSON.response(of: session, snapshot)
                 }
             case .stale:
                 // Where it stands as clients may see it: once what is pending is committed.
