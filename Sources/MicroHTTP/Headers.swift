@@ -41,21 +41,18 @@ public struct HTTPHeaders: Sendable, Sequence {
     public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
 
     /// ASCII case-insensitive equality without allocating lowercased copies.
-    static func sameName(_ a: String, _ b: String) -> Bool {
-        // Most names asked for are not there: a different length settles it without a byte read.
-        guard a.utf8.count == b.utf8.count else { return false }
-        var i = a.utf8.makeIterator()
-        var j = b.utf8.makeIterator()
-        while true {
-            switch (i.next(), j.next()) {
-            case (nil, nil): return true
-            case let (x?, y?):
-                if x == y { continue }
-                let lx = (x >= 65 && x <= 90) ? x | 0x20 : x
-                let ly = (y >= 65 && y <= 90) ? y | 0x20 : y
-                if lx != ly { return false }
-            default: return false
-            }
+    static func sameName(_ a: String, _ b: String) -> Bool { sameName(a.utf8, b.utf8) }
+
+    /// The same, on bytes (a name read from the wire). A different length settles it without a
+    /// byte read: most names asked for are not there.
+    @inlinable
+    package static func sameName(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        for (x, y) in zip(a, b) where x != y {
+            let lx = (x >= 65 && x <= 90) ? x | 0x20 : x
+            let ly = (y >= 65 && y <= 90) ? y | 0x20 : y
+            if lx != ly { return false }
         }
+        return true
     }
 }

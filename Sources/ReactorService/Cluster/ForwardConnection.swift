@@ -102,6 +102,9 @@ final class ForwardConnection {
             sent += count
         }
         received.removeAll(keepingCapacity: true)
+        // Kept for the next exchange only while small: one large answer (a history page) would
+        // otherwise stay allocated for the connection's life.
+        defer { if received.capacity > 64 * 1024 { received = [] } }
         var head: AnswerHead?
         var bodyStart = 0
         while true {
@@ -170,6 +173,7 @@ struct AnswerHead {
     ].map { Array($0.utf8) }
     private static let contentLengthName = Array("content-length".utf8)
     private static let connectionName = Array("connection".utf8)
+    private static let closeValue = Array("close".utf8)
 
     init?(_ bytes: ArraySlice<UInt8>) {
         var lines = Self.lines(bytes)
@@ -188,11 +192,11 @@ struct AnswerHead {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = line[..<colon]
             let value = Self.trimmed(line[(colon + 1)...])
-            if Self.sameName(name, Self.contentLengthName) {
+            if HTTPHeaders.sameName(name, Self.contentLengthName) {
                 length = Self.integer(value)
-            } else if Self.sameName(name, Self.connectionName) {
-                close = Self.sameName(value, Array("close".utf8))
-            } else if Self.relayed.contains(where: { Self.sameName(name, $0) }) {
+            } else if HTTPHeaders.sameName(name, Self.connectionName) {
+                close = HTTPHeaders.sameName(value, Self.closeValue)
+            } else if Self.relayed.contains(where: { HTTPHeaders.sameName(name, $0) }) {
                 headers.add(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
             }
         }
@@ -218,12 +222,6 @@ struct AnswerHead {
         }
         lines.append(bytes[start..<bytes.endIndex])
         return lines
-    }
-
-    /// ASCII case-insensitive: `lowercase` is all lower case.
-    private static func sameName(_ bytes: ArraySlice<UInt8>, _ lowercase: [UInt8]) -> Bool {
-        bytes.count == lowercase.count
-            && zip(bytes, lowercase).allSatisfy { ($0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0) == $1 }
     }
 
     private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
