@@ -142,7 +142,8 @@ public struct Router: Sendable {
     /// "/a/b/" → ["a", "b", ""]; "/" → [""]. A trailing slash is significant.
     /// Splits on the byte "/", not the Character: `split(separator:)` walks grapheme clusters
     /// (~16,000 instructions for "/sessions/{id}/actions", against ~1,600 here). A "/" is never
-    /// part of a longer UTF-8 sequence, so each offset found is a boundary of the characters too.
+    /// part of a longer UTF-8 sequence, so each cut is a scalar boundary; it need not be a
+    /// Character's ("/" then a combining mark is one Character), and a path is cut by its bytes.
     private static func split(_ path: String) -> [Substring] {
         let utf8 = path.utf8
         let parts = utf8.withContiguousStorageIfAvailable { bytes -> [Substring] in

@@ -46,7 +46,8 @@ final class RouterTests: XCTestCase {
     func testAParameterKeepsItsUTF8Whole() {
         // "é" written as e + combining accent: splitting by bytes must not cut the cluster apart.
         XCTAssertEqual(parameters("/items/e\u{301}✓/parts/日本"), ["id": "e\u{301}✓", "part": "日本"])
-        // A combining mark right after a slash joins it as one Character, not as bytes.
+        // A combining mark right after a slash makes one Character with it; the path is still
+        // cut at the slash, as its bytes say.
         XCTAssertEqual(parameters("/items/\u{301}"), ["id": "\u{301}"])
     }
 }
