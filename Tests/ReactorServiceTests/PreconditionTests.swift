@@ -1,6 +1,8 @@
 import Foundation
 import XCTest
 
+@testable import ReactorService
+
 /// Entity tags and preconditions on a session's version (RFC 9110 §13), over a real server.
 final class PreconditionTests: XCTestCase {
     private var fixture: ServerFixture!
@@ -16,6 +18,12 @@ final class PreconditionTests: XCTestCase {
         try fixture.client.request(
             "POST", "/action", body: #"{"session":"\#(session)","action":{"type":"increase"}}"#,
             headers: ifMatch.map { ["If-Match": $0] } ?? [:])
+    }
+
+    func testAnEntityTagIsTheVersionInQuotes() {
+        for version: UInt64 in [0, 7, 10, 99, 1_000_000, UInt64.max] {
+            XCTAssertEqual(Preconditions.entityTag(version), "\"\(version)\"")
+        }
     }
 
     func testEveryAnswerCarryingAStateHasItsVersionAsETag() throws {

@@ -12,7 +12,24 @@ enum Preconditions {
         case versions([UInt64])
     }
 
-    static func entityTag(_ version: UInt64) -> String { "\"\(version)\"" }
+    static func entityTag(_ version: UInt64) -> String {
+        // Written digit by digit: interpolation costs ~500 instructions on every answer.
+        String(unsafeUninitializedCapacity: 22) { buffer in
+            var digits = version
+            var end = 21
+            buffer[end] = UInt8(ascii: "\"")
+            repeat {
+                end -= 1
+                buffer[end] = UInt8(ascii: "0") + UInt8(digits % 10)
+                digits /= 10
+            } while digits > 0
+            let start = end - 1
+            buffer[start] = UInt8(ascii: "\"")
+            let count = 22 - start
+            for index in 0..<count { buffer[index] = buffer[start + index] }
+            return count
+        }
+    }
 
     /// The field `name` of `request`, read; nil when absent. Throws a 400 naming the field when it
     /// is neither `*` nor a list of `"<version>"` tags (the quotes may be left out; weak `W/` ones

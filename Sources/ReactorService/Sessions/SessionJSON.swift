@@ -3,18 +3,23 @@ import MicroHTTP
 /// `{"reactor":..,"session":..,"state":{..},"version":N}`, the answer of every route that
 /// returns a session, written around the state's already encoded bytes into one buffer.
 enum SessionJSON {
+    // As bytes: appending a literal's `utf8` costs several times a copy of an array's.
+    private static let reactorMember: [UInt8] = Array(#"{"reactor":"#.utf8)
+    private static let sessionMember: [UInt8] = Array(#","session":""#.utf8)
+    private static let stateMember: [UInt8] = Array(#"","state":"#.utf8)
+    private static let versionMember: [UInt8] = Array(#","version":"#.utf8)
+
     static func body(of session: any Session, _ snapshot: EventHub.Snapshot) -> [UInt8] {
         let kind = session.kind
         var out: [UInt8] = []
         out.reserveCapacity(snapshot.stateJSON.count + kind.utf8.count + 22 + 64)
-        out.append(contentsOf: #"{"reactor":"#.utf8)
+        out.append(contentsOf: reactorMember)
         StateJSONEncoder.appendString(kind, into: &out)
-        out.append(contentsOf: #","session":""#.utf8)
+        out.append(contentsOf: sessionMember)
         session.key.append(to: &out)  // base64url: nothing to escape
-        out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: #","state":"#.utf8)
+        out.append(contentsOf: stateMember)
         out.append(contentsOf: snapshot.stateJSON)
-        out.append(contentsOf: #","version":"#.utf8)
+        out.append(contentsOf: versionMember)
         StateJSONEncoder.appendUnsigned(snapshot.version, into: &out)
         out.append(UInt8(ascii: "}"))
         return out
