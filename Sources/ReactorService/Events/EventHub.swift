@@ -234,23 +234,25 @@ final class EventHub: Sendable {
 
     /// A new state of the reactor, already encoded. Called serially, from the reactor's pipeline.
     func publish(_ encoded: EncodedState) {
-        // The pulses first, one section each: a pulse's value is the state's (not Sendable), so it
-        // stays out of the lock, encoded here when its count changed and its event is to be sent.
-        var changedPulses: [(name: String, json: [UInt8])] = []
+        // A pulse's value is the state's (not Sendable): it is encoded out here, before the lock,
+        // for each pulse whose count differs from the last one seen. Whether it makes an event is
+        // decided below, in the same section as the state's, so both see one `isLive`. (Publishes
+        // of one hub come one at a time, from its reactor's gate: the counts do not move between.)
+        var changedPulses: [(name: String, count: UInt, json: [UInt8])] = []
         for pulse in encoded.pulses {
             let name = pulse.name
             let count = pulse.updatedCount
-            let changed: Bool = locked { state in
-                guard !state.isEnded else { return false }
-                defer { state.setPulseCount(count, for: name) }
-                return state.isLive && state.pulseCount(for: name) != count
+            if locked({ state in state.pulseCount(for: name) != count }) {
+                changedPulses.append((name, count, StateEncoding.encodeValue(pulse.value)))
             }
-            if changed { changedPulses.append((name, StateEncoding.encodeValue(pulse.value))) }
         }
         let json = encoded.json
         locked { state in
             guard !state.isEnded else { return }
-            defer { state.stateJSON = json }
+            defer {
+                state.stateJSON = json
+                for pulse in changedPulses { state.setPulseCount(pulse.count, for: pulse.name) }
+            }
             guard state.isLive else {
                 if let record = state.record, record.isNew { markDirty(record) }  // the new session's first write
                 return
@@ -265,7 +267,7 @@ final class EventHub: Sendable {
                         frame: EventFrames.state(seq: state.seq, json: json)))
                 if state.record != nil { stored.append(StoredEvent(seq: state.seq, pulse: nil, json: json)) }
             }
-            for (name, value) in changedPulses {
+            for (name, _, value) in changedPulses {
                 state.seq += 1
                 events.append(
                     RecordedEvent(
