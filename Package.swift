@@ -11,8 +11,13 @@ import PackageDescription
 //   ReactorCore alone does not need it.
 // - A reactor is used from any thread under its serial gate, which the compiler cannot see; three
 //   `@unchecked Sendable` say so, each with its reason: ReactorCore's ReactorRegistry (its storages
-//   hold reactors), `.run`'s RunSubscription (it calls an OpenCombine subscriber), ReactorService's
-//   ReactorSession (it holds the reactor).
+//   come from callers' reactors), `.run`'s RunSubscription (OpenCombine hands it the subscriber, and
+//   `Send` the values, as plain parameters), ReactorService's ReactorSession (the actions the route
+//   decodes go into the reactor). Each was tried behind `Guarded`, ConcurrencyPrimitives' box in
+//   the way of `Synchronization.Mutex`, which takes values only as `sending`: the compiler refused
+//   every one, since none of those values is the callee's alone. Everything else holding state
+//   that is not Sendable keeps it in a `Guarded` (EventHub) or a `Locked`; the other remaining
+//   `@unchecked` are the lock primitives and the types that wrap C handles.
 // - OpenCombine marks nothing Sendable: ReactorService imports it `@preconcurrency` where the
 //   global user's subject crosses threads (OpenCombine's subjects lock themselves).
 // - JSONDecoder/JSONEncoder want Sendable `userInfo`: the action route keeps `[_: any Sendable]`
@@ -58,7 +63,7 @@ let package = Package(
         // Linked by what serves reactord (ReactorService), not by MicroHTTP: a binary that only
         // links MicroHTTP keeps libmicrohttpd's function as it is.
         .target(name: "CMicroHTTPDOwnAnswers", dependencies: ["CMicroHTTPD"]),
-        // The package's one mutex, condition, lock box and thread start (pthreads, no Foundation):
+        // The package's one mutex, condition, lock boxes and thread start (pthreads, no Foundation):
         // `package` API for the other targets, in no product.
         .target(name: "ConcurrencyPrimitives"),
         .target(

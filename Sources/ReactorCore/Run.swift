@@ -37,7 +37,7 @@ private protocol RunTarget<Output>: AnyObject, Sendable {
     func finish()
 }
 
-// why: the task calls the subscriber (OpenCombine's, not Sendable) under deliveryLock; the rest is under lock
+// why: OpenCombine's subscriber and Send's values come as plain parameters; Guarded rejects them: "sending ... risks causing data races".
 private final class RunSubscription<Downstream: Subscriber>: Subscription, RunTarget, @unchecked Sendable
 where Downstream.Failure == Never {
     typealias Output = Downstream.Input

@@ -25,6 +25,26 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
         XCTAssertEqual(counter.current, threads * increments)
     }
 
+    /// A class that is not Sendable, made inside the box: only `withLock` reaches it.
+    private final class Tally {
+        var count = 0
+    }
+
+    func testGuardedHoldsANonSendableObjectForManyThreads() throws {
+        let tally = Guarded(Tally())
+        let threads = 4
+        let increments = 10_000
+        var started: [PlatformThread] = []
+        for _ in 0..<threads {
+            started.append(
+                try PlatformThread.joinable {
+                    for _ in 0..<increments { tally.withLock { $0.count += 1 } }
+                })
+        }
+        for thread in started { thread.join() }
+        XCTAssertEqual(tally.withLock { $0.count }, threads * increments)
+    }
+
     func testMutexOrdersAJoinedThreadsWrites() throws {
         let mutex = Mutex()
         let log = Locked<[Int]>([])

@@ -21,14 +21,17 @@ import Glibc
 /// them and holds them as pending; once the journal has committed them (`didCommit`) they
 /// join the history and reach the streams. Subscribers and readers see only what is
 /// committed, so no client ever sees an event a crash could take back.
-// why: its state is behind a recursive `Mutex` (a stream may report its end from inside `send`), which `Locked` cannot be.
-final class EventHub: @unchecked Sendable {
+///
+/// Streams are sent to and closed outside the lock (a stream may report its end from inside
+/// `send` or `close`, which comes back here): the work is queued under the lock and carried out,
+/// in that order, by one thread at a time (`deliver`), so each stream gets its frames in order.
+final class EventHub: Sendable {
     struct Snapshot {
         let version: UInt64
         let stateJSON: [UInt8]
     }
 
-    private struct Subscriber {
+    fileprivate struct Subscriber {
         let stream: EventStream
         let filter: FieldFilter?
         /// The filtered state last sent, so a filtered stream only hears of its fields' changes.
@@ -37,48 +40,61 @@ final class EventHub: @unchecked Sendable {
         var retry: Frame?
     }
 
-    // Recursive: a stream may report its end synchronously from inside `send` or `close`.
-    private let lock = Mutex(recursive: true)
-    /// The reactor's latest event and state.
-    private var seq: UInt64 = 0
-    private var stateJSON: [UInt8] = Array("{}".utf8)
-    /// With a durable store: the session as the journal writes it, with its unwritten events
-    /// (all of it guarded by `lock`). One reference here, so the memory store pays 8 bytes.
-    private let record: SessionRecord?
-    /// Each pulse's last update count, by name: a state has few pulses, so the first is kept
-    /// inline and any others in an array (a dictionary cost every session ~120 bytes more).
-    private var firstPulse: (name: String, count: UInt)?
-    private var morePulses: [(name: String, count: UInt)] = []
-    private var history: EventHistory
-    private var subscribers: [ObjectIdentifier: Subscriber] = [:]
-    /// Until the session is live, states only set the baseline: a new session is version 0.
-    private var isLive = false
-    private var isEnded = false
-    /// Ended with the session living on in the store (unloaded, or let go without `event: end`):
-    /// a subscribe is turned back to look it up again.
-    private var livesOn = false
-    private var lastActivity = ProcessClock.now
+    /// What is to be done to a stream once the lock is released.
+    fileprivate enum StreamWork {
+        /// `counted`: a broadcast event, counted as delivered when the stream queues it.
+        case send(EventStream, Frame, counted: Bool)
+        case close(EventStream, final: Frame?)
+    }
+
+    /// Everything that changes, behind the hub's lock.
+    fileprivate struct State {
+        /// The reactor's latest event and state.
+        var seq: UInt64 = 0
+        var stateJSON: [UInt8] = Array("{}".utf8)
+        /// With a durable store: the session as the journal writes it, with its unwritten events.
+        /// One reference here, so the memory store pays 8 bytes.
+        let record: SessionRecord?
+        /// Each pulse's last update count, by name: a state has few pulses, so the first is kept
+        /// inline and any others in an array (a dictionary cost every session ~120 bytes more).
+        var firstPulse: (name: String, count: UInt)?
+        var morePulses: [(name: String, count: UInt)] = []
+        var history: EventHistory
+        var subscribers: [ObjectIdentifier: Subscriber] = [:]
+        /// Until the session is live, states only set the baseline: a new session is version 0.
+        var isLive = false
+        var isEnded = false
+        /// Ended with the session living on in the store (unloaded, or let go without `event: end`):
+        /// a subscribe is turned back to look it up again.
+        var livesOn = false
+        var lastActivity = ProcessClock.now
+        /// The session's action log, when it keeps one (a follower's hub does not).
+        let actionLog: SessionActionLog?
+        /// Stream work made under the lock, in order, not yet taken by the delivering thread.
+        var outbox: [StreamWork] = []
+        /// A thread is carrying out the outbox: another that adds to it leaves the work to it.
+        var isDelivering = false
+    }
+
+    private let state: Guarded<State>
     private let metrics: ServiceMetrics
-    /// The session's action log, when it keeps one (a follower's hub does not).
-    private let actionLog: SessionActionLog?
 
     /// `record`: the session's place in a durable store (nil: memory only). `restoring`: the
     /// session as the store kept it, whose version and history continue here.
     init(
-        historyLength: Int, metrics: ServiceMetrics, record: SessionRecord? = nil,
-        restoring stored: StoredSession? = nil, actionLog: SessionActionLog? = nil
+        historyLength: Int, metrics: ServiceMetrics, record: sending SessionRecord? = nil,
+        restoring stored: StoredSession? = nil, actionLog: sending SessionActionLog? = nil
     ) {
-        history = EventHistory(capacity: historyLength)
-        self.metrics = metrics
-        self.record = record
-        self.actionLog = actionLog
+        var state = State(record: record, history: EventHistory(capacity: historyLength), actionLog: actionLog)
         if let stored {
-            seq = stored.version
-            stateJSON = stored.stateJSON
+            state.seq = stored.version
+            state.stateJSON = stored.stateJSON
             for event in Self.unbrokenTail(of: stored.events, endingAt: stored.version) {
-                history.append(RecordedEvent(stored: event))
+                state.history.append(RecordedEvent(stored: event))
             }
         }
+        self.state = Guarded(state)
+        self.metrics = metrics
     }
 
     /// The stored events a resume may trust: the run of consecutive ids that ends at the session's
@@ -93,31 +109,29 @@ final class EventHub: @unchecked Sendable {
 
     /// The latest state, which may not be committed yet: for the answer to the action that
     /// made it, sent only once it is.
-    var latest: Snapshot { locked { Snapshot(version: seq, stateJSON: stateJSON) } }
+    var latest: Snapshot { locked { Snapshot(version: $0.seq, stateJSON: $0.stateJSON) } }
 
     /// The state clients may see: the latest committed one.
-    var snapshot: Snapshot { locked { Snapshot(version: publishedSeq, stateJSON: publishedJSON) } }
+    var snapshot: Snapshot { locked { Snapshot(version: $0.publishedSeq, stateJSON: $0.publishedJSON) } }
 
-    /// What clients may see: the latest committed event and state (the latest, in memory).
-    private var publishedSeq: UInt64 { record?.published.seq ?? seq }
-    private var publishedJSON: [UInt8] { record?.published.json ?? stateJSON }
-
-    var subscriberCount: Int { locked { subscribers.count } }
+    var subscriberCount: Int { locked { $0.subscribers.count } }
 
     /// A durable session not written yet (its first write is queued or in flight).
-    var isNewSession: Bool { locked { record?.isNew ?? false } }
+    var isNewSession: Bool { locked { $0.record?.isNew ?? false } }
 
     /// From now on a changed state is an event. A restored session whose state changed while its
     /// reactor was built (the current user changed while it was stored) publishes that change
     /// now, as its next event, written like any other: else its answers would show a state the
     /// store and its streams never got, under the stored version.
     func goLive() {
-        let changedWhileRestoring: [UInt8]? = locked {
-            isLive = true
-            defer { history.begin(with: stateJSON) }
-            guard let record, !record.isNew, record.published.json != stateJSON else { return nil }
-            defer { stateJSON = record.published.json }
-            return stateJSON
+        let changedWhileRestoring: [UInt8]? = locked { state in
+            state.isLive = true
+            defer { state.history.begin(with: state.stateJSON) }
+            guard let record = state.record, !record.isNew, record.published.json != state.stateJSON else {
+                return nil
+            }
+            defer { state.stateJSON = record.published.json }
+            return state.stateJSON
         }
         if let changedWhileRestoring {
             ChangeCause.with(SessionActionLog.userCause) {
@@ -126,19 +140,19 @@ final class EventHub: @unchecked Sendable {
         }
     }
 
-    func touch() { locked { lastActivity = ProcessClock.now } }
+    func touch() { locked { $0.lastActivity = ProcessClock.now } }
 
     /// Until `releaseWrites`, the journal takes no change of this session: a request's change
     /// and the answer kept for it under its idempotency key go in one transaction.
-    func holdWrites() { locked { record?.isHeld = true } }
+    func holdWrites() { locked { $0.record?.isHeld = true } }
 
     /// An action starts: until `releaseWrites`, the journal takes no change of this session, so
     /// that the action's log entry goes in the same transaction as its change. Returns the
     /// cause its changes carry (0 when the session keeps no log).
     func beginAction() -> UInt64 {
-        locked {
-            guard let actionLog else { return 0 }
-            record?.isHeld = true
+        locked { state in
+            guard let actionLog = state.actionLog else { return 0 }
+            state.record?.isHeld = true
             return actionLog.begin()
         }
     }
@@ -148,9 +162,9 @@ final class EventHub: @unchecked Sendable {
     func releaseWrites(
         adding answer: StoredAnswer?, logging source: ActionSource? = nil, redacting redacted: Set<String> = []
     ) {
-        locked {
-            if let source { actionLog?.end(source, version: seq, redacting: redacted) }
-            guard let record else { return }
+        locked { state in
+            if let source { state.actionLog?.end(source, version: state.seq, redacting: redacted) }
+            guard let record = state.record else { return }
             record.isHeld = false
             if let answer { record.answers.append(answer) }
             guard record.wantedWhileHeld || answer != nil || source != nil else { return }
@@ -162,135 +176,127 @@ final class EventHub: @unchecked Sendable {
     /// The memory store's log of this session: entries after `version`, at most `limit` (see
     /// `ActionLogReading`).
     func loggedActions(after version: UInt64?, limit: Int) -> [LoggedAction] {
-        locked { actionLog?.page(after: version, limit: limit) ?? [] }
+        locked { $0.actionLog?.page(after: version, limit: limit) ?? [] }
     }
 
     /// The state at `version`, from what this hub holds (the memory store's history).
     func state(at version: UInt64) -> StateAtVersion {
-        locked {
-            if version == publishedSeq { return .found(publishedJSON) }
-            if version > publishedSeq { return .notYet(current: publishedSeq) }
-            if let json = history.stateJSON(atOrBefore: version) { return .found(json) }
-            return .notRetained(oldest: history.oldestKnownState ?? publishedSeq)
+        locked { state in
+            if version == state.publishedSeq { return .found(state.publishedJSON) }
+            if version > state.publishedSeq { return .notYet(current: state.publishedSeq) }
+            if let json = state.history.stateJSON(atOrBefore: version) { return .found(json) }
+            return .notRetained(oldest: state.history.oldestKnownState ?? state.publishedSeq)
         }
     }
 
     /// True when nobody listens and nothing happened since `cutoff`.
     func isIdle(since cutoff: Double) -> Bool {
-        locked { subscribers.isEmpty && lastActivity < cutoff }
+        locked { $0.subscribers.isEmpty && $0.lastActivity < cutoff }
     }
 
     /// When nobody listens: the time of the last activity, to pick the least recently used.
-    var idleSince: Double? { locked { subscribers.isEmpty ? lastActivity : nil } }
+    var idleSince: Double? { locked { $0.subscribers.isEmpty ? $0.lastActivity : nil } }
 
     /// Ends the hub so that its session can leave memory, when nobody listens, nothing happened
     /// since `cutoff` and everything is written: true then. Its last activity goes to the store
     /// first when the stored one is further behind than writes let it be (the record's
     /// resolution, an eighth of the TTL: the store expires it by that time, unloaded).
     func endForUnload(idleSince cutoff: Double) -> Bool {
-        locked {
-            guard !isEnded, subscribers.isEmpty, lastActivity < cutoff else { return false }
-            if let record {
+        locked { state in
+            guard !state.isEnded, state.subscribers.isEmpty, state.lastActivity < cutoff else { return false }
+            if let record = state.record {
                 guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
                     record.lost == nil
                 else { return false }
-                if lastActiveWallTime - record.storedLastActive > record.activityResolution {
+                if state.lastActiveWallTime - record.storedLastActive > record.activityResolution {
                     record.activityDue = true
                     markDirty(record)
                     return false
                 }
             }
-            isEnded = true
-            livesOn = true
+            state.isEnded = true
+            state.livesOn = true
             return true
         }
-    }
-
-    /// Seconds since 1970 of the last activity; now while anyone listens.
-    private var lastActiveWallTime: Double {
-        subscribers.isEmpty ? WallClock.now - (ProcessClock.now - lastActivity) : WallClock.now
     }
 
     /// With a durable store, queues a write of the last activity when the stored one is behind
     /// by more than the record's resolution, so a session that is only watched does not expire
     /// after a restart.
     func refreshStoredActivity() {
-        locked {
-            guard let record, !isEnded, lastActiveWallTime - record.storedLastActive > record.activityResolution else {
-                return
-            }
+        locked { state in
+            guard let record = state.record, !state.isEnded,
+                state.lastActiveWallTime - record.storedLastActive > record.activityResolution
+            else { return }
             markDirty(record)
         }
     }
 
     /// A new state of the reactor, already encoded. Called serially, from the reactor's pipeline.
-    func publish(_ state: EncodedState) {
-        locked {
-            guard !isEnded else { return }
-            defer {
-                stateJSON = state.json
-                for pulse in state.pulses { setPulseCount(pulse.updatedCount, for: pulse.name) }
+    func publish(_ encoded: EncodedState) {
+        // A pulse's value is the state's (not Sendable): it is encoded out here, before the lock,
+        // for each pulse whose count differs from the last one seen. Whether it makes an event is
+        // decided below, in the same section as the state's, so both see one `isLive`. (Publishes
+        // of one hub come one at a time, from its reactor's gate: the counts do not move between.)
+        var changedPulses: [(name: String, count: UInt, json: [UInt8])] = []
+        for pulse in encoded.pulses {
+            let name = pulse.name
+            let count = pulse.updatedCount
+            if locked({ state in state.pulseCount(for: name) != count }) {
+                changedPulses.append((name, count, StateEncoding.encodeValue(pulse.value)))
             }
-            guard isLive else {
-                if let record, record.isNew { markDirty(record) }  // the new session's first write
+        }
+        let json = encoded.json
+        locked { state in
+            guard !state.isEnded else { return }
+            defer {
+                state.stateJSON = json
+                for pulse in changedPulses { state.setPulseCount(pulse.count, for: pulse.name) }
+            }
+            guard state.isLive else {
+                if let record = state.record, record.isNew { markDirty(record) }  // the new session's first write
                 return
             }
             var events: [RecordedEvent] = []
             var stored: [StoredEvent] = []  // with a durable store: the same events as it keeps them
-            if state.json != stateJSON {
-                seq += 1
+            if json != state.stateJSON {
+                state.seq += 1
                 events.append(
                     RecordedEvent(
-                        seq: seq, kind: .state(json: state.json),
-                        frame: EventFrames.state(seq: seq, json: state.json)))
-                if record != nil { stored.append(StoredEvent(seq: seq, pulse: nil, json: state.json)) }
+                        seq: state.seq, kind: .state(json: json),
+                        frame: EventFrames.state(seq: state.seq, json: json)))
+                if state.record != nil { stored.append(StoredEvent(seq: state.seq, pulse: nil, json: json)) }
             }
-            for pulse in state.pulses where pulseCount(for: pulse.name) != pulse.updatedCount {
-                seq += 1
-                let value = StateEncoding.encodeValue(pulse.value)
+            for (name, _, value) in changedPulses {
+                state.seq += 1
                 events.append(
                     RecordedEvent(
-                        seq: seq, kind: .pulse,
-                        frame: EventFrames.pulse(seq: seq, name: pulse.name, valueJSON: value)))
-                if record != nil { stored.append(StoredEvent(seq: seq, pulse: pulse.name, json: value)) }
+                        seq: state.seq, kind: .pulse,
+                        frame: EventFrames.pulse(seq: state.seq, name: name, valueJSON: value)))
+                if state.record != nil { stored.append(StoredEvent(seq: state.seq, pulse: name, json: value)) }
             }
-            if let actionLog, let first = events.first {
-                actionLog.record(first: first.seq, last: seq, cause: ChangeCause.current)
+            if let actionLog = state.actionLog, let first = events.first {
+                actionLog.record(first: first.seq, last: state.seq, cause: ChangeCause.current)
             }
-            if let record {
+            if let record = state.record {
                 guard !events.isEmpty else { return }
                 record.pending += zip(events, stored).map { PendingEvent(event: $0, stored: $1) }
                 markDirty(record)
                 return
             }
-            publish(events)
+            state.append(events)
         }
     }
 
     /// A follower's hub (cluster mode: the session lives on another node): events that node
     /// committed, as the store gave them back, and where the session stands after them.
-    func follow(_ events: [StoredEvent], version: UInt64, stateJSON state: [UInt8]) {
-        locked {
-            guard !isEnded, version > seq else { return }
-            let fresh = events.filter { $0.seq > seq }
-            seq = version
-            stateJSON = state
-            publish(fresh.map(RecordedEvent.init(stored:)))
-        }
-    }
-
-    /// Appends committed (or, in memory, new) events to the history and queues them on
-    /// every stream; the streams' resumes go out together once all are queued.
-    private func publish(_ events: [RecordedEvent]) {
-        // Nobody to wake: no batch to open.
-        if subscribers.isEmpty { return record(events) }
-        EventStream.batchingResumes { record(events) }
-    }
-
-    private func record(_ events: [RecordedEvent]) {
-        for event in events {
-            history.append(event)
-            broadcast(event)
+    func follow(_ events: [StoredEvent], version: UInt64, stateJSON json: [UInt8]) {
+        locked { state in
+            guard !state.isEnded, version > state.seq else { return }
+            let fresh = events.filter { $0.seq > state.seq }
+            state.seq = version
+            state.stateJSON = json
+            state.append(fresh.map(RecordedEvent.init(stored:)))
         }
     }
 
@@ -307,38 +313,37 @@ final class EventHub: @unchecked Sendable {
     /// caller looks it up again, which loads it.
     func subscribe(_ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame) -> Bool {
         let key = ObjectIdentifier(stream)
-        var livesOn = false
-        let added: Bool = locked {
-            guard !isEnded else {
-                livesOn = self.livesOn
-                if !livesOn { stream.close(finalFrame: EventFrames.end(reason: "deleted")) }
-                return false
-            }
+        // nil: added; else whether the session lives on (the stream is left alone then).
+        let refused: Bool? = locked { state in
+            guard !state.isEnded else { return state.livesOn }
             var subscriber = Subscriber(stream: stream, filter: filter, retry: retry)
-            if let lastEventID, let missed = history.events(after: lastEventID, latest: publishedSeq) {
+            if let lastEventID, let missed = state.history.events(after: lastEventID, latest: state.publishedSeq) {
                 // A filtered stream compares with what the client had at `lastEventID`, when
                 // history still holds that state, so an unchanged field is not sent again.
-                if let filter, let had = history.stateJSON(atOrBefore: lastEventID) {
+                if let filter, let had = state.history.stateJSON(atOrBefore: lastEventID) {
                     subscriber.lastFiltered = filter.apply(to: had)
                 }
                 for event in missed {
                     // A view is one event's: a cache shared across events sent the first
                     // event's fields for every later one, so only the first change arrived.
                     var views = FilteredViews()
-                    deliver(event, to: &subscriber, views: &views)
+                    state.deliver(event, to: &subscriber, views: &views)
                 }
             } else {
                 var views = FilteredViews()
                 let current = RecordedEvent(
-                    seq: publishedSeq, kind: .state(json: publishedJSON),
-                    frame: EventFrames.state(seq: publishedSeq, json: publishedJSON))
-                deliver(current, to: &subscriber, views: &views)
+                    seq: state.publishedSeq, kind: .state(json: state.publishedJSON),
+                    frame: EventFrames.state(seq: state.publishedSeq, json: state.publishedJSON))
+                state.deliver(current, to: &subscriber, views: &views)
             }
-            subscribers[key] = subscriber
-            lastActivity = ProcessClock.now
-            return true
+            state.subscribers[key] = subscriber
+            state.lastActivity = ProcessClock.now
+            return nil
         }
-        guard added else { return !livesOn }
+        if let livesOn = refused {
+            if !livesOn { stream.close(finalFrame: EventFrames.end(reason: "deleted")) }
+            return !livesOn
+        }
         metrics.subscribers.increment()
         stream.onClose { [weak self] _ in self?.unsubscribe(key) }
         return true
@@ -348,36 +353,39 @@ final class EventHub: @unchecked Sendable {
     /// else with a plain close that clients answer by reconnecting and resuming; later
     /// publishes and subscribes are refused.
     func end(reason: String?) {
-        let (ended, waiters): ([Subscriber], [Journal.Completion]) = locked {
-            isEnded = true
+        let frame = reason.map(EventFrames.end(reason:))
+        let (ended, waiters): (Int, [Journal.Completion]) = locked { state in
+            state.isEnded = true
             // Not over (a lease lost, a commit lost, a stop): a subscribe coming now looks it up again.
-            if reason == nil { livesOn = true }
-            defer { subscribers.removeAll() }
-            return (Array(subscribers.values), record?.dropPending() ?? [])
+            if reason == nil { state.livesOn = true }
+            // Behind whatever is still queued for them.
+            for subscriber in state.subscribers.values {
+                state.outbox.append(.close(subscriber.stream, final: frame))
+            }
+            defer { state.subscribers.removeAll() }
+            return (state.subscribers.count, state.record?.dropPending() ?? [])
         }
         for waiter in waiters { waiter(.unavailable("the session ended before its last change was stored")) }
-        let frame = reason.map(EventFrames.end(reason:))
-        for subscriber in ended { subscriber.stream.close(finalFrame: frame) }
-        if !ended.isEmpty { metrics.subscribers.decrement(by: Double(ended.count)) }
+        if ended > 0 { metrics.subscribers.decrement(by: Double(ended)) }
     }
 
     private func unsubscribe(_ key: ObjectIdentifier) {
-        let removed: Bool = locked {
-            lastActivity = ProcessClock.now
-            return subscribers.removeValue(forKey: key) != nil
+        let removed: Bool = locked { state in
+            state.lastActivity = ProcessClock.now
+            return state.subscribers.removeValue(forKey: key) != nil
         }
         if removed { metrics.subscribers.decrement() }
     }
 
     /// Calls `body` once, when the journal loses a change of this session (a failed commit),
     /// telling whether the session was never stored at all.
-    func onLost(_ body: @escaping @Sendable (_ neverStored: Bool) -> Void) { locked { record?.onLost = body } }
+    func onLost(_ body: @escaping @Sendable (_ neverStored: Bool) -> Void) { locked { $0.record?.onLost = body } }
 
     /// Calls `completion` once every change made so far is durable (nil), or lost (why), on
     /// the journal's thread; at once, on this thread, when there is nothing to wait for.
     func whenCommitted(_ completion: @escaping Journal.Completion) {
-        let now: StoreError?? = locked {
-            guard let record else { return .some(nil) }
+        let now: StoreError?? = locked { state in
+            guard let record = state.record else { return .some(nil) }
             if let lost = record.lost { return .some(lost) }
             if record.isQueued {
                 record.pendingWaiters.append(completion)
@@ -391,27 +399,94 @@ final class EventHub: @unchecked Sendable {
         if case let .some(result) = now { completion(result) }
     }
 
-    private typealias FilteredViews = [FieldFilter: (json: [UInt8], frame: Frame)]
+    fileprivate typealias FilteredViews = [FieldFilter: (json: [UInt8], frame: Frame)]
 
-    private func broadcast(_ event: RecordedEvent) {
-        var views = FilteredViews()
-        var delivered: Int64 = 0
-        for key in subscribers.keys {
-            guard var subscriber = subscribers[key] else { continue }
-            if deliver(event, to: &subscriber, views: &views) { delivered += 1 }
-            subscribers[key] = subscriber
+    /// Runs `body` under the lock, then carries out the stream work it queued, unless another
+    /// thread is carrying out this hub's work already (it takes this too, in order).
+    private func locked<T>(_ body: (inout sending State) -> sending T) -> sending T {
+        var work: [StreamWork] = []
+        let result = state.withLock { state in
+            let result = body(&state)
+            if !state.outbox.isEmpty, !state.isDelivering {
+                state.isDelivering = true
+                swap(&work, &state.outbox)
+            }
+            return result
         }
-        if delivered > 0 { metrics.eventsDelivered.increment(by: delivered) }
+        if !work.isEmpty { deliver(work) }
+        return result
     }
 
-    /// Queues one event on one stream, framing a filtered state at most once per field set.
-    @discardableResult
-    private func deliver(
-        _ event: RecordedEvent, to subscriber: inout Subscriber,
-        views: inout FilteredViews
-    ) -> Bool {
+    /// Sends and closes, with the lock released, then whatever was queued meanwhile, until
+    /// nothing is left; the one thread that does so for this hub (`isDelivering`).
+    private func deliver(_ first: [StreamWork]) {
+        var work = first
+        repeat {
+            var delivered: Int64 = 0
+            // Resumes go out together once all are queued.
+            if work.count > 1 {
+                EventStream.batchingResumes { delivered = Self.carryOut(work) }
+            } else {
+                delivered = Self.carryOut(work)
+            }
+            if delivered > 0 { metrics.eventsDelivered.increment(by: delivered) }
+            work.removeAll(keepingCapacity: true)
+        } while state.withLock { state in
+            // Either way the emptied array goes back to the hub with its capacity.
+            swap(&work, &state.outbox)
+            if work.isEmpty { state.isDelivering = false }
+            return !work.isEmpty
+        }
+    }
+
+    /// How many broadcast events were queued on open streams.
+    private static func carryOut(_ work: [StreamWork]) -> Int64 {
+        var delivered: Int64 = 0
+        for item in work {
+            switch item {
+            case let .send(stream, frame, counted): if stream.send(frame), counted { delivered += 1 }
+            case let .close(stream, frame): stream.close(finalFrame: frame)
+            }
+        }
+        return delivered
+    }
+}
+
+extension EventHub.State {
+    /// What clients may see: the latest committed event and state (the latest, in memory).
+    fileprivate var publishedSeq: UInt64 { record?.published.seq ?? seq }
+    fileprivate var publishedJSON: [UInt8] { record?.published.json ?? stateJSON }
+
+    /// Seconds since 1970 of the last activity; now while anyone listens.
+    fileprivate var lastActiveWallTime: Double {
+        subscribers.isEmpty ? WallClock.now - (ProcessClock.now - lastActivity) : WallClock.now
+    }
+
+    /// Appends committed (or, in memory, new) events to the history and queues them on
+    /// every stream.
+    fileprivate mutating func append(_ events: [RecordedEvent]) {
+        for event in events {
+            history.append(event)
+            broadcast(event)
+        }
+    }
+
+    private mutating func broadcast(_ event: RecordedEvent) {
+        var views = EventHub.FilteredViews()
+        for key in subscribers.keys {
+            guard var subscriber = subscribers[key] else { continue }
+            deliver(event, to: &subscriber, views: &views, counted: true)
+            subscribers[key] = subscriber
+        }
+    }
+
+    /// Queues one event for one stream, framing a filtered state at most once per field set.
+    fileprivate mutating func deliver(
+        _ event: RecordedEvent, to subscriber: inout EventHub.Subscriber,
+        views: inout EventHub.FilteredViews, counted: Bool = false
+    ) {
         guard let filter = subscriber.filter, case let .state(json) = event.kind else {
-            return send(event.frame, to: &subscriber)
+            return send(event.frame, to: &subscriber, counted: counted)
         }
         let view: (json: [UInt8], frame: Frame)
         if let cached = views[filter] {
@@ -421,26 +496,28 @@ final class EventHub: @unchecked Sendable {
             view = (json, EventFrames.state(seq: event.seq, json: json))
             views[filter] = view
         }
-        guard view.json != subscriber.lastFiltered else { return false }
+        guard view.json != subscriber.lastFiltered else { return }
         subscriber.lastFiltered = view.json
-        return send(view.frame, to: &subscriber)
+        send(view.frame, to: &subscriber, counted: counted)
     }
 
     /// Queues `frame`, behind the `retry:` line if the stream has not had it yet: in one frame,
     /// so that no heartbeat comes between the two and ends the block early.
-    private func send(_ frame: Frame, to subscriber: inout Subscriber) -> Bool {
-        guard let retry = subscriber.retry else { return subscriber.stream.send(frame) }
+    private mutating func send(_ frame: Frame, to subscriber: inout EventHub.Subscriber, counted: Bool) {
+        guard let retry = subscriber.retry else {
+            return outbox.append(.send(subscriber.stream, frame, counted: counted))
+        }
         subscriber.retry = nil
-        return subscriber.stream.send(Frame(retry.bytes + frame.bytes))
+        outbox.append(.send(subscriber.stream, Frame(retry.bytes + frame.bytes), counted: counted))
     }
 
-    private func pulseCount(for name: String) -> UInt? {
+    fileprivate func pulseCount(for name: String) -> UInt? {
         if let firstPulse, firstPulse.name == name { return firstPulse.count }
         for entry in morePulses where entry.name == name { return entry.count }
         return nil
     }
 
-    private func setPulseCount(_ count: UInt, for name: String) {
+    fileprivate mutating func setPulseCount(_ count: UInt, for name: String) {
         if firstPulse == nil || firstPulse?.name == name {
             firstPulse = (name, count)
             return
@@ -451,18 +528,12 @@ final class EventHub: @unchecked Sendable {
         }
         morePulses.append((name, count))
     }
-
-    private func locked<T>(_ body: () throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
-    }
 }
 
 extension EventHub: Journaled {
     func takeChange() -> SessionWrite? {
-        locked {
-            guard let record else { return nil }
+        locked { state in
+            guard let record = state.record else { return nil }
             record.isQueued = false
             if record.isHeld {
                 record.wantedWhileHeld = true
@@ -470,24 +541,24 @@ extension EventHub: Journaled {
             }
             // An ended session writes nothing more: a deleted one is gone, and an unloaded one
             // (a lost commit) must not store the state whose change was lost.
-            guard !isEnded else { return nil }
+            guard !state.isEnded else { return nil }
             return record.take(
-                state: stateJSON, version: seq, lastActive: lastActiveWallTime,
-                loggedActions: actionLog?.take() ?? [])
+                state: state.stateJSON, version: state.seq, lastActive: state.lastActiveWallTime,
+                loggedActions: state.actionLog?.take() ?? [])
         }
     }
 
     func didCommit() {
-        let waiters: [Journal.Completion] = locked {
-            guard let record, let written = record.committed() else { return [] }
-            if !isEnded { publish(written.events.map(\.event)) }
+        let waiters: [Journal.Completion] = locked { state in
+            guard let record = state.record, let written = record.committed() else { return [] }
+            if !state.isEnded { state.append(written.events.map(\.event)) }
             return written.waiters
         }
         for waiter in waiters { waiter(nil) }
     }
 
     func commitFailed(_ reason: StoreError) {
-        let lost = locked { record?.lose(reason) }
+        let lost = locked { $0.record?.lose(reason) }
         lost?.handler?(lost?.neverStored ?? false)
         for waiter in lost?.waiters ?? [] { waiter(reason) }
     }

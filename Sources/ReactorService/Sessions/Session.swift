@@ -78,7 +78,7 @@ final class SessionKind: Sendable {
 }
 
 /// A session of reactor type `R`: its state stream feeds the hub, encoded once per state.
-// why: holds the reactor and its OpenCombine subscription (not Sendable), reached only under `lock`.
+// why: actions decoded by the route's decoder go into the reactor; Guarded rejects them: "'inout sending' parameter cannot be task-isolated".
 final class ReactorSession<R: Reactor>: Session, @unchecked Sendable
 where R.Action: Decodable, R.State: Encodable {
     let key: SessionKey
