@@ -43,7 +43,21 @@ package struct StoredAnswer: Sendable, Equatable {
 
     /// The header fields as one text column: `name: value` lines (reactord's own header values
     /// never hold a line break).
-    var headerText: String { headers.map { "\($0.name): \($0.value)\n" }.joined() }
+    var headerText: String { String(decoding: headerBytes, as: UTF8.self) }
+
+    /// `headerText`'s UTF-8, made in one buffer.
+    var headerBytes: [UInt8] {
+        var text: [UInt8] = []
+        text.reserveCapacity(headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 3 })
+        for field in headers {
+            text.append(contentsOf: field.name.utf8)
+            text.append(UInt8(ascii: ":"))
+            text.append(UInt8(ascii: " "))
+            text.append(contentsOf: field.value.utf8)
+            text.append(UInt8(ascii: "\n"))
+        }
+        return text
+    }
 
     static func fields(fromText text: String) -> [Field] {
         text.split(separator: "\n").compactMap { line in

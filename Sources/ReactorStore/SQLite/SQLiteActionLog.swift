@@ -22,30 +22,22 @@ enum SQLiteActionLog {
     static func insert(
         _ event: StoredEvent, carrying entry: LoggedAction, of session: String, on writer: SQLiteConnection
     ) throws {
-        try writer.statement(
-            """
-            INSERT OR REPLACE INTO events (session, seq, pulse, data, \(entryColumns), action) VALUES (?, ?, ?, ?, \(entryValues), ?)
-            """
-        )
-        .bind(
-            [
+        try writer.statement(insertCarrying)
+            .bind(
                 .text(session), .integer(Int64(clamping: event.seq)), event.pulse.map(SQLiteValue.text) ?? .null,
-                .utf8(event.json),
-            ] + values(of: entry) + [entry.json.map(SQLiteValue.utf8) ?? .null]
-        )
-        .run()
+                .utf8(event.json)
+            )
+            .bind(entry, from: 5)
+            .bind(entry.json.map(SQLiteValue.utf8) ?? .null, at: 13)
+            .run()
     }
 
     /// An entry as a row of its own.
     static func insert(_ entry: LoggedAction, of session: String, on writer: SQLiteConnection) throws {
-        try writer.statement(
-            "INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns)) VALUES (?, ?, ?, \(entryValues))"
-        )
-        .bind(
-            [.text(session), .integer(key(entry.number)), entry.json.map(SQLiteValue.utf8) ?? .text("")]
-                + values(of: entry)
-        )
-        .run()
+        try writer.statement(insertAlone)
+            .bind(.text(session), .integer(key(entry.number)), entry.json.map(SQLiteValue.utf8) ?? .text(""))
+            .bind(entry, from: 4)
+            .run()
     }
 
     /// Before the history drops the session's events up to `seq`: the entries they carry move to rows of their own.
@@ -141,6 +133,12 @@ enum SQLiteActionLog {
     /// An entry's columns but its action, in both kinds of rows.
     private static let entryColumns = "number, cause, origin, first_version, version, subject, idempotency_key, time"
     private static let entryValues = "?, ?, ?, ?, ?, ?, ?, ?"
+    // The two inserts of every logged action, their text made once (not per call).
+    private static let insertCarrying = """
+        INSERT OR REPLACE INTO events (session, seq, pulse, data, \(entryColumns), action) VALUES (?, ?, ?, ?, \(entryValues), ?)
+        """
+    private static let insertAlone =
+        "INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns)) VALUES (?, ?, ?, \(entryValues))"
     private static let cleared = """
         number = NULL, cause = NULL, origin = NULL, first_version = NULL, version = NULL, subject = NULL,
         idempotency_key = NULL, time = NULL, action = NULL
@@ -151,17 +149,6 @@ enum SQLiteActionLog {
         coalesce(number, \(top) - seq) AS n, cause, origin, first_version, version,
         CASE WHEN seq > \(base) THEN data ELSE action END, subject, idempotency_key, time
         """
-
-    /// For `entryColumns`.
-    private static func values(of entry: LoggedAction) -> [SQLiteValue] {
-        [
-            .integer(Int64(clamping: entry.number)), .text(entry.cause.rawValue),
-            entry.origin.map { .integer(Int64(clamping: $0)) } ?? .null,
-            entry.firstVersion.map { .integer(Int64(clamping: $0)) } ?? .null, .integer(Int64(clamping: entry.version)),
-            entry.subject.map(SQLiteValue.text) ?? .null, entry.idempotencyKey.map(SQLiteValue.text) ?? .null,
-            .real(entry.time),
-        ]
-    }
 
     private static func entry(_ row: SQLiteStatement) throws -> LoggedAction {
         guard let cause = LoggedAction.Cause(rawValue: row.string(1)) else {
@@ -175,5 +162,19 @@ enum SQLiteActionLog {
             version: try storedCount(row.int64(4), "version"), json: json.isEmpty ? nil : json,
             subject: row.isNull(6) ? nil : row.string(6), idempotencyKey: row.isNull(7) ? nil : row.string(7),
             time: row.double(8))
+    }
+}
+
+extension SQLiteStatement {
+    /// Binds `entry` to `SQLiteActionLog.entryColumns`' parameters, the first at `index`.
+    fileprivate func bind(_ entry: LoggedAction, from index: Int32) throws -> SQLiteStatement {
+        try bind(.integer(Int64(clamping: entry.number)), at: index)
+            .bind(.text(entry.cause.rawValue), at: index + 1)
+            .bind(entry.origin.map { .integer(Int64(clamping: $0)) } ?? .null, at: index + 2)
+            .bind(entry.firstVersion.map { .integer(Int64(clamping: $0)) } ?? .null, at: index + 3)
+            .bind(.integer(Int64(clamping: entry.version)), at: index + 4)
+            .bind(entry.subject.map(SQLiteValue.text) ?? .null, at: index + 5)
+            .bind(entry.idempotencyKey.map(SQLiteValue.text) ?? .null, at: index + 6)
+            .bind(.real(entry.time), at: index + 7)
     }
 }

@@ -113,21 +113,25 @@ final class SQLiteStatement {
 
     @discardableResult
     func bind(_ values: [SQLiteValue]) throws -> SQLiteStatement {
-        for (offset, value) in values.enumerated() {
-            let index = Int32(offset + 1)
-            let code: Int32
-            switch value {
-            case let .integer(number): code = sqlite3_bind_int64(handle, index, number)
-            case let .real(number): code = sqlite3_bind_double(handle, index, number)
-            case let .text(string):
-                var string = string
-                code = string.withUTF8 { bindText($0, at: index) }
-            case let .utf8(bytes):
-                code = bytes.withUnsafeBufferPointer { bindText($0, at: index) }
-            case .null: code = sqlite3_bind_null(handle, index)
-            }
-            try connection.check(code)
+        for (offset, value) in values.enumerated() { try bind(value, at: Int32(offset + 1)) }
+        return self
+    }
+
+    /// Binds one value to the parameter numbered `index` (from 1).
+    @discardableResult
+    func bind(_ value: SQLiteValue, at index: Int32) throws -> SQLiteStatement {
+        let code: Int32
+        switch value {
+        case let .integer(number): code = sqlite3_bind_int64(handle, index, number)
+        case let .real(number): code = sqlite3_bind_double(handle, index, number)
+        case let .text(string):
+            var string = string
+            code = string.withUTF8 { bindText($0, at: index) }
+        case let .utf8(bytes):
+            code = bytes.withUnsafeBufferPointer { bindText($0, at: index) }
+        case .null: code = sqlite3_bind_null(handle, index)
         }
+        try connection.check(code)
         return self
     }
 

@@ -398,7 +398,7 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
         )
         .bind(
             .text(answer.scope), .text(answer.key), .text(answer.request), .integer(Int64(answer.status)),
-            .text(answer.headerText), .utf8(answer.body), .real(answer.expires)
+            .utf8(answer.headerBytes), .utf8(answer.body), .real(answer.expires)
         ).run()
     }
 
