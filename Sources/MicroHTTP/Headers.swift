@@ -21,6 +21,15 @@ public struct HTTPHeaders: Sendable, Sequence {
         fields.filter { Self.sameName($0.name, name) }.map(\.value)
     }
 
+    /// The first value of `name` and how many fields carry it, without collecting them.
+    package func first(_ name: String) -> (value: String, count: Int)? {
+        var found: (value: String, count: Int)?
+        for field in fields where Self.sameName(field.name, name) {
+            found = (found?.value ?? field.value, (found?.count ?? 0) + 1)
+        }
+        return found
+    }
+
     public mutating func add(_ name: String, _ value: String) {
         fields.append((name: name, value: value))
     }

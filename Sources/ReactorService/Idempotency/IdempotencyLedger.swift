@@ -20,8 +20,8 @@ final class IdempotencyLedger: Sendable {
     final class Ticket: Sendable {
         let request: IdempotentRequest
         private let ledger: IdempotencyLedger
-        private let finished = Locked(false)
-        private let answer = Locked<Response?>(nil)
+        /// Whether `finish` was called, and the answer last given to `keep`.
+        private let progress = Locked<(finished: Bool, answer: Response?)>((false, nil))
 
         fileprivate init(_ request: IdempotentRequest, _ ledger: IdempotencyLedger) {
             self.request = request
@@ -34,23 +34,23 @@ final class IdempotencyLedger: Sendable {
         /// the first call counts, so it never frees a later run of the same key.
         func finish() {
             guard
-                finished.withLock({ done in
-                    defer { done = true }
-                    return !done
+                progress.withLock({ progress in
+                    defer { progress.finished = true }
+                    return !progress.finished
                 })
             else { return }
             ledger.running.withLock { $0[request.id] = nil }
         }
 
         /// The answer last given to `keep`: the client gets the very bytes a repeat will.
-        var keptResponse: Response? { answer.withLock { $0 } }
+        var keptResponse: Response? { progress.withLock { $0.answer } }
 
         /// What to keep of `response` under the key (nil for an answer that is not 2xx: it
         /// changed nothing, and a repeat runs again). With the memory store the ledger keeps it
         /// now and nil is returned; with a durable store it is to be written with the change
         /// (`session`: the session that change is about).
         func keep(_ response: Response, session: String?) -> StoredAnswer? {
-            answer.withLock { $0 = response }
+            progress.withLock { $0.answer = response }
             guard (200..<300).contains(response.status) else { return nil }
             let answer = StoredAnswer(
                 scope: request.scope, key: request.key, request: request.digest, status: response.status,
@@ -73,8 +73,9 @@ final class IdempotencyLedger: Sendable {
     let ttl: Double
     let forwardTTL: Double
     fileprivate let engine: (any StoreEngine)?
-    fileprivate let running = Locked<[String: String]>([:])
-    fileprivate let kept = Locked<[String: StoredAnswer]>([:])
+    /// The digests of the requests running, by key.
+    fileprivate let running = Locked<[KeyInScope: String]>([:])
+    fileprivate let kept = Locked<[KeyInScope: StoredAnswer]>([:])
     /// When a durable store's keys were last counted (`ProcessClock`), and how often at most.
     private let lastCounted = Locked<Double>(-.infinity)
     private static let countInterval = 60.0
@@ -156,9 +157,14 @@ final class IdempotencyLedger: Sendable {
     }
 }
 
+/// A key in its caller's space.
+private struct KeyInScope: Hashable {
+    let scope: String
+    let key: String
+}
+
 extension IdempotentRequest {
-    /// The key in its caller's space.
-    fileprivate var id: String { scope + "\u{0}" + key }
+    fileprivate var id: KeyInScope { KeyInScope(scope: scope, key: key) }
 }
 
 /// `reactord_idempotent_replays_total`, `reactord_idempotency_conflicts_total{status}` (409: the

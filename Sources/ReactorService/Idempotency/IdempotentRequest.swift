@@ -42,16 +42,16 @@ struct IdempotentRequest: Sendable {
         _ request: Request, scope: String, kind: Kind, session: @autoclosure () -> String = "",
         body: @autoclosure () -> ArraySlice<UInt8> = []
     ) -> Reading {
-        var values = request.headers.values(header)
+        var found = request.headers.first(header)
         var isForwarders = false
-        if values.isEmpty {
-            values = request.headers.values(forwardHeader)
+        if found == nil {
+            found = request.headers.first(forwardHeader)
             isForwarders = true
         }
-        guard let key = values.first else { return .none }
-        guard values.count == 1 else {
+        guard let (key, count) = found else { return .none }
+        guard count == 1 else {
             return .malformed(
-                .problem(status: 400, detail: "header \(header) is sent \(values.count) times; send it once"))
+                .problem(status: 400, detail: "header \(header) is sent \(count) times; send it once"))
         }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             return .malformed(
@@ -60,8 +60,15 @@ struct IdempotentRequest: Sendable {
                     detail: "header \(header) must be 1 to 255 visible ASCII characters "
                         + "(no spaces), e.g. a UUID; got \(key.utf8.count) bytes"))
         }
-        var text = Array("\(kind.rawValue)\n\(session())\n".utf8)
-        JSONWhitespace.appendStripped(body(), to: &text)
+        let session = session()
+        let body = body()
+        var text: [UInt8] = []
+        text.reserveCapacity(kind.rawValue.utf8.count + session.utf8.count + body.count + 2)
+        text.append(contentsOf: kind.rawValue.utf8)
+        text.append(UInt8(ascii: "\n"))
+        text.append(contentsOf: session.utf8)
+        text.append(UInt8(ascii: "\n"))
+        JSONWhitespace.appendStripped(body, to: &text)
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
         let isFresh = isForwarders && request.headers[freshForwardHeader] != nil
         return .key(
