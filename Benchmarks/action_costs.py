@@ -12,6 +12,7 @@ less than the throughput when the machine is shared. With --callgrind the server
 valgrind's callgrind (a copy without debug info, which valgrind 3.19 cannot read) and the
 instructions per action are printed instead of CPU time: a count the machine's load does not
 change (the batching under valgrind differs from a native run, alike for every build).
+PROFILE_DIR=dir keeps each build's and mode's profile there as <build index>-<mode>.cg.
 """
 import argparse
 import http.client
@@ -113,7 +114,10 @@ def main():
                                 subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True,
                                                stdout=subprocess.DEVNULL)
                                 dumps = [f for f in os.listdir(folder) if f.startswith("cg.")]
-                                text = open(os.path.join(folder, max(dumps, key=lambda f: int(f.split(".")[1])))).read()
+                                dump = os.path.join(folder, max(dumps, key=lambda f: int(f.split(".")[1])))
+                                text = open(dump).read()
+                                if os.environ.get("PROFILE_DIR"):
+                                    shutil.copy(dump, os.path.join(os.environ["PROFILE_DIR"], "%d-%s.cg" % (index, current)))
                                 first = int(re.search(r"^(?:summary|totals): (\d+)", text, re.M).group(1)) / count
                             else:
                                 first = (after[0] - before[0]) / count * 1e6
