@@ -43,6 +43,23 @@ final class CORSTests: XCTestCase {
         XCTAssertNil(response.header("Access-Control-Allow-Credentials"))
     }
 
+    /// A browser may send the key that makes a retry safe, and read whether it was a replay.
+    func testPreflightAllowsAnIdempotencyKeyAndAReplaySaysSo() throws {
+        let session = try fixture.createSession()
+        let preflight = try preflight(
+            "/sessions/\(session)/actions", origin: Self.allowed, headers: "content-type, idempotency-key, if-match")
+        XCTAssertTrue(
+            list(preflight.header("Access-Control-Allow-Headers")).isSuperset(of: ["idempotency-key", "if-match"]))
+        let headers = ["Origin": Self.allowed, "Idempotency-Key": "cors-1"]
+        for _ in 0..<2 {
+            let answer = try fixture.client.request(
+                "POST", "/sessions/\(session)/actions", body: #"{"type":"increase"}"#, headers: headers)
+            XCTAssertEqual(answer.status, 200)
+            XCTAssertTrue(
+                list(answer.header("Access-Control-Expose-Headers")).isSuperset(of: ["idempotent-replayed", "etag"]))
+        }
+    }
+
     func testPreflightForEventsAllowsLastEventID() throws {
         let session = try fixture.createSession()
         let response = try preflight(

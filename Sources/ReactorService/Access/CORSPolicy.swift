@@ -6,10 +6,10 @@ struct CORSPolicy: Sendable {
     let allowedOrigins: Set<String>
 
     /// `Cache-Control` because fetch-based SSE clients send it; `Last-Event-ID` for resumes;
-    /// the preconditions on a session's version.
+    /// the preconditions on a session's version; the key that makes a retry safe.
     private static let allowedHeaders =
-        "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match"
-    private static let exposedHeaders = "Location, Retry-After, ETag"
+        "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match, \(IdempotentRequest.header)"
+    private static let exposedHeaders = "Location, Retry-After, ETag, \(IdempotentRequest.replayedHeader)"
 
     func allows(_ origin: String) -> Bool {
         allowedOrigins.contains("*") || allowedOrigins.contains(origin)
