@@ -77,6 +77,28 @@ final class PreconditionTests: XCTestCase {
         assertProblem(try act("AAAAAAAAAAAAAAAAAAAAAA", ifMatch: "*"), 404)
     }
 
+    /// A field sent on two lines is one list (RFC 9110, 5.3): either line's version matches.
+    func testConditionsSentOnTwoLinesAreOneList() throws {
+        let session = try fixture.createSession()
+        XCTAssertEqual(try act(session, ifMatch: nil).status, 200)
+        func raw(_ head: String, body: String = "") throws -> ResponseParser? {
+            let client = try TestClient(port: fixture.port)
+            client.send(head + "Host: t\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+            return client.readResponse()
+        }
+        let action = #"{"type":"increase"}"#
+        let applied = try raw(
+            "POST /sessions/\(session)/actions HTTP/1.1\r\nIf-Match: \"0\"\r\nIf-Match: \"1\"\r\n", body: action)
+        XCTAssertEqual(applied?.status, 200)
+        let stale = try raw(
+            "POST /sessions/\(session)/actions HTTP/1.1\r\nIf-Match: \"0\"\r\nIf-Match: \"1\"\r\n", body: action)
+        XCTAssertEqual(stale?.status, 412, "neither line names version 2")
+        let unchanged = try raw("GET /sessions/\(session) HTTP/1.1\r\nIf-None-Match: \"0\"\r\nIf-None-Match: \"2\"\r\n")
+        XCTAssertEqual(unchanged?.status, 304)
+        let malformed = try raw("GET /sessions/\(session) HTTP/1.1\r\nIf-None-Match: \"2\"\r\nIf-None-Match: x\r\n")
+        XCTAssertEqual(malformed?.status, 400, "a bad tag on the second line is still read")
+    }
+
     func testTwoClientsRacingWithIfMatchWinEachVersionOnce() throws {
         let session = try fixture.createSession()
         let wins = Locked<[Int]>([])

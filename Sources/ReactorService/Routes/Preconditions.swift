@@ -34,7 +34,9 @@ enum Preconditions {
     /// is neither `*` nor a list of `"<version>"` tags (the quotes may be left out; weak `W/` ones
     /// are read as their version, and `If-Match`'s strong comparison then never matches them).
     static func condition(_ name: String, of request: Request) throws(PreconditionError) -> Condition? {
-        guard let field = request.headers[name] else { return nil }
+        guard let (first, count) = request.headers.first(name) else { return nil }
+        // Field lines sent more than once are one list (RFC 9110, 5.3).
+        let field = count == 1 ? first : request.headers.values(name).joined(separator: ", ")
         let text = field.trimmingWhitespace()
         if text == "*" { return .any }
         let malformed = PreconditionError(
