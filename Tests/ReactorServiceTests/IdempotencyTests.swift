@@ -113,6 +113,13 @@ final class IdempotencyTests: XCTestCase {
                     body: body)))
         XCTAssertEqual(twice.status, 400, twice.text)
         XCTAssertEqual(try count(client, session), 1, "nothing refused was applied")
+        // Whitespace after a field's value is not part of it (RFC 9110, 5.5).
+        let spaced = TestResponse(
+            try XCTUnwrap(raw.request("POST", "/action", headers: ["Idempotency-Key: spaced \t "], body: body)))
+        XCTAssertEqual(spaced.status, 200, spaced.text)
+        let repeated = try act(client, session, key: "spaced")
+        XCTAssertEqual(repeated.header("Idempotent-Replayed"), "true", repeated.text)
+        XCTAssertEqual(try count(client, session), 2)
     }
 
     func testAnAnswerThatChangedNothingIsNotKept() throws {

@@ -48,7 +48,8 @@ struct IdempotentRequest: Sendable {
             found = request.headers.first(forwardHeader)
             isForwarders = true
         }
-        guard let (key, count) = found else { return .none }
+        guard let (sent, count) = found else { return .none }
+        let key = withoutTrailingWhitespace(sent)
         guard count == 1 else {
             return .malformed(
                 .problem(status: 400, detail: "header \(header) is sent \(count) times; send it once"))
@@ -74,6 +75,14 @@ struct IdempotentRequest: Sendable {
         return .key(
             IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh))
     }
+}
+
+/// `value` without the spaces and tabs after it, which are not part of a field's value (RFC 9110,
+/// 5.5); libmicrohttpd strips only those before it.
+private func withoutTrailingWhitespace(_ value: String) -> String {
+    var utf8 = value.utf8[...]
+    while let last = utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { utf8 = utf8.dropLast() }
+    return utf8.count == value.utf8.count ? value : String(Substring(utf8))
 }
 
 /// Two lowercase hexadecimal digits a byte, made in one buffer.
