@@ -157,6 +157,7 @@ class ActionLogTests: XCTestCase {
         let state = try fixture.client.request("GET", "/sessions/\(session)/states/3")
         XCTAssertEqual((state.object["state"] as? [String: Any])?["total"] as? Int, 5, state.text)
         XCTAssertEqual((state.object["state"] as? [String: Any])?["pending"] as? Bool, false, state.text)
+        XCTAssertEqual(state.header("ETag"), #""3""#, "the version it shows")
     }
 
     func testPagesFollowNextAndTheExportHasEveryEntry() throws {

@@ -103,7 +103,10 @@ extension RouteTable {
                 }
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
                     switch Self.state(of: session, at: version, context, missing: 404) {
-                    case let .success(json): return .json(HistoryJSON.state(of: session.id, version: version, json))
+                    case let .success(json):
+                        var response = Response.json(HistoryJSON.state(of: session.id, version: version, json))
+                        response.headers.add("ETag", Preconditions.entityTag(version))
+                        return response
                     case let .failure(refusal): return refusal.response
                     }
                 }
