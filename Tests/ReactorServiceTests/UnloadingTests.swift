@@ -203,6 +203,34 @@ final class UnloadingTests: XCTestCase {
             }, "a stream gone frees its place")
     }
 
+    /// A kept answer needs no reactor: a repeat is replayed while memory has no room to load it.
+    func testARepeatIsReplayedWithoutRoomInMemory() throws {
+        let fixture = try start { configuration in
+            configuration.maxSessions = 2
+            configuration.unloadAfter = .zero  // memory pressure only
+        }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let first = try fixture.client.request(
+            "POST", "/sessions/\(session)/actions", body: #"{"type":"increase"}"#, headers: ["Idempotency-Key": "k"])
+        XCTAssertEqual(first.status, 200, first.text)
+        Thread.sleep(forTimeInterval: 1.2)  // past its last stored activity: first to be unloaded
+        let watchers = try (0..<2).map { _ -> EventStreamClient in
+            let watcher = try fixture.subscribe(try fixture.createSession())
+            XCTAssertNotNil(watcher.next())
+            return watcher
+        }
+        XCTAssertEqual(try health(fixture).loaded, 2, "unloaded for the busy ones")
+        XCTAssertEqual(
+            try fixture.send(session, #"{"type":"increase"}"#).status, 503, "no room to run a new action")
+        let repeated = try fixture.client.request(
+            "POST", "/sessions/\(session)/actions", body: #"{"type":"increase"}"#, headers: ["Idempotency-Key": "k"])
+        XCTAssertEqual(repeated.status, 200, repeated.text)
+        XCTAssertEqual(repeated.header("Idempotent-Replayed"), "true")
+        XCTAssertEqual(repeated.body, first.body)
+        withExtendedLifetime(watchers) {}
+    }
+
     func testSessionsExpireInTheStoreWithoutBeingLoaded() throws {
         let fixture = try start { $0.sessionTTL = .seconds(1) }
         defer { fixture.stop() }

@@ -254,8 +254,9 @@ extension RouteTable {
             }
         } catch .session(.heldElsewhere(let address)) {
             return Self.forward(request, to: address, context)
-        } catch .unknownSession {
-            // Deleted since: a repeat of an action it took still gets its answer.
+        } catch let error where error.isAnsweredByAKeptAnswer {
+            // Deleted since, or not to be loaded now: a repeat of an action it took still gets
+            // its answer, which needs no reactor.
             let id =
                 request.pathParameters["id"]
                 ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session")
@@ -263,7 +264,7 @@ extension RouteTable {
             {
                 return .response(kept)
             }
-            return .response(Self.notApplied(Problems.body(.unknownSession), kind: nil, context))
+            return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
         } catch {
             return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
         }
@@ -277,5 +278,16 @@ extension RouteTable {
             kind: kind ?? "unknown",
             outcome: ServiceMetrics.actionOutcome(status: response.status) ?? .unavailable)
         return response
+    }
+}
+
+extension RequestError {
+    /// Where the session cannot run the action, but a repeat's kept answer, if any, is final:
+    /// it is gone, or memory has no room for it now, or it cannot be restored.
+    fileprivate var isAnsweredByAKeptAnswer: Bool {
+        switch self {
+        case .unknownSession, .session(.memoryFull), .session(.unrestorable): return true
+        default: return false
+        }
     }
 }
