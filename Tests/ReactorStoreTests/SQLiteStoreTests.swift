@@ -48,6 +48,35 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(try store.sessions(lastActiveBefore: 2_000, limit: 10), [])
     }
 
+    /// The WAL's file is reused once checkpointed, so it stays near SQLite's autocheckpoint
+    /// (1,000 pages). A statement left on a row kept its connection's snapshot, and every frame
+    /// after it: the action log's sweep did, and the file grew by every commit's pages (a GB in
+    /// 12 s of actions) for as long as the server ran.
+    func testTheWALStaysBoundedAfterTheActionLogsSweep() throws {
+        let path = folder.appendingPathComponent("w.sqlite").path
+        let store = try SQLiteStore(path: path)
+        defer { store.close() }
+        try store.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        let padding = String(repeating: "x", count: 32_000)
+        for version: UInt64 in 1...1_000 {  // 32 MB of states: the autocheckpoint's 4 MB eight times over
+            let state = Array(#"{"count":\#(version),"padding":"\#(padding)"}"#.utf8)
+            try store.commit(
+                [
+                    .session(
+                        SessionWrite(
+                            id: "s1", kind: "counter", isNew: false, stateJSON: state, version: version,
+                            createdAt: 1_000, lastActive: nil, events: [event(version)]))
+                ], historyLength: 10)
+            if version % 50 == 0 {
+                try store.commit(
+                    [.forgetLoggedActions(before: 1e9, limit: 10)], historyLength: 10, actionLogLength: 100)
+            }
+            if version % 10 == 0 { XCTAssertNotNil(try store.session("s1", historyLength: 10)) }
+        }
+        let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
+        XCTAssertLessThan(wal, 8_000_000, "the WAL's file grew past its checkpoints")
+    }
+
     func testAnExpiryLeavesASessionUsedSinceItWasFoundExpired() throws {
         let store = try SQLiteStore(path: folder.appendingPathComponent("e.sqlite").path)
         defer { store.close() }

@@ -63,15 +63,28 @@ final class SQLiteConnection {
     }
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    /// A statement `body` left on a row is reset with it: it would keep this connection's read
+    /// snapshot, and with it every frame of the WAL after it, for as long as it stays there.
     func transaction<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN IMMEDIATE")
         do {
             let result = try body()
+            resetBusyStatements()
             try execute("COMMIT")
             return result
         } catch {
+            resetBusyStatements()
             rollbackIfOpen()
             throw error
+        }
+    }
+
+    /// Resets the statements stepped to a row and not finished (a few instructions each when none is).
+    private func resetBusyStatements() {
+        var statement = sqlite3_next_stmt(handle, nil)
+        while let current = statement {
+            if sqlite3_stmt_busy(current) != 0 { sqlite3_reset(current) }
+            statement = sqlite3_next_stmt(handle, current)
         }
     }
 
