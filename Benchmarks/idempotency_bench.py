@@ -13,7 +13,8 @@
    (`wchar`: WAL, checkpoints, sockets) and its read calls; counts that move far less than the
    rate when the machine is shared.
 2. Storage per key: the answers kept by the keyed rounds, as the file holds them (the pages of
-   the `answers` table and its index, from SQLite's dbstat) and as row payload.
+   the `answers` table and its index, from SQLite's dbstat) and as row payload; and the largest
+   size the WAL's file reached (checkpointed WAL is reused, so it stays near 4 MB).
 
 With --against, a second build gets a server and a file of its own, and each round runs both,
 one after the other, so that the two are compared under the same load of the machine.
@@ -70,6 +71,7 @@ def main():
             with open(ids[-1], "w") as out:
                 out.write("\n".join(servers[-1].counters(64)) + "\n")
         results = {}
+        largest_wal = {}  # SQLite reuses a checkpointed WAL: its file stays near wal_autocheckpoint's pages
         try:
             for round_ in range(args.rounds):
                 for index, server in enumerate(servers):
@@ -83,10 +85,13 @@ def main():
                                (after[3] - before[3]) / count)
                         results.setdefault((index, name), []).append(row)
                         line.append("%s %.0f/s (cpu %.1f us, wchar %.0f B, reads %.2f)" % ((name,) + row))
-                    print("round %d, %s: %s" % (round_ + 1, binaries[index], "; ".join(line)), flush=True)
+                    wal = os.path.getsize(paths[index] + "-wal") if os.path.exists(paths[index] + "-wal") else 0
+                    largest_wal[index] = max(largest_wal.get(index, 0), wal)
+                    print("round %d, %s: %s; WAL file %.1f MB" % (round_ + 1, binaries[index], "; ".join(line), wal / 1e6),
+                          flush=True)
         finally:
             for server in servers:
-                # Its last checkpoint of a large WAL may take a while on a busy machine.
+                # Its last checkpoint may take a while on a busy machine.
                 server.client.close()
                 server.process.terminate()
                 server.process.wait(timeout=300)
@@ -101,6 +106,7 @@ def main():
                 print("  %-18s %7.0f actions/s (%.2fx)  cpu %6.1f us/action (%.2fx)  wchar %6.0f B  reads %.2f"
                       % (name, rate, rate / reference[0], cpu, cpu / reference[1], written, reads))
             print("  storage: " + storage(paths[index]))
+            print("  largest WAL file: %.1f MB" % (largest_wal.get(index, 0) / 1e6))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
