@@ -97,7 +97,7 @@ final class IdempotencyLedger: Sendable {
             return nil
         }
         if let runningDigest {
-            guard request.isNamed(by: runningDigest) else { return .answer(mismatch(request)) }
+            guard runningDigest == request.digest else { return .answer(mismatch(request)) }
             metrics.conflicts.increment()
             return .answer(
                 .problem(
@@ -118,7 +118,7 @@ final class IdempotencyLedger: Sendable {
             found = kept.withLock { $0[request.id] }
         }
         guard let found else { return .run(ticket) }
-        guard request.isNamed(by: found.request) else { return .answer(mismatch(request)) }
+        guard found.request == request.digest else { return .answer(mismatch(request)) }
         metrics.replays.increment()
         var headers = HTTPHeaders(found.headers.map { ($0.name, $0.value) })
         if !request.isForwarders { headers.add(IdempotentRequest.replayedHeader, "true") }

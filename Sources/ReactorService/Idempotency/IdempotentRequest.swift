@@ -24,9 +24,6 @@ struct IdempotentRequest: Sendable {
     let scope: String
     let key: String
     let digest: String
-    /// The digest as reactord made it before member order was ignored (nil: the same), which
-    /// keys kept by an older version hold until they expire.
-    let olderDigest: String?
     /// A forwarding node's key, not the client's: kept briefly, and its replays are not marked.
     let isForwarders: Bool
     /// A forwarding node's key on its first sending: certainly not stored yet.
@@ -72,24 +69,12 @@ struct IdempotentRequest: Sendable {
         text.append(UInt8(ascii: "\n"))
         text.append(contentsOf: session.utf8)
         text.append(UInt8(ascii: "\n"))
-        let bodyStart = text.count
-        let reordered = CanonicalJSON.append(body, to: &text)
+        JSONWhitespace.appendStripped(body, to: &text)
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
-        var olderDigest: String?
-        if reordered {
-            text.removeSubrange(bodyStart...)
-            JSONWhitespace.appendStripped(body, to: &text)
-            olderDigest = hexadecimal(SHA256.digest(text).prefix(16))
-        }
         let isFresh = isForwarders && request.headers[freshForwardHeader] != nil
         return .key(
-            IdempotentRequest(
-                scope: scope, key: key, digest: digest, olderDigest: olderDigest, isForwarders: isForwarders,
-                isFresh: isFresh))
+            IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh))
     }
-
-    /// Whether `digest`, kept for this key, names this request.
-    func isNamed(by digest: String) -> Bool { digest == self.digest || digest == olderDigest }
 }
 
 /// `value` without the spaces and tabs after it, which are not part of a field's value (RFC 9110,
@@ -112,7 +97,8 @@ private func hexadecimal(_ bytes: ArraySlice<UInt8>) -> String {
     }
 }
 
-/// JSON text without the whitespace between its tokens.
+/// JSON text without the whitespace between its tokens: two bodies that differ only in layout
+/// name the same request.
 enum JSONWhitespace {
     static func appendStripped(_ json: ArraySlice<UInt8>, to out: inout [UInt8]) {
         var index = json.startIndex
