@@ -99,7 +99,8 @@ class ActionLogTests: XCTestCase {
         defer { fixture.stop() }
         let session = try open(fixture)
         let before = Date().addingTimeInterval(-1)
-        try act(fixture, session, #"{"type":"add","amount":2}"#, headers: ["Idempotency-Key": "first-add"])
+        // Logged as kept: without the whitespace after it (RFC 9110, 5.5).
+        try act(fixture, session, #"{"type":"add","amount":2}"#, headers: ["Idempotency-Key": "first-add \t"])
         XCTAssertEqual(
             try fixture.client.request(
                 "POST", "/action",

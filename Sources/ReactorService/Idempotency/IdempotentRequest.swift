@@ -37,6 +37,11 @@ struct IdempotentRequest: Sendable {
         case malformed(Response)
     }
 
+    /// Whether `request` carries a key, its client's or a forwarding node's (well-formed or not).
+    static func isSent(with request: Request) -> Bool {
+        request.headers.first(header) != nil || request.headers.first(forwardHeader) != nil
+    }
+
     /// `session` and `body`: read only when the request has a key.
     static func read(
         _ request: Request, scope: String, kind: Kind, session: @autoclosure () -> String = "",

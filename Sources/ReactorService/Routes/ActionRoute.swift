@@ -225,7 +225,7 @@ extension RouteTable {
                     context.configuration.actionLogLength > 0
                     ? ActionSource(
                         json: actionJSON(), subject: principal?.subject,
-                        idempotencyKey: request.headers[IdempotentRequest.header])
+                        idempotencyKey: ticket.flatMap { $0.request.isForwarders ? nil : $0.request.key })
                     : nil
                 outcome = action.run(ifMatch, keep, source)
                 attempts += 1
@@ -258,8 +258,9 @@ extension RouteTable {
             // Deleted since, or not to be loaded now: a repeat of an action it took still gets
             // its answer, which needs no reactor.
             let id =
-                request.pathParameters["id"]
-                ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session")
+                IdempotentRequest.isSent(with: request)
+                ? request.pathParameters["id"]
+                    ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session") : nil
             if let id, let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)
             {
                 return .response(kept)
