@@ -9,15 +9,17 @@ import PackageDescription
 //   concrete type is one (a generic reactor's bare type parameter is not, unless constrained);
 //   neither a reactor nor its values need to be Sendable. `Reactor` itself requires nothing new:
 //   ReactorCore alone does not need it.
-// - A reactor is used from any thread under its serial gate, which the compiler cannot see; three
+// - A reactor is used from any thread under its serial gate, which the compiler cannot see; two
 //   `@unchecked Sendable` say so, each with its reason: ReactorCore's ReactorRegistry (its storages
 //   come from callers' reactors), `.run`'s RunSubscription (OpenCombine hands it the subscriber, and
-//   `Send` the values, as plain parameters), ReactorService's ReactorSession (the actions the route
-//   decodes go into the reactor). Each was tried behind `Guarded`, ConcurrencyPrimitives' box in
-//   the way of `Synchronization.Mutex`, which takes values only as `sending`: the compiler refused
-//   every one, since none of those values is the callee's alone. Everything else holding state
-//   that is not Sendable keeps it in a `Guarded` (EventHub) or a `Locked`; the other remaining
-//   `@unchecked` are the lock primitives and the types that wrap C handles.
+//   `Send` the values, as plain parameters). Each was tried behind `Guarded`, ConcurrencyPrimitives'
+//   box in the way of `Synchronization.Mutex`, which takes values only as `sending`: the compiler
+//   refused both, since neither's values are the callee's alone. ReactorService's ReactorSession is
+//   checked: it holds its reactor in a `Guarded`, which the reactor enters whole (`sending`, from
+//   the kind's factory), and so does each action, decoded by the session for the route and handed
+//   back to it whole (`Session.perform`). Everything else holding state that is not Sendable keeps
+//   it in a `Guarded` (EventHub, ReactorSession) or a `Locked`; the other remaining `@unchecked`
+//   are the lock primitives and the types that wrap C handles.
 // - OpenCombine marks nothing Sendable: ReactorService imports it `@preconcurrency` where the
 //   global user's subject crosses threads (OpenCombine's subjects lock themselves).
 // - JSONDecoder/JSONEncoder want Sendable `userInfo`: the action route keeps `[_: any Sendable]`

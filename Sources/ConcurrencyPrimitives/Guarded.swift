@@ -25,4 +25,17 @@ package struct Guarded<Value>: @unchecked Sendable {
         let value = UnsafeMutablePointer<Value>(bitPattern: address).unsafelyUnwrapped
         return try body(&value.pointee)  // `self` keeps the storage alive meanwhile
     }
+
+    /// Runs `body` with the lock held, on the value in place, handing it `moved` as its own: what
+    /// `body` may put into the value from outside (a captured one would still be the caller's).
+    @inlinable
+    package func withLock<Moved, Result>(
+        moving moved: sending Moved, _ body: (inout sending Value, sending Moved) throws -> sending Result
+    ) rethrows -> sending Result {
+        storage.lock()
+        defer { storage.unlock() }
+        let address = storage.withUnsafeMutablePointerToHeader { UInt(bitPattern: $0) }
+        let value = UnsafeMutablePointer<Value>(bitPattern: address).unsafelyUnwrapped
+        return try body(&value.pointee, moved)
+    }
 }

@@ -17,8 +17,35 @@ protocol Session: AnyObject, Sendable {
     /// The subject of the token that created it; nil when it was made without authentication.
     var owner: String? { get }
     var hub: EventHub { get }
-    /// Decodes an action of this session's reactor; the returned closure runs it.
-    func decodeAction(from decoder: any Decoder) throws -> ActionRun
+    /// The action in the member `action` of `envelope` (`POST /action`), decoded by the fast
+    /// decoder; nil when it declines (see `RequestJSONDecoder`).
+    func decodeAction(
+        in envelope: RequestJSONDecoder.TopLevelObject, userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?
+    ) -> sending DecodedAction?
+    /// The action that is the whole `body` (`POST /sessions/{id}/actions`), decoded by the fast
+    /// decoder; nil when it declines (see `RequestJSONDecoder`).
+    func decodeAction(
+        body: [UInt8], userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?,
+        syntaxProblem: inout RequestJSONDecoder.SyntaxProblem?
+    ) -> sending DecodedAction?
+    /// The action in `body` decoded by `JSONDecoder`, for a body the fast decoder declined (see
+    /// `RequestDecoding.decodeDeclined`): the envelope's member `action` when `inEnvelope`, else
+    /// the whole body.
+    func decodeDeclinedAction(
+        from body: [UInt8], inEnvelope: Bool, with decoder: JSONDecoder,
+        integerMismatch: RequestJSONDecoder.IntegerMismatch?
+    ) throws(RequestError) -> sending DecodedAction
+    /// Runs an action this session decoded, when its version satisfies `ifMatch` (checked
+    /// atomically with running it). `keep`, for an action sent under an idempotency key, makes the
+    /// answer to keep from the state the action led to; it is written in the same transaction as
+    /// the action's change. `source`, when the session keeps an action log: what its entry records
+    /// of the action. The action goes into the reactor: the caller hands it over whole.
+    func perform(
+        _ action: sending DecodedAction, ifMatch: Preconditions.Condition?,
+        keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
+    ) -> ActionResult
     /// Releases the reactor, cancelling its effects, then ends the streams: with `event: end`
     /// and `reason` when the session is over, else with a plain close (clients resume).
     func end(reason: String?)
@@ -36,15 +63,9 @@ protocol Session: AnyObject, Sendable {
     func stateFieldNames() -> Set<String>
 }
 
-/// Runs a decoded action when the session's version satisfies `ifMatch` (checked atomically
-/// with running it). `keep`, for an action sent under an idempotency key, makes the answer to
-/// keep from the state the action led to; it is written in the same transaction as the action's
-/// change.
-/// `source`, when the session keeps an action log: what its entry records of the action.
-typealias ActionRun = (
-    _ ifMatch: Preconditions.Condition?,
-    _ keep: ((EventHub.Snapshot) -> StoredAnswer?)?, _ source: ActionSource?
-) -> ActionResult
+/// An action a session decoded, for that session's `perform` alone. Not `Sendable` (a reactor's
+/// actions need not be): it is the decoding's own, and goes into the reactor whole.
+class DecodedAction {}
 
 /// What running an action came to.
 enum ActionResult {
@@ -78,74 +99,117 @@ final class SessionKind: Sendable {
 }
 
 /// A session of reactor type `R`: its state stream feeds the hub, encoded once per state.
-// why: actions decoded by the route's decoder go into the reactor; Guarded rejects them: "'inout sending' parameter cannot be task-isolated".
-final class ReactorSession<R: Reactor>: Session, @unchecked Sendable
-where R.Action: Decodable, R.State: Encodable {
+///
+/// The reactor and the ends of its pipeline the session holds are reached only under the
+/// session's lock (`held`): they go in whole when the session is made, and so does each action
+/// the route decodes (`perform`), so the compiler checks that nothing else holds them.
+final class ReactorSession<R: Reactor>: Session
+where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Encodable {
     let key: SessionKey
     var id: String { key.string }
     private let sessionKind: SessionKind
     var kind: String { sessionKind.name }
     let owner: String?
     let hub: EventHub
-    // Serialises `send` with reading the state it produced, so the answer is that action's.
-    private let lock = Mutex()
-    private var reactor: R?
-    /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
-    private let actions: ActionSubject<R.Action>
-    /// The reactor's state stream, which this session receives itself (see `Subscriber` below:
-    /// no `sink`, whose Sink, lock, AnyCancellable and closures cost every session ~250 bytes).
-    /// Guarded by `lock`; cancelled by `end`, which breaks the stream's hold on the session.
-    private var subscription: (any Subscription)?
-    private var ended = false
+
+    /// What the session holds of its reactor, behind the lock that serialises `send` with reading
+    /// the state it produced (so the answer is that action's).
+    private struct Held {
+        var reactor: R?
+        /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
+        let actions: ActionSubject<R.Action>
+        let states: StateReceiver
+    }
+
+    private let held: Guarded<Held>
 
     /// `restoring`: the state a durable store kept, which the reactor starts from instead of
     /// its `initialState`.
-    init(key: SessionKey, kind: SessionKind, owner: String?, reactor: R, hub: EventHub, restoring state: R.State? = nil)
-    {
+    init(
+        key: SessionKey, kind: SessionKind, owner: String?, reactor: sending R, hub: EventHub,
+        restoring state: sending R.State? = nil
+    ) {
         self.key = key
         self.owner = owner
         sessionKind = kind
         self.hub = hub
-        self.reactor = reactor
         if let state { reactor.restore(state) }
-        actions = reactor.action
-        reactor.state.subscribe(self)
+        let actions = reactor.action
+        let states = StateReceiver(hub: hub, kind: kind)
+        reactor.state.subscribe(states)
+        held = Guarded(Held(reactor: reactor, actions: actions, states: states))
         hub.goLive()
     }
 
-    func decodeAction(from decoder: any Decoder) throws -> ActionRun {
-        let action = try R.Action(from: decoder)
-        return { self.perform(action, ifMatch: $0, keep: $1, source: $2) }
+    func decodeAction(
+        in envelope: RequestJSONDecoder.TopLevelObject, userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?
+    ) -> sending DecodedAction? {
+        guard
+            let action = envelope.decode(
+                "action", as: R.Action.self, userInfo: userInfo, integerMismatch: &integerMismatch)
+        else { return nil }
+        return Decoded(action)
     }
 
-    private func perform(
-        _ action: R.Action, ifMatch: Preconditions.Condition?,
+    func decodeAction(
+        body: [UInt8], userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?,
+        syntaxProblem: inout RequestJSONDecoder.SyntaxProblem?
+    ) -> sending DecodedAction? {
+        guard
+            let action = RequestJSONDecoder.decode(
+                R.Action.self, from: body, userInfo: userInfo, integerMismatch: &integerMismatch,
+                syntaxProblem: &syntaxProblem)
+        else { return nil }
+        return Decoded(action)
+    }
+
+    func decodeDeclinedAction(
+        from body: [UInt8], inEnvelope: Bool, with decoder: JSONDecoder,
+        integerMismatch: RequestJSONDecoder.IntegerMismatch?
+    ) throws(RequestError) -> sending DecodedAction {
+        if inEnvelope {
+            let envelope = try RequestDecoding.decodeDeclined(
+                ActionEnvelope<R.Action>.self, from: body, with: decoder, integerMismatch: integerMismatch)
+            return Decoded(envelope.action)
+        }
+        let whole = try RequestDecoding.decodeDeclined(
+            ActionBody<R.Action>.self, from: body, with: decoder, integerMismatch: integerMismatch)
+        return Decoded(whole.action)
+    }
+
+    func perform(
+        _ action: sending DecodedAction, ifMatch: Preconditions.Condition?,
         keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
     ) -> ActionResult {
-        lock.lock()
-        defer { lock.unlock() }
-        guard reactor != nil else { return .gone }
-        if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
-        // Logged: its changes carry the cause that attributes them to its entry.
-        let cause = source == nil ? 0 : hub.beginAction()
-        guard keep != nil || cause != 0 else {
-            actions.send(action)
-            hub.touch()
-            return .applied(hub.latest)
+        guard let action = action as? Decoded else {
+            preconditionFailure("an action decoded by another kind of session")
         }
-        if cause == 0 { hub.holdWrites() }
-        ChangeCause.with(cause) { actions.send(action) }
-        hub.touch()
-        let latest = hub.latest
-        hub.releaseWrites(
-            adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
-        return .applied(latest)
+        return held.withLock(moving: action) { held, action in
+            guard held.reactor != nil else { return .gone }
+            if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
+            // Logged: its changes carry the cause that attributes them to its entry.
+            let cause = source == nil ? 0 : hub.beginAction()
+            guard keep != nil || cause != 0 else {
+                held.actions.send(action.action)
+                hub.touch()
+                return .applied(hub.latest)
+            }
+            if cause == 0 { hub.holdWrites() }
+            ChangeCause.with(cause) { held.actions.send(action.action) }
+            hub.touch()
+            let latest = hub.latest
+            hub.releaseWrites(
+                adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
+            return .applied(latest)
+        }
     }
 
     func stateFieldNames() -> Set<String> {
-        // Asked only by a `?fields=` subscribe that names a field the current JSON lacks: no cost per event.
-        guard let state = lock.withLock({ reactor?.currentState }) else { return [] }
-        return StateEncoding.fieldNames(of: state)
+        // Asked only by a `?fields=` subscribe that names a field the current JSON lacks: no cost per
+        // event. Read under the lock, as the state stays the reactor's.
+        held.withLock { held in held.reactor.map { StateEncoding.fieldNames(of: $0.currentState) } } ?? []
     }
 
     func end(reason: String?) {
@@ -157,74 +221,114 @@ where R.Action: Decodable, R.State: Encodable {
     }
 
     func unload(idleSince cutoff: Double) -> Bool {
-        lock.lock()
-        // The hub last: once it has ended, no action may find the reactor (its change would be dropped).
-        guard let reactor, !reactor.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else {
-            lock.unlock()
-            return false
+        held.withLock { held in
+            // The hub last: once it has ended, no action may find the reactor (its change would be dropped).
+            guard let reactor = held.reactor, !reactor.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else {
+                return false
+            }
+            Self.release(&held)
+            return true
         }
-        releaseLocked()
-        return true
     }
 
     func release() {
-        lock.lock()
-        releaseLocked()
+        held.withLock { Self.release(&$0) }
     }
 
     func release(ifAt condition: Preconditions.Condition) -> ActionResult {
-        lock.lock()
-        guard reactor != nil else {
-            lock.unlock()
-            return .gone
+        held.withLock { held in
+            guard held.reactor != nil else { return .gone }
+            let latest = hub.latest
+            guard Preconditions.holds(condition, at: latest.version) else { return .stale }
+            Self.release(&held)
+            return .applied(latest)
         }
-        let latest = hub.latest
-        guard Preconditions.holds(condition, at: latest.version) else {
-            lock.unlock()
-            return .stale
-        }
-        releaseLocked()
-        return .applied(latest)
     }
 
-    /// Lets the reactor go; called with `lock` held, which it releases.
-    private func releaseLocked() {
-        let subscription = self.subscription
-        self.subscription = nil
-        ended = true
-        reactor = nil
-        lock.unlock()
-        subscription?.cancel()
+    /// Lets the reactor go and ends its state stream; under the lock. (Cancelling the stream takes
+    /// only its gate's mutex, which is never held while waiting for this lock.)
+    private static func release(_ held: inout Held) {
+        held.reactor = nil
+        held.states.end()
+    }
+
+    /// An action of `R`, as `decodeAction` makes it for `perform`.
+    private final class Decoded: DecodedAction {
+        let action: R.Action
+        init(_ action: R.Action) { self.action = action }
+    }
+
+    /// Receives the reactor's state stream itself (no `sink`, whose Sink, lock, AnyCancellable and
+    /// closures cost every session ~250 bytes): each state is encoded once for every stream. Held
+    /// with the reactor, under the session's lock; the pipeline calls it under the reactor's gate.
+    private final class StateReceiver: Subscriber {
+        typealias Input = R.State
+        typealias Failure = Never
+
+        /// The stream, taken as the session subscribes (while it is made); cancelled by `end`, which
+        /// breaks the stream's hold on the hub. (One enum, not an optional and a flag: it keeps
+        /// the object in malloc's 80-byte chunk.)
+        private enum Link {
+            case waiting
+            case subscribed(any Subscription)
+            case ended
+        }
+
+        let hub: EventHub
+        let kind: SessionKind
+        private var link = Link.waiting
+
+        init(hub: EventHub, kind: SessionKind) {
+            self.hub = hub
+            self.kind = kind
+        }
+
+        var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
+
+        func receive(subscription: any Subscription) {
+            guard case .waiting = link else { return subscription.cancel() }
+            link = .subscribed(subscription)
+            subscription.request(.unlimited)
+        }
+
+        /// A new state, from the reactor's pipeline (serially): encoded once for every stream.
+        func receive(_ state: R.State) -> Subscribers.Demand {
+            do {
+                hub.publish(try StateEncoding.encode(state))
+            } catch {
+                kind.onEncodingError(error)
+            }
+            return .none
+        }
+
+        func receive(completion: Subscribers.Completion<Never>) {}
+
+        func end() {
+            let ending = link
+            link = .ended
+            if case let .subscribed(subscription) = ending { subscription.cancel() }
+        }
     }
 }
 
-extension ReactorSession: Subscriber {
-    typealias Input = R.State
-    typealias Failure = Never
+/// `{"session": ID, "action": {...}}` as `JSONDecoder` reads it for a session's `Action`: the
+/// action from `superDecoder(forKey:)`, so a missing one is decoded from null.
+private struct ActionEnvelope<Action: Decodable>: Decodable {
+    let action: Action
 
-    var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
+    private enum CodingKeys: String, CodingKey { case session, action }
 
-    func receive(subscription: any Subscription) {
-        lock.lock()
-        let refused = ended || self.subscription != nil
-        if !refused { self.subscription = subscription }
-        lock.unlock()
-        if refused {
-            subscription.cancel()
-        } else {
-            subscription.request(.unlimited)
-        }
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        _ = try container.decode(String.self, forKey: .session)
+        action = try Action(from: container.superDecoder(forKey: .action))
     }
+}
 
-    /// A new state, from the reactor's pipeline (serially): encoded once for every stream.
-    func receive(_ state: R.State) -> Subscribers.Demand {
-        do {
-            hub.publish(try StateEncoding.encode(state))
-        } catch {
-            sessionKind.onEncodingError(error)
-        }
-        return .none
-    }
+/// An action that is the whole body, as `JSONDecoder` reads it: from the body's decoder itself
+/// (not `decode(Action.self)`, which has ways of its own for a few types at the top level).
+private struct ActionBody<Action: Decodable>: Decodable {
+    let action: Action
 
-    func receive(completion: Subscribers.Completion<Never>) {}
+    init(from decoder: any Decoder) throws { action = try Action(from: decoder) }
 }
