@@ -142,15 +142,6 @@ extension RequestJSONDecoder {
                 integerMismatch: &integerMismatch, body)
         }
 
-        /// The member `name` decoded as a `T`, or nil, as `decode(_:userInfo:integerMismatch:_:)`
-        /// tells: the value is then the caller's alone (nothing it was handed keeps a part of it).
-        func decode<T: Decodable>(
-            _ name: String, as _: T.Type, userInfo: [CodingUserInfoKey: any Sendable],
-            integerMismatch: inout IntegerMismatch?
-        ) -> T? {
-            decode(name, userInfo: userInfo, integerMismatch: &integerMismatch) { try T(from: $0) }
-        }
-
         private func member(_ name: String) -> JSONValue? { findMember(name, in: members) }
     }
 

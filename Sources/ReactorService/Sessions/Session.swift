@@ -64,8 +64,11 @@ protocol Session: AnyObject, Sendable {
 }
 
 /// An action a session decoded, for that session's `perform` alone. Not `Sendable` (a reactor's
-/// actions need not be): it is the decoding's own, and goes into the reactor whole.
-class DecodedAction {}
+/// actions need not be): it is the decoding's own, and goes into the reactor whole. (The action as
+/// `Any`, not in a generic class: unspecialised code would look such a class up at each action.)
+struct DecodedAction {
+    fileprivate let action: Any
+}
 
 /// What running an action came to.
 enum ActionResult {
@@ -112,16 +115,9 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
     let owner: String?
     let hub: EventHub
 
-    /// What the session holds of its reactor, behind the lock that serialises `send` with reading
-    /// the state it produced (so the answer is that action's).
-    private struct Held {
-        var reactor: R?
-        /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
-        let actions: ActionSubject<R.Action>
-        let states: StateReceiver
-    }
-
-    private let held: Guarded<Held>
+    /// The reactor and the ends of its pipeline, behind the lock that serialises `send` with
+    /// reading the state it produced (so the answer is that action's).
+    private let held: Guarded<HeldReactor>
 
     /// `restoring`: the state a durable store kept, which the reactor starts from instead of
     /// its `initialState`.
@@ -134,10 +130,9 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
         sessionKind = kind
         self.hub = hub
         if let state { reactor.restore(state) }
-        let actions = reactor.action
-        let states = StateReceiver(hub: hub, kind: kind)
-        reactor.state.subscribe(states)
-        held = Guarded(Held(reactor: reactor, actions: actions, states: states))
+        let reactorHeld = ReactorHeld(reactor, hub: hub, kind: kind)
+        reactor.state.subscribe(reactorHeld)
+        held = Guarded(reactorHeld)
         hub.goLive()
     }
 
@@ -145,11 +140,11 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
         in envelope: RequestJSONDecoder.TopLevelObject, userInfo: [CodingUserInfoKey: any Sendable],
         integerMismatch: inout RequestJSONDecoder.IntegerMismatch?
     ) -> sending DecodedAction? {
-        guard
-            let action = envelope.decode(
-                "action", as: R.Action.self, userInfo: userInfo, integerMismatch: &integerMismatch)
-        else { return nil }
-        return Decoded(action)
+        // Made inside the closure: a `R.Action?` in this unspecialised code would cost a metadata
+        // lookup at each action.
+        envelope.decode("action", userInfo: userInfo, integerMismatch: &integerMismatch) {
+            DecodedAction(action: try R.Action(from: $0))
+        }
     }
 
     func decodeAction(
@@ -157,12 +152,9 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
         integerMismatch: inout RequestJSONDecoder.IntegerMismatch?,
         syntaxProblem: inout RequestJSONDecoder.SyntaxProblem?
     ) -> sending DecodedAction? {
-        guard
-            let action = RequestJSONDecoder.decode(
-                R.Action.self, from: body, userInfo: userInfo, integerMismatch: &integerMismatch,
-                syntaxProblem: &syntaxProblem)
-        else { return nil }
-        return Decoded(action)
+        RequestJSONDecoder.decode(
+            body, userInfo: userInfo, integerMismatch: &integerMismatch, syntaxProblem: &syntaxProblem
+        ) { DecodedAction(action: try R.Action(from: $0)) }
     }
 
     func decodeDeclinedAction(
@@ -172,32 +164,29 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
         if inEnvelope {
             let envelope = try RequestDecoding.decodeDeclined(
                 ActionEnvelope<R.Action>.self, from: body, with: decoder, integerMismatch: integerMismatch)
-            return Decoded(envelope.action)
+            return DecodedAction(action: envelope.action)
         }
         let whole = try RequestDecoding.decodeDeclined(
             ActionBody<R.Action>.self, from: body, with: decoder, integerMismatch: integerMismatch)
-        return Decoded(whole.action)
+        return DecodedAction(action: whole.action)
     }
 
     func perform(
         _ action: sending DecodedAction, ifMatch: Preconditions.Condition?,
         keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
     ) -> ActionResult {
-        guard let action = action as? Decoded else {
-            preconditionFailure("an action decoded by another kind of session")
-        }
-        return held.withLock(moving: action) { held, action in
-            guard held.reactor != nil else { return .gone }
+        held.withLock(moving: action) { held, action in
+            guard held.hasReactor else { return .gone }
             if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
             // Logged: its changes carry the cause that attributes them to its entry.
             let cause = source == nil ? 0 : hub.beginAction()
             guard keep != nil || cause != 0 else {
-                held.actions.send(action.action)
+                held.send(action.action)
                 hub.touch()
                 return .applied(hub.latest)
             }
             if cause == 0 { hub.holdWrites() }
-            ChangeCause.with(cause) { held.actions.send(action.action) }
+            ChangeCause.with(cause) { held.send(action.action) }
             hub.touch()
             let latest = hub.latest
             hub.releaseWrites(
@@ -209,7 +198,7 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
     func stateFieldNames() -> Set<String> {
         // Asked only by a `?fields=` subscribe that names a field the current JSON lacks: no cost per
         // event. Read under the lock, as the state stays the reactor's.
-        held.withLock { held in held.reactor.map { StateEncoding.fieldNames(of: $0.currentState) } } ?? []
+        held.withLock { $0.stateFieldNames() } ?? []
     }
 
     func end(reason: String?) {
@@ -223,92 +212,112 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
     func unload(idleSince cutoff: Double) -> Bool {
         held.withLock { held in
             // The hub last: once it has ended, no action may find the reactor (its change would be dropped).
-            guard let reactor = held.reactor, !reactor.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else {
-                return false
-            }
-            Self.release(&held)
+            guard held.hasReactor, !held.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else { return false }
+            held.release()
             return true
         }
     }
 
     func release() {
-        held.withLock { Self.release(&$0) }
+        held.withLock { $0.release() }
     }
 
     func release(ifAt condition: Preconditions.Condition) -> ActionResult {
         held.withLock { held in
-            guard held.reactor != nil else { return .gone }
+            guard held.hasReactor else { return .gone }
             let latest = hub.latest
             guard Preconditions.holds(condition, at: latest.version) else { return .stale }
-            Self.release(&held)
+            held.release()
             return .applied(latest)
         }
     }
+}
 
-    /// Lets the reactor go and ends its state stream; under the lock. (Cancelling the stream takes
-    /// only its gate's mutex, which is never held while waiting for this lock.)
-    private static func release(_ held: inout Held) {
-        held.reactor = nil
-        held.states.end()
+/// What a session holds of its reactor, reached only under the session's lock. Not generic, so
+/// that the lock's calls look up no type (unspecialised code, as a session's is, would look up a
+/// generic one at each action); `ReactorHeld` is the one kind.
+private class HeldReactor {
+    /// False once the reactor was let go.
+    var hasReactor: Bool { false }
+    var hasRunningEffects: Bool { false }
+    /// Sends an action of the reactor's `Action` type to it.
+    func send(_ action: Any) {}
+    /// The current state's top-level field names; nil once the reactor was let go.
+    func stateFieldNames() -> Set<String>? { nil }
+    /// Lets the reactor go and ends its state stream. (Cancelling the stream takes only its
+    /// gate's mutex, which is never held while waiting for the session's lock.)
+    func release() {}
+}
+
+/// A session's reactor and the ends of its pipeline: its action subject, and its state stream,
+/// which this receives itself (no `sink`, whose Sink, lock, AnyCancellable and closures cost every
+/// session ~250 bytes), each state encoded once for every stream. The pipeline calls it under the
+/// reactor's gate; the session, under its lock.
+private final class ReactorHeld<R: Reactor>: HeldReactor, Subscriber where R.State: Encodable {
+    typealias Input = R.State
+    typealias Failure = Never
+
+    /// The stream, taken as the session subscribes (while it is made); cancelled by `release`,
+    /// which breaks the stream's hold on the hub. (One enum, not an optional and a flag: eight
+    /// bytes fewer, which keep the object in malloc's 96-byte chunk.)
+    private enum Link {
+        case waiting
+        case subscribed(any Subscription)
+        case ended
     }
 
-    /// An action of `R`, as `decodeAction` makes it for `perform`.
-    private final class Decoded: DecodedAction {
-        let action: R.Action
-        init(_ action: R.Action) { self.action = action }
+    private var reactor: R?
+    /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
+    private let actions: ActionSubject<R.Action>
+    private let hub: EventHub
+    private let kind: SessionKind
+    private var link = Link.waiting
+
+    init(_ reactor: R, hub: EventHub, kind: SessionKind) {
+        self.reactor = reactor
+        actions = reactor.action
+        self.hub = hub
+        self.kind = kind
     }
 
-    /// Receives the reactor's state stream itself (no `sink`, whose Sink, lock, AnyCancellable and
-    /// closures cost every session ~250 bytes): each state is encoded once for every stream. Held
-    /// with the reactor, under the session's lock; the pipeline calls it under the reactor's gate.
-    private final class StateReceiver: Subscriber {
-        typealias Input = R.State
-        typealias Failure = Never
+    override var hasReactor: Bool { reactor != nil }
+    override var hasRunningEffects: Bool { reactor?.hasRunningEffects ?? false }
 
-        /// The stream, taken as the session subscribes (while it is made); cancelled by `end`, which
-        /// breaks the stream's hold on the hub. (One enum, not an optional and a flag: it keeps
-        /// the object in malloc's 80-byte chunk.)
-        private enum Link {
-            case waiting
-            case subscribed(any Subscription)
-            case ended
-        }
-
-        let hub: EventHub
-        let kind: SessionKind
-        private var link = Link.waiting
-
-        init(hub: EventHub, kind: SessionKind) {
-            self.hub = hub
-            self.kind = kind
-        }
-
-        var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
-
-        func receive(subscription: any Subscription) {
-            guard case .waiting = link else { return subscription.cancel() }
-            link = .subscribed(subscription)
-            subscription.request(.unlimited)
-        }
-
-        /// A new state, from the reactor's pipeline (serially): encoded once for every stream.
-        func receive(_ state: R.State) -> Subscribers.Demand {
-            do {
-                hub.publish(try StateEncoding.encode(state))
-            } catch {
-                kind.onEncodingError(error)
-            }
-            return .none
-        }
-
-        func receive(completion: Subscribers.Completion<Never>) {}
-
-        func end() {
-            let ending = link
-            link = .ended
-            if case let .subscribed(subscription) = ending { subscription.cancel() }
-        }
+    override func send(_ action: Any) {
+        // `as!`, not `as?`: an `R.Action?` would cost a metadata lookup (and it is this kind's).
+        actions.send(action as! R.Action)
     }
+
+    override func stateFieldNames() -> Set<String>? {
+        reactor.map { StateEncoding.fieldNames(of: $0.currentState) }
+    }
+
+    override func release() {
+        reactor = nil
+        let ending = link
+        link = .ended
+        if case let .subscribed(subscription) = ending { subscription.cancel() }
+    }
+
+    var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
+
+    func receive(subscription: any Subscription) {
+        guard case .waiting = link else { return subscription.cancel() }
+        link = .subscribed(subscription)
+        subscription.request(.unlimited)
+    }
+
+    /// A new state, from the reactor's pipeline (serially): encoded once for every stream.
+    func receive(_ state: R.State) -> Subscribers.Demand {
+        do {
+            hub.publish(try StateEncoding.encode(state))
+        } catch {
+            kind.onEncodingError(error)
+        }
+        return .none
+    }
+
+    func receive(completion: Subscribers.Completion<Never>) {}
 }
 
 /// `{"session": ID, "action": {...}}` as `JSONDecoder` reads it for a session's `Action`: the
