@@ -9,15 +9,32 @@ import PackageDescription
 //   concrete type is one (a generic reactor's bare type parameter is not, unless constrained);
 //   neither a reactor nor its values need to be Sendable. `Reactor` itself requires nothing new:
 //   ReactorCore alone does not need it.
-// - A reactor is used from any thread under its serial gate, which the compiler cannot see; three
-//   `@unchecked Sendable` say so, each with its reason: ReactorCore's ReactorRegistry (its storages
-//   come from callers' reactors), `.run`'s RunSubscription (OpenCombine hands it the subscriber, and
-//   `Send` the values, as plain parameters), ReactorService's ReactorSession (the actions the route
-//   decodes go into the reactor). Each was tried behind `Guarded`, ConcurrencyPrimitives' box in
-//   the way of `Synchronization.Mutex`, which takes values only as `sending`: the compiler refused
-//   every one, since none of those values is the callee's alone. Everything else holding state
-//   that is not Sendable keeps it in a `Guarded` (EventHub) or a `Locked`; the other remaining
-//   `@unchecked` are the lock primitives and the types that wrap C handles.
+// - A reactor is used from any thread under its serial gate, which the compiler cannot see; two
+//   `@unchecked Sendable` say so, each with the error the compiler gave with its state in `Guarded`
+//   (ConcurrencyPrimitives' box in the way of `Synchronization.Mutex`: values go in only as
+//   `sending`, results come out only if Sendable). No design removes them without changing what
+//   they do, as neither's values are ever one caller's alone:
+//   - ReactorCore's ReactorRegistry hands the storage it keeps to every caller of `reactor.action`,
+//     on any thread, and its release watcher tears storages down on its own queue: "type
+//     'AnyReactorStorage' does not conform to the 'Sendable' protocol" (a storage taken out of the
+//     lock). With `sending` results instead (as `Mutex` has), storing one made from the caller's
+//     reactor gives "'inout sending' parameter 'shelf' cannot be task-isolated at end of function",
+//     and handing it back "returning a task-isolated 'ReactorStorage<R.Action, R.Mutation,
+//     R.State>' value as a 'sending' result risks causing data races". Only a Sendable storage
+//     would do, which is the gate's claim again.
+//   - `.run`'s RunSubscription gets its subscriber from OpenCombine's `receive(subscriber:)`, a
+//     plain parameter (a `sending` one no longer witnesses `Publisher`), and its task calls that
+//     subscriber outside the state's lock (the subscriber calls back `request`): "type
+//     'Box<Downstream>' does not conform to the 'Sendable' protocol" (the subscriber taken out),
+//     and "sending value of non-Sendable type 'RunSubscription<Downstream>.State' risks causing
+//     data races" (the subscriber put in). `sending` on `Send.callAsFunction` would make the
+//     values checkable, not the subscriber: not done.
+//   ReactorService's ReactorSession is checked: it holds its reactor in a `Guarded`, which the
+//   reactor enters whole (`sending`, from the kind's factory), and so does each action, decoded
+//   by the session for the route and handed back to it whole (`Session.perform`). Everything else
+//   holding state that is not Sendable keeps it in a `Guarded` (EventHub, ReactorSession) or a
+//   `Locked`; the other remaining `@unchecked` are the lock primitives and the types that wrap C
+//   handles.
 // - OpenCombine marks nothing Sendable: ReactorService imports it `@preconcurrency` where the
 //   global user's subject crosses threads (OpenCombine's subjects lock themselves).
 // - JSONDecoder/JSONEncoder want Sendable `userInfo`: the action route keeps `[_: any Sendable]`

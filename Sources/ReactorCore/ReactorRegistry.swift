@@ -10,7 +10,7 @@ import Dispatch
 /// an idle released reactor's pipeline, say its subscription to a global current user,
 /// is freed within a few seconds even if no value ever reaches it). A released reactor
 /// is also noticed at once by any action, mutation or lookup that reaches its storage.
-// why: storages come from callers' reactors (not Sendable); Guarded rejects them: "'inout sending' parameter 'shelf' cannot be task-isolated".
+// why: every caller gets the storage it keeps, which the release watcher tears down; in a Guarded: "type 'AnyReactorStorage' does not conform to the 'Sendable' protocol".
 final class ReactorRegistry: @unchecked Sendable {
     static let shared = ReactorRegistry()
 

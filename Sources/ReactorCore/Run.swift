@@ -37,7 +37,7 @@ private protocol RunTarget<Output>: AnyObject, Sendable {
     func finish()
 }
 
-// why: OpenCombine's subscriber and Send's values come as plain parameters; Guarded rejects them: "sending ... risks causing data races".
+// why: OpenCombine hands over the subscriber as a plain parameter, and the task calls it outside the lock; in a Guarded: "type 'Box<Downstream>' does not conform to the 'Sendable' protocol".
 private final class RunSubscription<Downstream: Subscriber>: Subscription, RunTarget, @unchecked Sendable
 where Downstream.Failure == Never {
     typealias Output = Downstream.Input

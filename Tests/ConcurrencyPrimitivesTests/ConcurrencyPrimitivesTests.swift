@@ -45,6 +45,26 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
         XCTAssertEqual(tally.withLock { $0.count }, threads * increments)
     }
 
+    /// Objects made outside the box go in whole (`moving`), from many threads, and are then its own.
+    func testGuardedTakesObjectsMovedInFromManyThreads() throws {
+        let tallies = Guarded([Tally]())
+        let threads = 4
+        let moves = 1_000
+        var started: [PlatformThread] = []
+        for _ in 0..<threads {
+            started.append(
+                try PlatformThread.joinable {
+                    for _ in 0..<moves {
+                        let made = Tally()
+                        made.count = 1
+                        tallies.withLock(moving: made) { tallies, made in tallies.append(made) }
+                    }
+                })
+        }
+        for thread in started { thread.join() }
+        XCTAssertEqual(tallies.withLock { $0.reduce(0) { $0 + $1.count } }, threads * moves)
+    }
+
     func testMutexOrdersAJoinedThreadsWrites() throws {
         let mutex = Mutex()
         let log = Locked<[Int]>([])

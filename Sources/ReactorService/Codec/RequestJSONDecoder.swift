@@ -19,7 +19,7 @@ enum RequestJSONDecoder {
     /// A number where an integer type was decoded that is no plain integer of that type (1.5,
     /// 1e30, 2^64): JSONDecoder on Linux reports these as "not valid JSON" with no coding path,
     /// so the first one met here is kept to name the field instead.
-    struct IntegerMismatch {
+    struct IntegerMismatch: Sendable {
         let path: [any CodingKey]
         let literal: String
         let type: Any.Type
@@ -115,7 +115,7 @@ extension RequestJSONDecoder {
     /// an envelope's fields itself and decodes only the member it needs as a value, with no
     /// `Decoder` for the envelope. Nil for a body this parser does not accept (then, as for every
     /// `nil` below, the caller takes `RequestDecoding`'s general path, whose errors name the problem).
-    struct TopLevelObject {
+    struct TopLevelObject: Sendable {
         fileprivate let members: [(key: String, value: JSONValue)]
 
         init?(parsing body: [UInt8]) {
@@ -153,7 +153,7 @@ extension RequestJSONDecoder {
     }
 }
 
-private enum JSONValue {
+private enum JSONValue: Sendable {
     case null
     case bool(Bool)
     /// The literal as written (the decoder takes plain integers only).

@@ -403,7 +403,7 @@ final class EventHub: Sendable {
 
     /// Runs `body` under the lock, then carries out the stream work it queued, unless another
     /// thread is carrying out this hub's work already (it takes this too, in order).
-    private func locked<T>(_ body: (inout sending State) -> sending T) -> sending T {
+    private func locked<T: Sendable>(_ body: (inout sending State) -> T) -> T {
         var work: [StreamWork] = []
         let result = state.withLock { state in
             let result = body(&state)

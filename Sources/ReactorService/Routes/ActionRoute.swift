@@ -6,22 +6,18 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up (or
-/// brought back from the store) as soon as its id is read, and its reactor's `Action` type
-/// decodes the action.
-private struct ActionRequest: Decodable {
+/// `{"session": ID, "action": {...}}` decoded in one pass: the session is looked up (or brought
+/// back from the store) as soon as its id is read, and decodes the action as its reactor's
+/// `Action`. The action is the request's own: the route hands it to the session whole
+/// (`Session.perform`), which sends it into the reactor.
+private struct ActionRequest {
+    /// What the action's decoders find in `userInfo`: the service context, and the caller's
+    /// `Principal` with authentication on.
     static let contextKey = CodingUserInfoKey(rawValue: "reactord.serviceContext")!
-    /// The caller's `Principal`, with authentication on: checked against the session's owner
-    /// before the action is decoded.
     static let principalKey = CodingUserInfoKey(rawValue: "reactord.principal")!
-    /// The session the envelope's fast read already found and authorized, for the general path
-    /// when only the action needs it: no second lookup.
-    private static let foundSessionKey = CodingUserInfoKey(rawValue: "reactord.foundSession")!
 
     let session: any Session
-    let run: ActionRun
-
-    private enum CodingKeys: String, CodingKey { case session, action }
+    let action: DecodedAction
 
     /// The common request in one parse, with no `Decoder` for the envelope: its `session` read
     /// as a string, its `action` decoded by the session's reactor. Anything else (not an object,
@@ -33,24 +29,39 @@ private struct ActionRequest: Decodable {
         _ body: [UInt8], _ context: ServiceContext, principal: Principal?, forwarded: Bool,
         userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder,
         found: inout (any Session)?
-    ) throws(RequestError) -> ActionRequest {
+    ) throws(RequestError) -> sending ActionRequest {
         guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session")
         else {
-            return try RequestDecoding.decode(ActionRequest.self, from: body, with: decoder, userInfo: userInfo)
+            return try decodeInGeneral(body, context, principal: principal, userInfo: userInfo, decoder: decoder)
         }
         let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
         var mismatch: RequestJSONDecoder.IntegerMismatch?
-        if let run = envelope.decode(
-            "action", userInfo: userInfo, integerMismatch: &mismatch,
-            { try session.decodeAction(from: $0) })
-        {
-            return ActionRequest(session: session, run: run)
+        if let action = session.decodeAction(in: envelope, userInfo: userInfo, integerMismatch: &mismatch) {
+            return ActionRequest(session: session, action: action)
         }
         // The action needs JSONDecoder (to decode, or to word its error), with the session found.
-        let foundation = foundationDecoder(decoder.userInfo.merging([foundSessionKey: session]) { $1 })
-        return try RequestDecoding.decodeDeclined(
-            ActionRequest.self, from: body, with: foundation, integerMismatch: mismatch)
+        let action = try session.decodeDeclinedAction(
+            from: body, inEnvelope: true, with: decoder, integerMismatch: mismatch)
+        return ActionRequest(session: session, action: action)
+    }
+
+    /// A body whose envelope the fast read cannot use (no object it accepts, no string `session`),
+    /// read as `RequestDecoding.decode` reads it, in the order of its fields' errors: the session
+    /// (whose lookup may fail), then its action.
+    private static func decodeInGeneral(
+        _ body: [UInt8], _ context: ServiceContext, principal: Principal?,
+        userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder
+    ) throws(RequestError) -> sending ActionRequest {
+        let id = try RequestDecoding.decode(SessionField.self, from: body, with: decoder, userInfo: userInfo).session
+        let session = try usable(id, context, principal: principal)
+        let action = try session.decodeDeclinedAction(from: body, inEnvelope: true, with: decoder, integerMismatch: nil)
+        return ActionRequest(session: session, action: action)
+    }
+
+    /// The envelope's `session`, read before its action (whose type depends on the session).
+    private struct SessionField: Decodable {
+        let session: String
     }
 
     /// `POST /sessions/{id}/actions`: the session from the path, the body the action alone.
@@ -58,49 +69,30 @@ private struct ActionRequest: Decodable {
         action body: [UInt8], of id: String, _ context: ServiceContext, principal: Principal?,
         forwarded: Bool, userInfo: [CodingUserInfoKey: any Sendable],
         found: inout (any Session)?
-    ) throws(RequestError) -> ActionRequest {
+    ) throws(RequestError) -> sending ActionRequest {
         let session = try usable(id, context, principal: principal, forwarded: forwarded)
         found = session
-        // The common request: decoded by the session at once, with no session put in `userInfo`
-        // for `BareAction` to find. Else, as `RequestDecoding.decode` does: no JSON is a 400, and
-        // what the fast decoder declined goes to `JSONDecoder`, whose errors name the problem.
+        // The common request: decoded by the session at once. Else, as `RequestDecoding.decode`
+        // does: no JSON is a 400, and what the fast decoder declined goes to `JSONDecoder`, whose
+        // errors name the problem.
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         var syntax: RequestJSONDecoder.SyntaxProblem?
-        if let run = RequestJSONDecoder.decode(
-            body, userInfo: userInfo, integerMismatch: &mismatch, syntaxProblem: &syntax,
-            { try session.decodeAction(from: $0) })
+        if let action = session.decodeAction(
+            body: body, userInfo: userInfo, integerMismatch: &mismatch, syntaxProblem: &syntax)
         {
-            return ActionRequest(session: session, run: run)
+            return ActionRequest(session: session, action: action)
         }
         try RequestDecoding.refuse(syntax)
-        let action = try RequestDecoding.decodeDeclined(
-            BareAction.self, from: body, with: foundationDecoder(userInfo.merging([foundSessionKey: session]) { $1 }),
-            integerMismatch: mismatch)
-        return ActionRequest(session: session, run: action.run)
+        let action = try session.decodeDeclinedAction(
+            from: body, inEnvelope: false, with: foundationDecoder(userInfo), integerMismatch: mismatch)
+        return ActionRequest(session: session, action: action)
     }
 
-    /// For a body the fast decoder declines, with what decoding it needs (the session found).
+    /// For a body the fast decoder declines.
     private static func foundationDecoder(_ userInfo: [CodingUserInfoKey: any Sendable]) -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.userInfo = userInfo
         return decoder
-    }
-
-    /// An action as a whole body, decoded by the session (in `userInfo`) it is for.
-    private struct BareAction: Decodable {
-        let run: ActionRun
-
-        init(from decoder: any Decoder) throws {
-            guard let session = decoder.userInfo[ActionRequest.foundSessionKey] as? any Session else {
-                throw RequestError.unknownSession
-            }
-            run = try session.decodeAction(from: decoder)
-        }
-    }
-
-    private init(session: any Session, run: @escaping ActionRun) {
-        self.session = session
-        self.run = run
     }
 
     /// The session `id` names, if the caller may use it. `forwarded`: see `ServiceContext.session`.
@@ -116,20 +108,6 @@ private struct ActionRequest: Decodable {
         }
         if let refusal = context.access.authorize(session, for: principal) { throw .refused(refusal) }
         return session
-    }
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let id = try container.decode(String.self, forKey: .session)
-        if let found = decoder.userInfo[Self.foundSessionKey] as? any Session {
-            session = found
-        } else {
-            guard let context = decoder.userInfo[Self.contextKey] as? ServiceContext else {
-                throw RequestError.unknownSession
-            }
-            session = try Self.usable(id, context, principal: decoder.userInfo[Self.principalKey] as? Principal)
-        }
-        run = try session.decodeAction(from: container.superDecoder(forKey: .action))
     }
 }
 
@@ -167,7 +145,7 @@ extension RouteTable {
     private typealias ActionDecoding = (
         _ principal: Principal?, _ userInfo: [CodingUserInfoKey: any Sendable], _ decoder: JSONDecoder,
         _ found: inout (any Session)?
-    ) throws(RequestError) -> ActionRequest
+    ) throws(RequestError) -> sending ActionRequest
 
     /// `actionJSON`: the action as sent, read only when the request has an idempotency key or the
     /// session keeps an action log.
@@ -198,15 +176,16 @@ extension RouteTable {
         var found: (any Session)?
         var ticket: IdempotencyLedger.Ticket?
         do throws(RequestError) {
-            var action: ActionRequest
+            var acted: any Session
             var outcome = ActionResult.gone
             var attempts = 0
             // A second attempt when its reactor was let go on the way, the action not applied: the
             // session was deleted or expired (found no more: 404), or unloaded, or dropped after a
             // failed commit, to come back from the store on its next use (found again, or the store's error).
             repeat {
-                action = try decode(principal, requestInfo, requestDecoder, &found)
+                let action = try decode(principal, requestInfo, requestDecoder, &found)
                 let session = action.session
+                acted = session
                 if ticket == nil {
                     // Once the session is found here (held by this node, in a cluster): the store's
                     // word on the key is final only then.
@@ -227,10 +206,10 @@ extension RouteTable {
                         json: actionJSON(), subject: principal?.subject,
                         idempotencyKey: ticket.flatMap { $0.request.isForwarders ? nil : $0.request.key })
                     : nil
-                outcome = action.run(ifMatch, keep, source)
+                outcome = session.perform(action.action, ifMatch: ifMatch, keep: keep, source: source)
                 attempts += 1
             } while outcome.isGone && attempts < 2 && !context.isStopping
-            let session = action.session
+            let session = acted
             switch outcome {
             case let .applied(snapshot):
                 return Self.answer(afterCommitOf: session.hub, context) { [ticket] failure in

@@ -17,8 +17,35 @@ protocol Session: AnyObject, Sendable {
     /// The subject of the token that created it; nil when it was made without authentication.
     var owner: String? { get }
     var hub: EventHub { get }
-    /// Decodes an action of this session's reactor; the returned closure runs it.
-    func decodeAction(from decoder: any Decoder) throws -> ActionRun
+    /// The action in the member `action` of `envelope` (`POST /action`), decoded by the fast
+    /// decoder; nil when it declines (see `RequestJSONDecoder`).
+    func decodeAction(
+        in envelope: RequestJSONDecoder.TopLevelObject, userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?
+    ) -> sending DecodedAction?
+    /// The action that is the whole `body` (`POST /sessions/{id}/actions`), decoded by the fast
+    /// decoder; nil when it declines (see `RequestJSONDecoder`).
+    func decodeAction(
+        body: [UInt8], userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?,
+        syntaxProblem: inout RequestJSONDecoder.SyntaxProblem?
+    ) -> sending DecodedAction?
+    /// The action in `body` decoded by `JSONDecoder`, for a body the fast decoder declined (see
+    /// `RequestDecoding.decodeDeclined`): the envelope's member `action` when `inEnvelope`, else
+    /// the whole body.
+    func decodeDeclinedAction(
+        from body: [UInt8], inEnvelope: Bool, with decoder: JSONDecoder,
+        integerMismatch: RequestJSONDecoder.IntegerMismatch?
+    ) throws(RequestError) -> sending DecodedAction
+    /// Runs an action this session decoded, when its version satisfies `ifMatch` (checked
+    /// atomically with running it). `keep`, for an action sent under an idempotency key, makes the
+    /// answer to keep from the state the action led to; it is written in the same transaction as
+    /// the action's change. `source`, when the session keeps an action log: what its entry records
+    /// of the action. The action goes into the reactor: the caller hands it over whole.
+    func perform(
+        _ action: sending DecodedAction, ifMatch: Preconditions.Condition?,
+        keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
+    ) -> ActionResult
     /// Releases the reactor, cancelling its effects, then ends the streams: with `event: end`
     /// and `reason` when the session is over, else with a plain close (clients resume).
     func end(reason: String?)
@@ -36,15 +63,12 @@ protocol Session: AnyObject, Sendable {
     func stateFieldNames() -> Set<String>
 }
 
-/// Runs a decoded action when the session's version satisfies `ifMatch` (checked atomically
-/// with running it). `keep`, for an action sent under an idempotency key, makes the answer to
-/// keep from the state the action led to; it is written in the same transaction as the action's
-/// change.
-/// `source`, when the session keeps an action log: what its entry records of the action.
-typealias ActionRun = (
-    _ ifMatch: Preconditions.Condition?,
-    _ keep: ((EventHub.Snapshot) -> StoredAnswer?)?, _ source: ActionSource?
-) -> ActionResult
+/// An action a session decoded, for that session's `perform` alone. Not `Sendable` (a reactor's
+/// actions need not be): it is the decoding's own, and goes into the reactor whole. (The action as
+/// `Any`, not in a generic class: unspecialised code would look such a class up at each action.)
+struct DecodedAction {
+    fileprivate let action: Any
+}
 
 /// What running an action came to.
 enum ActionResult {
@@ -78,74 +102,103 @@ final class SessionKind: Sendable {
 }
 
 /// A session of reactor type `R`: its state stream feeds the hub, encoded once per state.
-// why: actions decoded by the route's decoder go into the reactor; Guarded rejects them: "'inout sending' parameter cannot be task-isolated".
-final class ReactorSession<R: Reactor>: Session, @unchecked Sendable
-where R.Action: Decodable, R.State: Encodable {
+///
+/// The reactor and the ends of its pipeline the session holds are reached only under the
+/// session's lock (`held`): they go in whole when the session is made, and so does each action
+/// the route decodes (`perform`), so the compiler checks that nothing else holds them.
+final class ReactorSession<R: Reactor>: Session
+where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Encodable {
     let key: SessionKey
     var id: String { key.string }
     private let sessionKind: SessionKind
     var kind: String { sessionKind.name }
     let owner: String?
     let hub: EventHub
-    // Serialises `send` with reading the state it produced, so the answer is that action's.
-    private let lock = Mutex()
-    private var reactor: R?
-    /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
-    private let actions: ActionSubject<R.Action>
-    /// The reactor's state stream, which this session receives itself (see `Subscriber` below:
-    /// no `sink`, whose Sink, lock, AnyCancellable and closures cost every session ~250 bytes).
-    /// Guarded by `lock`; cancelled by `end`, which breaks the stream's hold on the session.
-    private var subscription: (any Subscription)?
-    private var ended = false
+
+    /// The reactor and the ends of its pipeline, behind the lock that serialises `send` with
+    /// reading the state it produced (so the answer is that action's).
+    private let held: Guarded<HeldReactor>
 
     /// `restoring`: the state a durable store kept, which the reactor starts from instead of
     /// its `initialState`.
-    init(key: SessionKey, kind: SessionKind, owner: String?, reactor: R, hub: EventHub, restoring state: R.State? = nil)
-    {
+    init(
+        key: SessionKey, kind: SessionKind, owner: String?, reactor: sending R, hub: EventHub,
+        restoring state: sending R.State? = nil
+    ) {
         self.key = key
         self.owner = owner
         sessionKind = kind
         self.hub = hub
-        self.reactor = reactor
         if let state { reactor.restore(state) }
-        actions = reactor.action
-        reactor.state.subscribe(self)
+        let reactorHeld = ReactorHeld(reactor, hub: hub, kind: kind)
+        reactor.state.subscribe(reactorHeld)
+        held = Guarded(reactorHeld)
         hub.goLive()
     }
 
-    func decodeAction(from decoder: any Decoder) throws -> ActionRun {
-        let action = try R.Action(from: decoder)
-        return { self.perform(action, ifMatch: $0, keep: $1, source: $2) }
+    func decodeAction(
+        in envelope: RequestJSONDecoder.TopLevelObject, userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?
+    ) -> sending DecodedAction? {
+        // Made inside the closure: a `R.Action?` in this unspecialised code would cost a metadata
+        // lookup at each action.
+        envelope.decode("action", userInfo: userInfo, integerMismatch: &integerMismatch) {
+            DecodedAction(action: try R.Action(from: $0))
+        }
     }
 
-    private func perform(
-        _ action: R.Action, ifMatch: Preconditions.Condition?,
+    func decodeAction(
+        body: [UInt8], userInfo: [CodingUserInfoKey: any Sendable],
+        integerMismatch: inout RequestJSONDecoder.IntegerMismatch?,
+        syntaxProblem: inout RequestJSONDecoder.SyntaxProblem?
+    ) -> sending DecodedAction? {
+        RequestJSONDecoder.decode(
+            body, userInfo: userInfo, integerMismatch: &integerMismatch, syntaxProblem: &syntaxProblem
+        ) { DecodedAction(action: try R.Action(from: $0)) }
+    }
+
+    func decodeDeclinedAction(
+        from body: [UInt8], inEnvelope: Bool, with decoder: JSONDecoder,
+        integerMismatch: RequestJSONDecoder.IntegerMismatch?
+    ) throws(RequestError) -> sending DecodedAction {
+        if inEnvelope {
+            let envelope = try RequestDecoding.decodeDeclined(
+                ActionEnvelope<R.Action>.self, from: body, with: decoder, integerMismatch: integerMismatch)
+            return DecodedAction(action: envelope.action)
+        }
+        let whole = try RequestDecoding.decodeDeclined(
+            ActionBody<R.Action>.self, from: body, with: decoder, integerMismatch: integerMismatch)
+        return DecodedAction(action: whole.action)
+    }
+
+    func perform(
+        _ action: sending DecodedAction, ifMatch: Preconditions.Condition?,
         keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
     ) -> ActionResult {
-        lock.lock()
-        defer { lock.unlock() }
-        guard reactor != nil else { return .gone }
-        if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
-        // Logged: its changes carry the cause that attributes them to its entry.
-        let cause = source == nil ? 0 : hub.beginAction()
-        guard keep != nil || cause != 0 else {
-            actions.send(action)
+        held.withLock(moving: action) { held, action in
+            guard held.hasReactor else { return .gone }
+            if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
+            // Logged: its changes carry the cause that attributes them to its entry.
+            let cause = source == nil ? 0 : hub.beginAction()
+            guard keep != nil || cause != 0 else {
+                held.send(action.action)
+                hub.touch()
+                return .applied(hub.latest)
+            }
+            if cause == 0 { hub.holdWrites() }
+            ChangeCause.with(cause) { held.send(action.action) }
             hub.touch()
-            return .applied(hub.latest)
+            let latest = hub.latest
+            hub.releaseWrites(
+                adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
+            return .applied(latest)
         }
-        if cause == 0 { hub.holdWrites() }
-        ChangeCause.with(cause) { actions.send(action) }
-        hub.touch()
-        let latest = hub.latest
-        hub.releaseWrites(
-            adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
-        return .applied(latest)
     }
 
     func stateFieldNames() -> Set<String> {
-        // Asked only by a `?fields=` subscribe that names a field the current JSON lacks: no cost per event.
-        guard let state = lock.withLock({ reactor?.currentState }) else { return [] }
-        return StateEncoding.fieldNames(of: state)
+        // Asked only by a `?fields=` subscribe that names a field the current JSON lacks: no cost per
+        // event. Read under the lock, as the state stays the reactor's.
+        held.withLock { $0.stateFieldNames() } ?? []
     }
 
     func end(reason: String?) {
@@ -157,63 +210,101 @@ where R.Action: Decodable, R.State: Encodable {
     }
 
     func unload(idleSince cutoff: Double) -> Bool {
-        lock.lock()
-        // The hub last: once it has ended, no action may find the reactor (its change would be dropped).
-        guard let reactor, !reactor.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else {
-            lock.unlock()
-            return false
+        held.withLock { held in
+            // The hub last: once it has ended, no action may find the reactor (its change would be dropped).
+            guard held.hasReactor, !held.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else { return false }
+            held.release()
+            return true
         }
-        releaseLocked()
-        return true
     }
 
     func release() {
-        lock.lock()
-        releaseLocked()
+        held.withLock { $0.release() }
     }
 
     func release(ifAt condition: Preconditions.Condition) -> ActionResult {
-        lock.lock()
-        guard reactor != nil else {
-            lock.unlock()
-            return .gone
+        held.withLock { held in
+            guard held.hasReactor else { return .gone }
+            let latest = hub.latest
+            guard Preconditions.holds(condition, at: latest.version) else { return .stale }
+            held.release()
+            return .applied(latest)
         }
-        let latest = hub.latest
-        guard Preconditions.holds(condition, at: latest.version) else {
-            lock.unlock()
-            return .stale
-        }
-        releaseLocked()
-        return .applied(latest)
-    }
-
-    /// Lets the reactor go; called with `lock` held, which it releases.
-    private func releaseLocked() {
-        let subscription = self.subscription
-        self.subscription = nil
-        ended = true
-        reactor = nil
-        lock.unlock()
-        subscription?.cancel()
     }
 }
 
-extension ReactorSession: Subscriber {
+/// What a session holds of its reactor, reached only under the session's lock. Not generic, so
+/// that the lock's calls look up no type (unspecialised code, as a session's is, would look up a
+/// generic one at each action); `ReactorHeld` is the one kind.
+private class HeldReactor {
+    /// False once the reactor was let go.
+    var hasReactor: Bool { false }
+    var hasRunningEffects: Bool { false }
+    /// Sends an action of the reactor's `Action` type to it.
+    func send(_ action: Any) {}
+    /// The current state's top-level field names; nil once the reactor was let go.
+    func stateFieldNames() -> Set<String>? { nil }
+    /// Lets the reactor go and ends its state stream. (Cancelling the stream takes only its
+    /// gate's mutex, which is never held while waiting for the session's lock.)
+    func release() {}
+}
+
+/// A session's reactor and the ends of its pipeline: its action subject, and its state stream,
+/// which this receives itself (no `sink`, whose Sink, lock, AnyCancellable and closures cost every
+/// session ~250 bytes), each state encoded once for every stream. The pipeline calls it under the
+/// reactor's gate; the session, under its lock.
+private final class ReactorHeld<R: Reactor>: HeldReactor, Subscriber where R.State: Encodable {
     typealias Input = R.State
     typealias Failure = Never
+
+    /// The stream, taken as the session subscribes (while it is made); cancelled by `release`,
+    /// which breaks the stream's hold on the hub. (One enum, not an optional and a flag: eight
+    /// bytes fewer, which keep the object in malloc's 96-byte chunk.)
+    private enum Link {
+        case waiting
+        case subscribed(any Subscription)
+        case ended
+    }
+
+    private var reactor: R?
+    /// Looked up once: `reactor.action` finds the reactor's storage by identity each time.
+    private let actions: ActionSubject<R.Action>
+    private let hub: EventHub
+    private let kind: SessionKind
+    private var link = Link.waiting
+
+    init(_ reactor: R, hub: EventHub, kind: SessionKind) {
+        self.reactor = reactor
+        actions = reactor.action
+        self.hub = hub
+        self.kind = kind
+    }
+
+    override var hasReactor: Bool { reactor != nil }
+    override var hasRunningEffects: Bool { reactor?.hasRunningEffects ?? false }
+
+    override func send(_ action: Any) {
+        // `as!`, not `as?`: an `R.Action?` would cost a metadata lookup (and it is this kind's).
+        actions.send(action as! R.Action)
+    }
+
+    override func stateFieldNames() -> Set<String>? {
+        reactor.map { StateEncoding.fieldNames(of: $0.currentState) }
+    }
+
+    override func release() {
+        reactor = nil
+        let ending = link
+        link = .ended
+        if case let .subscribed(subscription) = ending { subscription.cancel() }
+    }
 
     var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
 
     func receive(subscription: any Subscription) {
-        lock.lock()
-        let refused = ended || self.subscription != nil
-        if !refused { self.subscription = subscription }
-        lock.unlock()
-        if refused {
-            subscription.cancel()
-        } else {
-            subscription.request(.unlimited)
-        }
+        guard case .waiting = link else { return subscription.cancel() }
+        link = .subscribed(subscription)
+        subscription.request(.unlimited)
     }
 
     /// A new state, from the reactor's pipeline (serially): encoded once for every stream.
@@ -221,10 +312,32 @@ extension ReactorSession: Subscriber {
         do {
             hub.publish(try StateEncoding.encode(state))
         } catch {
-            sessionKind.onEncodingError(error)
+            kind.onEncodingError(error)
         }
         return .none
     }
 
     func receive(completion: Subscribers.Completion<Never>) {}
+}
+
+/// `{"session": ID, "action": {...}}` as `JSONDecoder` reads it for a session's `Action`: the
+/// action from `superDecoder(forKey:)`, so a missing one is decoded from null.
+private struct ActionEnvelope<Action: Decodable>: Decodable {
+    let action: Action
+
+    private enum CodingKeys: String, CodingKey { case session, action }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        _ = try container.decode(String.self, forKey: .session)
+        action = try Action(from: container.superDecoder(forKey: .action))
+    }
+}
+
+/// An action that is the whole body, as `JSONDecoder` reads it: from the body's decoder itself
+/// (not `decode(Action.self)`, which has ways of its own for a few types at the top level).
+private struct ActionBody<Action: Decodable>: Decodable {
+    let action: Action
+
+    init(from decoder: any Decoder) throws { action = try Action(from: decoder) }
 }
