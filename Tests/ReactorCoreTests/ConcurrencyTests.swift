@@ -88,10 +88,12 @@ final class ConcurrencyTests: XCTestCase {
         }
         DispatchQueue.global().async(group: group) {
             for _ in 0..<200 {
-                var seen: [Int] = []
-                let cancellable = reactor.state.sink { seen.append($0.count) }
+                // Locked: a delivery under way on the sending thread may end after cancel() returns.
+                let seen = Locked<[Int]>([])
+                let cancellable = reactor.state.sink { state in seen.update { $0.append(state.count) } }
                 cancellable.cancel()
-                if seen.isEmpty || seen != seen.sorted() { failures.update { $0 += 1 } }
+                let states = seen.value
+                if states.isEmpty || states != states.sorted() { failures.update { $0 += 1 } }
             }
         }
         group.wait()
