@@ -97,7 +97,6 @@ enum SQLiteActionLog {
                    (SELECT max(number) FROM events WHERE session = ?1 AND seq <= ?3)
             """)
         try newest.bind(.text(session), .integer(base), .integer(min(seq, base - 1)))
-        defer { newest.reset() }
         guard try newest.next() else { return nil }
         let numbers = try [0, 1].filter { !newest.isNull($0) }.map {
             try storedCount(newest.int64($0), "action log number")
