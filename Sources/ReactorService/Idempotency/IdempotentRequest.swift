@@ -38,8 +38,13 @@ struct IdempotentRequest: Sendable {
     }
 
     /// Whether `request` carries a key, its client's or a forwarding node's (well-formed or not).
-    static func isSent(with request: Request) -> Bool {
-        request.headers.first(header) != nil || request.headers.first(forwardHeader) != nil
+    static func isSent(with request: Request) -> Bool { keyField(of: request) != nil }
+
+    /// The key's field as sent: the client's, else a forwarding node's; with how many times it is.
+    private static func keyField(of request: Request) -> (value: String, count: Int, isForwarders: Bool)? {
+        if let (value, count) = request.headers.first(header) { return (value, count, false) }
+        if let (value, count) = request.headers.first(forwardHeader) { return (value, count, true) }
+        return nil
     }
 
     /// `session` and `body`: read only when the request has a key.
@@ -47,13 +52,7 @@ struct IdempotentRequest: Sendable {
         _ request: Request, scope: String, kind: Kind, session: @autoclosure () -> String = "",
         body: @autoclosure () -> ArraySlice<UInt8> = []
     ) -> Reading {
-        var found = request.headers.first(header)
-        var isForwarders = false
-        if found == nil {
-            found = request.headers.first(forwardHeader)
-            isForwarders = true
-        }
-        guard let (sent, count) = found else { return .none }
+        guard let (sent, count, isForwarders) = keyField(of: request) else { return .none }
         let key = withoutTrailingWhitespace(sent)
         guard count == 1 else {
             return .malformed(

@@ -233,19 +233,16 @@ extension RouteTable {
             }
         } catch .session(.heldElsewhere(let address)) {
             return Self.forward(request, to: address, context)
-        } catch let error where error.isAnsweredByAKeptAnswer {
+        } catch {
             // Deleted since, or not to be loaded now: a repeat of an action it took still gets
             // its answer, which needs no reactor.
-            let id =
-                IdempotentRequest.isSent(with: request)
-                ? request.pathParameters["id"]
-                    ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session") : nil
-            if let id, let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)
+            if error.isAnsweredByAKeptAnswer, IdempotentRequest.isSent(with: request),
+                let id = request.pathParameters["id"]
+                    ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session"),
+                let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)
             {
                 return .response(kept)
             }
-            return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
-        } catch {
             return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
         }
     }
