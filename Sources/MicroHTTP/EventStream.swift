@@ -67,6 +67,9 @@ public final class EventStream: PendingResume, @unchecked Sendable {
         lock.withLock { state.isClosed }
     }
 
+    /// The most bytes its queue holds before `send` closes it with `.overflow`.
+    public var queueLimit: Int { state.queueLimit }  // a `let` of the state: no lock needed
+
     /// `body` runs exactly once, on any thread, when the stream ends; at once if it already has.
     public func onClose(_ body: @escaping @Sendable (StreamCloseReason) -> Void) {
         lock.lock()

@@ -69,11 +69,15 @@ struct EventStreamState {
     var isSuspended: Bool { reader != .active && life != .completed }
 
     /// Queues `frame` (`queued` false: the stream no longer takes frames); one that would put
-    /// more than `queueLimit` bytes in the queue aborts the stream with `.overflow`.
+    /// more than `queueLimit` bytes in the queue aborts the stream with `.overflow`. An empty
+    /// queue takes any one frame: a reader that keeps up is never dropped for an event's size
+    /// (a state larger than the limit would otherwise end every stream before its first byte).
     mutating func send(_ frame: Frame, inBatch: @autoclosure () -> Bool) -> (queued: Bool, wake: Wake) {
         if life != .open { return (false, .none) }
         if frame.bytes.isEmpty { return (true, .none) }
-        if queuedBytes + frame.bytes.count > queueLimit { return (false, abort(.overflow, inBatch: inBatch())) }
+        if queuedBytes > 0, queuedBytes + frame.bytes.count > queueLimit {
+            return (false, abort(.overflow, inBatch: inBatch()))
+        }
         append(frame)
         return (true, wakeReader(inBatch: inBatch()))
     }

@@ -69,6 +69,15 @@ final class EventStreamStateTests: XCTestCase {
         XCTAssertEqual(state.complete(clientGone: true, daemonShutdown: false), .overflow)
     }
 
+    func testAnEmptyQueueTakesOneFrameLargerThanTheLimit() {
+        var state = EventStreamState(queueLimit: 4)
+        XCTAssertTrue(state.send(Frame("abcdefgh"), inBatch: false).queued, "a reader that keeps up gets it")
+        XCTAssertEqual(read(&state).0, .bytes(8))
+        XCTAssertTrue(state.send(Frame("abcdefgh"), inBatch: false).queued)
+        XCTAssertFalse(state.send(Frame("x"), inBatch: false).queued, "behind it, the limit holds")
+        XCTAssertEqual(state.life, .aborting)
+    }
+
     func testAnAbortWakesASuspendedReaderToEndWithAnError() {
         var state = EventStreamState(queueLimit: 100)
         _ = read(&state)

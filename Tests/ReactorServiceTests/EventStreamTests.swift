@@ -68,6 +68,46 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(missed.first?.retry, 3000)
     }
 
+    func testAResumeThatMissedMoreThanTheQueueHoldsGetsThereInParts() throws {
+        let fixture = try ServerFixture { $0.streamQueueLimit = 16 * 1024 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        // 40 alerts of 1,000 characters: a state and a pulse event each, about 80 KiB in all.
+        let message = String(repeating: "x", count: 990)
+        for index in 0..<40 { try fixture.send(session, #"{"type":"alert","message":"\#(index)\#(message)"}"#) }
+        var lastSeen = "0"
+        var received: [String] = []
+        var connections = 0
+        while lastSeen != "80", connections < 20 {
+            let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": lastSeen])
+            XCTAssertEqual(resumed.status, 200)
+            connections += 1
+            let events = resumed.drain()
+            XCTAssertFalse(events.isEmpty, "a resume from \(lastSeen) got nothing")
+            received += events.compactMap(\.id)
+            lastSeen = events.last?.id ?? lastSeen
+        }
+        XCTAssertEqual(received, (1...80).map(String.init), "every event once, in order")
+        XCTAssertGreaterThan(connections, 1, "the whole backlog fitted one queue: the test proves nothing")
+    }
+
+    func testAStateLargerThanTheQueueReachesReadersThatKeepUp() throws {
+        let fixture = try ServerFixture { $0.streamQueueLimit = 1_024 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let stream = try fixture.subscribe(session)
+        XCTAssertEqual(stream.next()?.id, "0")
+        // The user is in every session's state: 2 KiB of it makes every state event larger than the queue.
+        XCTAssertEqual(try fixture.putUser(id: "u", name: String(repeating: "n", count: 2_048)).status, 200)
+        XCTAssertEqual(stream.next()?.id, "1", "an open stream")
+        let fresh = try fixture.subscribe(session)
+        XCTAssertEqual(fresh.status, 200)
+        XCTAssertEqual(fresh.next()?.id, "1", "a new stream starts with the state")
+        try fixture.send(session, #"{"type":"increase"}"#)
+        XCTAssertEqual(stream.next()?.id, "2")
+        XCTAssertEqual(fresh.next()?.id, "2")
+    }
+
     func testResumeBeyondHistoryStartsWithCurrentState() throws {
         let fixture = try ServerFixture { $0.historyLength = 4 }
         defer { fixture.stop() }

@@ -45,6 +45,13 @@ final class EventHub: Sendable {
         /// `counted`: a broadcast event, counted as delivered when the stream queues it.
         case send(EventStream, Frame, counted: Bool)
         case close(EventStream, final: Frame?)
+
+        var byteCount: Int {
+            switch self {
+            case let .send(_, frame, _): frame.bytes.count
+            case let .close(_, final): final?.bytes.count ?? 0
+            }
+        }
     }
 
     /// Everything that changes, behind the hub's lock.
@@ -313,9 +320,8 @@ final class EventHub: Sendable {
     /// caller looks it up again, which loads it.
     func subscribe(_ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame) -> Bool {
         let key = ObjectIdentifier(stream)
-        // nil: added; else whether the session lives on (the stream is left alone then).
-        let refused: Bool? = locked { state in
-            guard !state.isEnded else { return state.livesOn }
+        let outcome: Subscription = locked { state in
+            guard !state.isEnded else { return state.livesOn ? .sessionLeft : .sessionOver }
             var subscriber = Subscriber(stream: stream, filter: filter, retry: retry)
             if let lastEventID, let missed = state.history.events(after: lastEventID, latest: state.publishedSeq) {
                 // A filtered stream compares with what the client had at `lastEventID`, when
@@ -323,11 +329,22 @@ final class EventHub: Sendable {
                 if let filter, let had = state.history.stateJSON(atOrBefore: lastEventID) {
                     subscriber.lastFiltered = filter.apply(to: had)
                 }
+                // A resume that missed more than the stream's queue holds would overflow it before
+                // its first byte went out, and so would every retry: it gets the oldest of them and
+                // the stream ends, so that each reconnection with the last id it saw gets further.
+                let budget = stream.queueLimit / 2
+                var queued = 0
                 for event in missed {
+                    if queued > budget {
+                        state.outbox.append(.close(stream, final: nil))
+                        return .replayedInPart
+                    }
+                    let before = state.outbox.count
                     // A view is one event's: a cache shared across events sent the first
                     // event's fields for every later one, so only the first change arrived.
                     var views = FilteredViews()
                     state.deliver(event, to: &subscriber, views: &views)
+                    queued += state.outbox[before...].reduce(0) { $0 + $1.byteCount }
                 }
             } else {
                 var views = FilteredViews()
@@ -338,15 +355,32 @@ final class EventHub: Sendable {
             }
             state.subscribers[key] = subscriber
             state.lastActivity = ProcessClock.now
-            return nil
+            return .added
         }
-        if let livesOn = refused {
-            if !livesOn { stream.close(finalFrame: EventFrames.end(reason: "deleted")) }
-            return !livesOn
+        switch outcome {
+        case .added:
+            metrics.subscribers.increment()
+            stream.onClose { [weak self] _ in self?.unsubscribe(key) }
+            return true
+        case .replayedInPart:
+            return true
+        case .sessionOver:
+            stream.close(finalFrame: EventFrames.end(reason: "deleted"))
+            return true
+        case .sessionLeft:
+            return false
         }
-        metrics.subscribers.increment()
-        stream.onClose { [weak self] _ in self?.unsubscribe(key) }
-        return true
+    }
+
+    /// What `subscribe` did with a stream.
+    private enum Subscription {
+        case added
+        /// It was sent the oldest of what it missed and ends: it reconnects for the rest.
+        case replayedInPart
+        /// Deleted: the stream ends with `event: end`.
+        case sessionOver
+        /// Unloaded meanwhile but stored: the stream is left alone, to be added where it is loaded.
+        case sessionLeft
     }
 
     /// Ends every stream, with `event: end` when `reason` is given (the session is over),
