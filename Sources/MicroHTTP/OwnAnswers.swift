@@ -2,9 +2,9 @@ internal import CMicroHTTPD
 internal import ConcurrencyPrimitives
 
 /// The answers libmicrohttpd makes itself, before any callback of ours: 414 and 431 for a
-/// request line or head too large for the connection's memory pool, 400 or 413 for a
-/// Content-Length it cannot read or a malformed chunked body, 400 or 505 for a bad HTTP
-/// version. Where CMicroHTTPDOwnAnswers is linked and `handler` installed (a reactord server
+/// request line or head too large for the connection's memory pool, 400 or 413 for a malformed
+/// chunked body, 400 or 505 for a bad HTTP version. (A Content-Length it cannot read is kept
+/// from it, and answered by `framingProblem`: its own answer to that had its head twice.) Where CMicroHTTPDOwnAnswers is linked and `handler` installed (a reactord server
 /// does both; MicroHTTP alone neither), each goes to `handler`, and what it makes is sent instead
 /// of libmicrohttpd's HTML page: a problem document with the same status, naming the problem,
 /// with the fields the server's `decorate` adds (CORS), as on MicroHTTP's own refusals.
@@ -60,21 +60,14 @@ extension OwnAnswers {
     /// The problem libmicrohttpd found, told from its status and the fields it had read.
     static func detail(status: Int, headers: HTTPHeaders) -> String {
         let chunked = headers["Transfer-Encoding"] != nil
-        let length = headers["Content-Length"]
         switch status {
         case 400 where chunked: return "the chunked request body is malformed"
-        case 400 where length.map(isDecimal) == false: return "the Content-Length field is not a decimal number"
         case 400: return "the request is malformed"
         case 413 where chunked: return "a chunk of the request body is too large"
-        case 413: return "the Content-Length field is larger than this server can read"
         case 414: return "the request target is too long for this server"
         case 431: return "the request's header fields are too large for this server"
         case 505: return "the HTTP version is not supported: this server speaks HTTP/1.0 and HTTP/1.1"
         default: return ReasonPhrase.of(status)
         }
-    }
-
-    private static func isDecimal(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { (48...57).contains($0) }
     }
 }

@@ -2,7 +2,7 @@
 #define CMICROHTTPD_OWN_ANSWERS_H
 // libmicrohttpd answers some requests itself, before any callback of the application could:
 // 414 and 431 for a request line or head too large for the connection's memory pool, 400 or
-// 413 for a Content-Length it cannot read, 400 and 505 for a bad HTTP version. It has no
+// 413 for a malformed chunked body, 400 and 505 for a bad HTTP version. It has no
 // option to add header fields to those answers (a browser then sees an opaque CORS failure
 // instead of the status), and its bodies are HTML pages without a Content-Type.
 //
@@ -11,6 +11,8 @@
 // binaries that serve reactord (ReactorService depends on it, MicroHTTP does not), it passes
 // every call on to libmicrohttpd's own, except, once a handler is installed, the calls made
 // from inside libmicrohttpd: for those it asks the handler for an answer to send instead.
+// It interposes MHD_lookup_connection_value_n too, so that libmicrohttpd does not see a
+// Content-Length it cannot read (its answer to one has its head twice); MicroHTTP answers it.
 // It was written against libmicrohttpd 0.9.75 (MHD_VERSION 0x00097500); built against any
 // other version it defines nothing in libmicrohttpd's place and installs no handler.
 #include <microhttpd.h>
