@@ -305,3 +305,63 @@ def test_through_nginx_a_session_comes_to_live_where_its_requests_land(balanced)
     for session in sessions:   # every action applied once, wherever it went
         status, body, _ = balancer.request("GET", f"/sessions/{session}")
         assert status == 200 and json.loads(body)["state"]["count"] == 32, body
+
+
+class RefusingNode:
+    """Stands in for a node that answers every request 503 (a node stopping, or one whose
+    sessions' holder just died), counting the requests it had about sessions."""
+
+    def __init__(self):
+        import http.server
+
+        counts = self.counts = {"session": 0}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def refuse(self):
+                if self.path.startswith("/sessions/"):
+                    counts["session"] += 1
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                body = b'{"status":503,"detail":"stopping"}'
+                self.send_response(503)
+                self.send_header("Retry-After", "1")
+                self.send_header("Content-Type", "application/problem+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_DELETE = refuse
+
+            def log_message(self, *_):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_through_nginx_a_503_is_tried_again_on_another_node(cluster):
+    """A 503 means nothing was done: nginx sends the request once more, POSTs included. For a
+    session's requests the second try must reach another node than the hash's, or it only asks
+    the refusing node again."""
+    refusing = RefusingNode()
+    balancer = Nginx([cluster.nodes[0].port, cluster.nodes[1].port, refusing.port])
+    try:
+        sessions = []
+        for _ in range(24):
+            status, body, _ = balancer.request("POST", "/sessions", {"reactor": "counter"})
+            assert status == 201, body
+            sessions.append(json.loads(body)["session"])
+        for session in sessions:
+            status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
+            assert status == 200, (session, status, body)
+            status, body, _ = balancer.request("GET", f"/sessions/{session}")
+            assert status == 200 and json.loads(body)["state"]["count"] == 1, (session, status, body)
+        assert refusing.counts["session"] > 0, "no session hashed to the refusing node: the test proves nothing"
+    finally:
+        balancer.close()
+        refusing.close()
