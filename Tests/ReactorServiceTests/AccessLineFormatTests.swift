@@ -73,6 +73,24 @@ final class AccessLineFormatTests: XCTestCase {
         }
     }
 
+    /// A JWT anywhere in a value (`Bearer eyJ…`, decoded from `Bearer%20` or `Bearer+`) is
+    /// redacted; what is kept is percent-encoded again, so no decoded byte splits the line's fields.
+    func testAQueryValueHoldingAJWTIsRedactedAndNoDecodedByteBreaksTheLine() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnbmF0dXJl"
+        XCTAssertEqual(
+            AccessLog.redactedQuery(["authorization": "Bearer \(jwt)", "auth": "Bearer+\(jwt)", "x[a": "k=\(jwt)"]),
+            "auth=REDACTED&authorization=REDACTED&x=REDACTED")
+        XCTAssertEqual(AccessLog.redactedQuery(["greeting": "heyJoe"]), "greeting=heyJoe", "not where a run starts")
+        XCTAssertEqual(
+            AccessLog.redactedQuery(["fields": "count,user", "q r": "a b\nc&d=e+f\"é"]),
+            "fields=count,user&q%20r=a%20b%0Ac%26d%3De%2Bf%22%C3%A9")
+        let request = Request(method: .GET, path: "/sessions/s", query: ["q": "a b\nc"], pathParameters: ["id": "s"])
+        let line = directLine(
+            .text, base: [:], request, "/sessions/{id}", .response(Response(status: 200, body: [])), 0)
+        XCTAssertTrue(line.contains(" query=q=a%20b%0Ac route="), line)
+        XCTAssertEqual(line.filter { $0 == "\n" }.count, 1, line)
+    }
+
     /// The server's own handler takes the direct way; another handler (a test's capture, one
     /// with a metadata provider) keeps swift-log's.
     func testOnlyTheBufferedHandlerWithoutAProviderWritesDirectly() {

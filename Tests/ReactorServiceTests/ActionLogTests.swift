@@ -195,6 +195,32 @@ class ActionLogTests: XCTestCase {
         }
     }
 
+    func testTheExportIsOneEntryALineWhateverTheActionsLayout() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        let laidOut = "{\n  \"type\": \"add\",\r\n\t\"amount\": 2\n}\n"
+        try act(fixture, session, laidOut)
+        let viaAction = try fixture.client.request(
+            "POST", "/action", body: "{\"session\": \"\(session)\",\n \"action\": {\n \"type\": \"noop\" }\n}")
+        XCTAssertEqual(viaAction.status, 200, viaAction.text)
+        let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
+        XCTAssertEqual(export.status, 200, export.text)
+        // By bytes: "\r\n" is one Character, which a split on "\n" would not cut.
+        let lines = export.text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+            .map { String(decoding: $0, as: UTF8.self) }
+        XCTAssertEqual(lines.count, 3, "two entries, each a line ending with a line feed: \(export.text)")
+        XCTAssertEqual(lines.last, "")
+        let entries = lines.dropLast().map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertEqual(entries.compactMap { $0?["number"] as? Int }, [1, 2], export.text)
+        XCTAssertTrue(lines[0].contains(#""action":{"type":"add","amount":2}"#), lines[0])
+        XCTAssertTrue(lines[1].contains(#""action":{"type":"noop"}"#), lines[1])
+        // A page is JSON, not lines: there the action stays as it was sent.
+        let page = try fixture.client.request("GET", "/sessions/\(session)/actions")
+        XCTAssertTrue(page.text.contains(#"{\#n  "type": "add",\#r\#n\#t"amount": 2\#n}"#), page.text)
+        XCTAssertEqual(try log(fixture, session).compactMap { $0["number"] as? Int }, [1, 2])
+    }
+
     func testStatesAtEveryVersionMatchTheStreamAndTheLogReplaysToTheSameState() throws {
         let fixture = try start()
         defer { fixture.stop() }

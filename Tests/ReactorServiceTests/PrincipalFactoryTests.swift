@@ -120,6 +120,31 @@ final class PrincipalFactoryTests: XCTestCase {
             ).status, 403)
     }
 
+    func testTheAdminTokenOnASessionRouteIsA403NotAMalformedToken() throws {
+        let created = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"whoami"}"#, headers: bearer("alice"))
+        let id = try XCTUnwrap(created.object["session"] as? String, created.text)
+        let admin = ["Authorization": "Bearer \(ServerFixture.token)"]
+        for (method, path, body) in [
+            ("POST", "/sessions", #"{"reactor":"whoami"}"#), ("GET", "/sessions/\(id)", ""),
+            ("DELETE", "/sessions/\(id)", ""), ("GET", "/sessions/\(id)/events", ""),
+            ("POST", "/sessions/\(id)/actions", "{}"), ("POST", "/action", #"{"session":"\#(id)","action":{}}"#),
+        ] {
+            let refused = try fixture.client.request(method, path, body: body, headers: admin)
+            XCTAssertEqual(refused.status, 403, "\(method) \(path): \(refused.text)")
+            XCTAssertTrue((refused.object["detail"] as? String ?? "").contains("admin token"), refused.text)
+            XCTAssertEqual(refused.header("WWW-Authenticate"), #"Bearer error="insufficient_scope""#)
+        }
+        let query = try fixture.client.request("GET", "/sessions/\(id)/events?access_token=\(ServerFixture.token)")
+        XCTAssertEqual(query.status, 403, query.text)
+        // The history routes are the admin's.
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)/actions", headers: admin).status, 200)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: bearer("alice")).status, 200)
+        let metrics = try fixture.client.request("GET", "/metrics").text
+        XCTAssertFalse(metrics.contains(#"reactord_auth_failures_total{reason="malformed"}"#), metrics)
+        XCTAssertTrue(metrics.contains(#"reactord_auth_failures_total{reason="forbidden"} 7"#), metrics)
+    }
+
     func testWithoutAuthenticationThePrincipalIsNil() throws {
         let open = try ServerFixture()
         defer { open.stop() }

@@ -318,8 +318,10 @@ def test_access_token_query_works_for_the_owner_only_and_is_never_logged(hs_serv
     # The query token is for the event stream only.
     assert_problem(*hs_server.request("GET", f"/sessions/{session}?access_token={alice}"), 401)
     # Misspelled parameters that carry a token are redacted too: an encoded '=' puts the token
-    # in the parameter's name; a bracketed name; a token under a name of its own.
-    for query in (f"access_token%3D{alice}", f"access_token[]={alice}", f"t={alice}", alice):
+    # in the parameter's name; a bracketed name; a token under a name of its own; one after
+    # "Bearer " (its space decoded from %20 or +).
+    for query in (f"access_token%3D{alice}", f"access_token[]={alice}", f"t={alice}", alice,
+                  f"authorization=Bearer%20{alice}", f"auth=Bearer+{alice}"):
         status, _, _ = hs_server.request("GET", f"/sessions/{session}/events?{query}&fields=count")
         assert status == 401, query
     log, _ = assert_no_token_leaked(hs_server)

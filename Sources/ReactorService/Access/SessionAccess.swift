@@ -44,7 +44,8 @@ final class SessionAccess: Sendable {
     // MARK: who is asking
 
     /// The caller's principal: `.success(nil)` in open mode, the token's principal with
-    /// authentication on, else the 401 to answer. `queryToken`: `?access_token=` is accepted too.
+    /// authentication on, else the 401 to answer (403 for the admin token, which is no subject's).
+    /// `queryToken`: `?access_token=` is accepted too.
     func authenticate(_ request: Request, queryToken: Bool = false) -> Result<Principal?, Refusal> {
         guard let verification else { return .success(nil) }
         let token: Substring
@@ -54,8 +55,22 @@ final class SessionAccess: Sendable {
         }
         switch verify(token, with: verification) {
         case let .success(principal): return .success(principal)
+        case .failure where isAdminToken(token):
+            // Not a malformed JWT but the wrong credential: the admin token reads any session's
+            // history, yet names no subject to own or act on a session as.
+            return .failure(
+                Refusal(
+                    response: forbidden(
+                        "forbidden",
+                        "the admin token cannot act on sessions: it is no user's token and names no subject; "
+                            + "send a user's JWT")))
         case let .failure(rejection): return .failure(refuse(rejection))
         }
+    }
+
+    /// Whether `token` is the admin token (compared in constant time).
+    private func isAdminToken(_ token: Substring) -> Bool {
+        AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8))
     }
 
     /// `verification.verify`, answered from the tokens verified before when it can.
@@ -224,9 +239,7 @@ final class SessionAccess: Sendable {
     /// is authenticated as for the session itself. The principal is nil for the admin token
     /// and in open mode.
     func authenticateReader(_ request: Request) -> Result<(principal: Principal?, isAdmin: Bool), Refusal> {
-        if case let .success(token) = Self.bearer(in: request, queryToken: false),
-            AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8))
-        {
+        if case let .success(token) = Self.bearer(in: request, queryToken: false), isAdminToken(token) {
             return .success((nil, true))
         }
         switch authenticate(request) {
@@ -253,7 +266,7 @@ final class SessionAccess: Sendable {
             ).response
         case let .failure(rejection): return refuse(rejection).response
         }
-        if AdminAuthorization.constantTimeEquals(Array(token.utf8), Array(adminToken.utf8)) { return nil }
+        if isAdminToken(token) { return nil }
         if let verification, token.utf8.filter({ $0 == UInt8(ascii: ".") }).count == 2 {
             switch verify(token, with: verification) {
             case let .failure(rejection):

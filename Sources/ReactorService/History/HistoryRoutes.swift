@@ -75,7 +75,7 @@ extension RouteTable {
                         while true {
                             let (page, more) = HistoryJSON.bounded(try read(cursor, limit), limit: limit)
                             for entry in page {
-                                LoggedActionJSON.append(entry, to: &body)
+                                LoggedActionJSON.append(entry, to: &body, oneLine: true)
                                 body.append(UInt8(ascii: "\n"))
                             }
                             guard more, let last = page.last else { break }

@@ -4,7 +4,10 @@ import ReactorStore
 /// `{"number":3,"cause":"action","from":4,"version":5,"action":{..},"subject":"..","idempotencyKey":"..","time":".."}`;
 /// `from` is absent when it changed nothing, `origin` (an effect's action) when not known.
 enum LoggedActionJSON {
-    static func append(_ entry: LoggedAction, to out: inout [UInt8]) {
+    /// `oneLine`: the action without the whitespace between its tokens, for NDJSON's one entry a
+    /// line (a JSON string holds no raw line break, so only the layout between tokens can). Without
+    /// it, the action as sent.
+    static func append(_ entry: LoggedAction, to out: inout [UInt8], oneLine: Bool = false) {
         out.append(contentsOf: #"{"number":"#.utf8)
         StateJSONEncoder.appendUnsigned(entry.number, into: &out)
         out.append(contentsOf: #","cause":""#.utf8)
@@ -22,7 +25,11 @@ enum LoggedActionJSON {
         StateJSONEncoder.appendUnsigned(entry.version, into: &out)
         if let json = entry.json {
             out.append(contentsOf: #","action":"#.utf8)
-            out.append(contentsOf: json)
+            if oneLine {
+                JSONWhitespace.appendStripped(json[...], to: &out)
+            } else {
+                out.append(contentsOf: json)
+            }
         }
         if let subject = entry.subject {
             out.append(contentsOf: #","subject":"#.utf8)

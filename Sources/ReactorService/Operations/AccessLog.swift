@@ -86,20 +86,56 @@ struct AccessLog: Sendable {
 
     /// The query as logged. A parameter is a secret when its name mentions a token
     /// (`access_token`, `access_token[]`, `access_token%3D<token>` whose name holds the token) or
-    /// its name or value looks like a JWT: its name is cut to its leading word, its value REDACTED.
+    /// its name or value holds a JWT (`Bearer eyJ…` too): its name is cut to its leading word, its
+    /// value REDACTED. The rest is percent-encoded again, as sent: a decoded space, line break or
+    /// `&` would otherwise break the log line's `key=value` fields or the query's own shape.
     static func redactedQuery(_ query: [String: String]) -> String {
         query.keys.sorted().map { name in
             let value = query[name]!
-            guard name.lowercased().contains("token") || looksLikeJWT(name) || looksLikeJWT(value) else {
-                return "\(name)=\(value)"
+            guard name.lowercased().contains("token") || containsJWT(name) || containsJWT(value) else {
+                return "\(percentEncoded(name))=\(percentEncoded(value))"
             }
             let word = name.prefix { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
             return "\(word.isEmpty ? "?" : word)=REDACTED"
         }.joined(separator: "&")
     }
 
-    /// A JWT's header is base64url JSON: it starts with `eyJ` (`{"`).
-    private static func looksLikeJWT(_ text: String) -> Bool { text.hasPrefix("eyJ") }
+    /// A JWT's header is base64url JSON: it starts with `eyJ` (`{"`), here where a base64url run
+    /// starts (the text's start, or after a space, `+`, `=`…), so `Bearer eyJ…` counts.
+    private static func containsJWT(_ text: String) -> Bool {
+        let utf8 = text.utf8
+        var index = utf8.startIndex
+        var startsRun = true
+        while index != utf8.endIndex {
+            if startsRun, utf8[index...].starts(with: "eyJ".utf8) { return true }
+            startsRun = !Base64URL.isAlphabet(utf8[index])
+            utf8.formIndex(after: &index)
+        }
+        return false
+    }
+
+    /// `text` with every byte but the unreserved characters (RFC 3986) and `,:/@` as `%XX`.
+    private static func percentEncoded(_ text: String) -> String {
+        func isKept(_ byte: UInt8) -> Bool {
+            Base64URL.isAlphabet(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "~")
+                || byte == UInt8(ascii: ",") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "/")
+                || byte == UInt8(ascii: "@")
+        }
+        guard !text.utf8.allSatisfy(isKept) else { return text }
+        let digits = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count * 3)
+        for byte in text.utf8 {
+            if isKept(byte) {
+                out.append(byte)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(digits[Int(byte >> 4)])
+                out.append(digits[Int(byte & 0xF)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 
     /// The session a JSON reply is about: the service writes `"session":"…"` among the first
     /// members of every session document (POST /sessions, POST /action), so a short scan finds it.
