@@ -7,14 +7,14 @@ import XCTest
 /// runs once at a time (409), is given back when its ticket goes, and the action's JSON is
 /// found in POST /action's envelope as it was sent.
 final class IdempotencyLedgerTests: XCTestCase {
-    private func request(_ key: String, body: String = "{}") -> IdempotentRequest {
+    private func request(_ key: String, body: String = "{}", scope: String = "") -> IdempotentRequest {
         let headers = HTTPHeaders([("Idempotency-Key", key)])
         let request = Request(
             method: .POST, path: "/action", query: [:], headers: headers, body: Array(body.utf8),
             peer: nil, client: nil)
         guard
             case let .key(read) = IdempotentRequest.read(
-                request, scope: "", kind: .action, session: "s",
+                request, scope: scope, kind: .action, session: "s",
                 body: request.body[...])
         else {
             XCTFail("no key read")
@@ -67,6 +67,26 @@ final class IdempotencyLedgerTests: XCTestCase {
         XCTAssertEqual(replay.headers["Idempotent-Replayed"], "true")
         guard case let .answer(spaced) = ledger.admit(request("k", body: #"{"a":[1,"bc"]}"#)) else { return XCTFail() }
         XCTAssertEqual(spaced.status, 422, "spaces inside strings count")
+    }
+
+    /// Scopes are subjects, compared byte for byte: "café" precomposed and decomposed are equal
+    /// Swift strings but two callers, each with a key of its own, running or kept.
+    func testScopesAreComparedByteForByte() throws {
+        let ledger = ledger()
+        let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+        var ticket: IdempotencyLedger.Ticket?
+        if case let .run(first) = ledger.admit(request("k", scope: composed)) { ticket = first }
+        XCTAssertNotNil(ticket, "the first runs")
+        guard case .run = ledger.admit(request("k", scope: decomposed)) else {
+            return XCTFail("the other subject's key is not the one running")
+        }
+        _ = ticket?.keep(.json(Array(#"{"ok":true}"#.utf8), status: 201), session: "s")
+        ticket = nil
+        guard case .run = ledger.admit(request("k", scope: decomposed)) else {
+            return XCTFail("the other subject's key is not the one kept")
+        }
+        guard case let .answer(replay) = ledger.admit(request("k", scope: composed)) else { return XCTFail() }
+        XCTAssertEqual(replay.headers["Idempotent-Replayed"], "true", "its own subject's is kept")
     }
 
     func testTheActionMemberIsFoundAsSent() {

@@ -153,6 +153,26 @@ final class IdempotencyTests: XCTestCase {
         assertReplay(try client.request("PUT", "/user", body: #"{"id":"ada","name":"Ada"}"#, headers: admin), of: put)
     }
 
+    /// Without authentication the callers share one space of keys and the admins have their own
+    /// (PUT and DELETE /user), as with it: a key used on one side is free on the other.
+    func testWithoutAuthenticationTheUserRoutesUseTheAdminsKeys() throws {
+        for store in [nil, "memory"] {
+            let server = try start(store: store)
+            let client = HTTPClient(port: server.port)
+            XCTAssertEqual(try create(client, key: "k").status, 201)
+            let put = try client.request(
+                "PUT", "/user", body: #"{"id":"a","name":"b"}"#,
+                headers: ["Authorization": "Bearer t", "Idempotency-Key": "k"])
+            XCTAssertEqual(put.status, 200, "\(store ?? "sqlite"): \(put.text)")
+            let cleared = try client.request(
+                "DELETE", "/user", headers: ["Authorization": "Bearer t", "Idempotency-Key": "d"])
+            XCTAssertEqual(cleared.status, 204, cleared.text)
+            let created = try create(client, key: "d")
+            XCTAssertEqual(created.status, 201, "\(store ?? "sqlite"): \(created.text)")
+            XCTAssertNil(created.header("Idempotent-Replayed"))
+        }
+    }
+
     /// A repeat sent the moment the first answer arrives is replayed, never a 409: the key's
     /// run ends before its answer goes out, not when the journal lets go of the request's
     /// closures (which came after the answer, and failed CI's run of the test above).

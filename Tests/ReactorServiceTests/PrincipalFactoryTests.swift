@@ -94,6 +94,24 @@ final class PrincipalFactoryTests: XCTestCase {
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: bearer(#"\u00C5"#)).status, 403)
     }
 
+    func testEachSubjectHasItsOwnIdempotencyKeysByteForByte() throws {
+        // "café" precomposed and decomposed are equal Swift strings, but two subjects: the same
+        // key makes a session for each, and neither may use the other's.
+        let (composed, decomposed) = (bearer(#"caf\u00e9"#), bearer(#"cafe\u0301"#))
+        let key = ["Idempotency-Key": "nf-1"]
+        let first = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: composed.merging(key) { $1 })
+        XCTAssertEqual(first.status, 201, first.text)
+        let second = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":"counter"}"#, headers: decomposed.merging(key) { $1 })
+        XCTAssertEqual(second.status, 201, second.text)
+        XCTAssertNil(second.header("Idempotent-Replayed"), "not the other subject's answer")
+        let id = try XCTUnwrap(first.object["session"] as? String)
+        XCTAssertNotEqual(second.object["session"] as? String, id)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: decomposed).status, 403)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(id)", headers: composed).status, 200)
+    }
+
     func testASubjectWithANulIsRefused() throws {
         // A store keeps the owner as text; PostgreSQL's failed the whole group commit on it.
         let refused = try fixture.client.request(

@@ -133,9 +133,7 @@ final class SessionAccess: Sendable {
         guard let principal, let owner else {
             return forbidden("forbidden", "this session has no owner (it was made without authentication)")
         }
-        // Byte for byte: `==` on String takes "Å" (U+212B) for "Å" (U+00C5), and RFC 7519 §7.3
-        // compares subjects without normalizing them.
-        guard owner.utf8.elementsEqual(principal.subject.utf8) else {
+        guard Bytewise(owner) == Bytewise(principal.subject) else {
             return forbidden("forbidden", "this session belongs to another subject")
         }
         return nil

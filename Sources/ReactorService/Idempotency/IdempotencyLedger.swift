@@ -157,14 +157,14 @@ final class IdempotencyLedger: Sendable {
     }
 }
 
-/// A key in its caller's space.
+/// A key in its caller's space, both told apart byte for byte: the scope is a subject.
 private struct KeyInScope: Hashable {
-    let scope: String
-    let key: String
+    let scope: Bytewise<String>
+    let key: Bytewise<String>
 }
 
 extension IdempotentRequest {
-    fileprivate var id: KeyInScope { KeyInScope(scope: scope, key: key) }
+    fileprivate var id: KeyInScope { KeyInScope(scope: Bytewise(scope), key: Bytewise(key)) }
 }
 
 /// `reactord_idempotent_replays_total`, `reactord_idempotency_conflicts_total{status}` (409: the

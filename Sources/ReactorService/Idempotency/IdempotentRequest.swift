@@ -20,7 +20,7 @@ struct IdempotentRequest: Sendable {
         case setUser = "set-user", clearUser = "clear-user", fork
     }
 
-    /// The caller's subject, or "" without authentication (one shared space).
+    /// Whose key it is: see `scope(of:for:authenticating:)`.
     let scope: String
     let key: String
     let digest: String
@@ -28,6 +28,16 @@ struct IdempotentRequest: Sendable {
     let isForwarders: Bool
     /// A forwarding node's key on its first sending: certainly not stored yet.
     let isFresh: Bool
+
+    /// The space of keys `kind`'s are in: the caller's subject with authentication, one shared
+    /// space ("") without; the user routes' are the admins', apart from both: "" with
+    /// authentication (no subject is empty), another without (the callers have "").
+    static func scope(of kind: Kind, for principal: Principal?, authenticating: Bool) -> String {
+        switch kind {
+        case .setUser, .clearUser: authenticating ? "" : "admin"
+        case .action, .createSession, .deleteSession, .fork: principal?.subject ?? ""
+        }
+    }
 
     /// What a request says of its key.
     enum Reading {

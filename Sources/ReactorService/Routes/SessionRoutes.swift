@@ -213,15 +213,15 @@ extension RouteTable {
 extension RouteTable {
     /// The request's `Idempotency-Key` admitted: nil when it has none; else whether it runs
     /// (`.run`), or the answer instead (a kept one, 409, 422, or the 400 for a malformed key).
-    /// Keys are the caller's: the subject's with authentication, one space without.
+    /// Keys are the caller's (`IdempotentRequest.scope`).
     static func admit(
         _ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind,
         session: @autoclosure () -> String = "", body: @autoclosure () -> ArraySlice<UInt8> = [],
         _ context: ServiceContext
     ) -> IdempotencyLedger.Admission? {
-        switch IdempotentRequest.read(
-            request, scope: principal?.subject ?? "", kind: kind, session: session(), body: body())
-        {
+        let scope = IdempotentRequest.scope(
+            of: kind, for: principal, authenticating: context.access.isAuthenticating)
+        switch IdempotentRequest.read(request, scope: scope, kind: kind, session: session(), body: body()) {
         case .none: return nil
         case let .malformed(refusal): return .answer(refusal)
         case let .key(idempotent): return context.idempotency.admit(idempotent)
