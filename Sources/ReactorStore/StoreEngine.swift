@@ -177,19 +177,24 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case notHeld(String)
     /// The store cannot be opened at all: reactord does not start.
     case cannotOpen(String)
+    /// The connection was lost after the commit was sent and before it was confirmed: the change
+    /// may or may not be stored (504 for the request: a retry under its key is safe, a plain one
+    /// is not).
+    case outcomeUnknown(String, cause: String = "")
 
     /// What went wrong, worded for any client: no location, address or database message.
     public var detail: String {
         switch self {
         case let .full(detail, _), let .unavailable(detail, _), let .damaged(detail, _), let .notHeld(detail),
-            let .cannotOpen(detail):
+            let .cannotOpen(detail), let .outcomeUnknown(detail, _):
             detail
         }
     }
 
     public var description: String {
         switch self {
-        case let .full(detail, cause), let .unavailable(detail, cause), let .damaged(detail, cause):
+        case let .full(detail, cause), let .unavailable(detail, cause), let .damaged(detail, cause),
+            let .outcomeUnknown(detail, cause):
             cause.isEmpty ? detail : "\(detail) (\(cause))"
         case let .notHeld(detail), let .cannotOpen(detail): detail
         }

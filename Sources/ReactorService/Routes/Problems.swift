@@ -48,6 +48,12 @@ enum Problems {
             return .problem(
                 status: 503, detail: "\(error.detail); nothing of this request was stored",
                 headers: HTTPHeaders([("Retry-After", "1")]))
+        case .outcomeUnknown:
+            // Not a 503: a balancer re-sends those, and this one may have been applied.
+            return .problem(
+                status: 504,
+                detail: "\(error.detail); read the session, or send the request again under the same "
+                    + "Idempotency-Key, before retrying")
         }
     }
 

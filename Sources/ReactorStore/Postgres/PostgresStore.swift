@@ -156,6 +156,9 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         // One statement commits by itself; several share a transaction.
         let transaction = steps.count > 1
         var outcome = CommitOutcome()
+        // Once the commit is sent (the COMMIT, or the one statement that commits by itself), a lost
+        // connection leaves it unknown whether it was stored.
+        var isCommitSent = !transaction
         do {
             if transaction {
                 try connection.execute("BEGIN")
@@ -192,10 +195,18 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                         """, [String(time), String(max(limit, 0))])
                 }
             }
-            if transaction { try connection.execute("COMMIT") }
+            if transaction {
+                isCommitSent = true
+                try connection.execute("COMMIT")
+            }
         } catch {
             if transaction && !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
             if connection.isBroken { writer = nil }
+            if isCommitSent, let lost = error as? PostgresError, lost.connectionLost {
+                throw .outcomeUnknown(
+                    "PostgreSQL was lost while committing: whether the change was stored is unknown",
+                    cause: "\(name): \(lost.message)")
+            }
             throw storeError(error)
         }
         leaseLock.lock()
