@@ -18,6 +18,9 @@ struct IdempotentRequest: Sendable {
     enum Kind: String {
         case action, createSession = "create-session", deleteSession = "delete-session"
         case setUser = "set-user", clearUser = "clear-user", fork
+
+        /// Whether it runs with no session's holder to serialise its repeats across nodes.
+        var isUnheld: Bool { self == .createSession || self == .setUser || self == .clearUser }
     }
 
     /// The caller's subject, or "" without authentication (one shared space).
@@ -28,6 +31,8 @@ struct IdempotentRequest: Sendable {
     let isForwarders: Bool
     /// A forwarding node's key on its first sending: certainly not stored yet.
     let isFresh: Bool
+    /// See `Kind.isUnheld`.
+    let isUnheld: Bool
 
     /// What a request says of its key.
     enum Reading {
@@ -77,7 +82,9 @@ struct IdempotentRequest: Sendable {
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
         let isFresh = isForwarders && request.headers[freshForwardHeader] != nil
         return .key(
-            IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh))
+            IdempotentRequest(
+                scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh,
+                isUnheld: kind.isUnheld))
     }
 }
 
