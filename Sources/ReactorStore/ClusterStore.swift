@@ -54,6 +54,17 @@ package protocol ClusterStore: StoreEngine {
     /// The global user's changes after `version`, oldest first (the newest few hundred are kept).
     func userChanges(after version: UInt64) throws(StoreError) -> [UserChange]
 
+    /// Claims `key` in `scope` for one run of `request` (its digest) under `token`, for a route
+    /// no session's holder serialises (each node's ledger only serialises its own requests):
+    /// nil when this run has it now (a placeholder row, taken over once a dead run's claim passed
+    /// its `duration`), else what holds it: the kept answer, or another run's claim (`isClaim`).
+    /// The run's kept answer replaces the claim in its commit (`StoredAnswer.claim`).
+    func claimAnswer(scope: String, key: String, request: String, token: String, duration: Double) throws(StoreError)
+        -> StoredAnswer?
+
+    /// Gives up `token`'s claim on `key` (its run's answer is not kept): a repeat runs again.
+    func releaseClaim(scope: String, key: String, token: String) throws(StoreError)
+
     /// Starts delivering wake-ups to `wake`, on the store's own listener thread, until `close`.
     func listen(_ wake: @escaping @Sendable (StoreWakeup) -> Void)
 }

@@ -16,6 +16,13 @@ package struct StoredAnswer: Sendable, Equatable {
     /// The session whose change it answers: it is kept only if that change is (a write the
     /// store refuses, a delete of a session used since, take their answers with them).
     package var session: String?
+    /// The claim it replaces (its run's token, see `ClusterStore.claimAnswer`); nil when its key
+    /// was not claimed.
+    package var claim: String?
+
+    /// A run's claim on the key (a shared store's placeholder row), not an answer: the key is
+    /// running on some node, and there is nothing to replay yet.
+    package var isClaim: Bool { status == 0 }
 
     package struct Field: Sendable, Equatable {
         package var name: String
@@ -29,7 +36,7 @@ package struct StoredAnswer: Sendable, Equatable {
 
     package init(
         scope: String, key: String, request: String, status: Int, headers: [Field], body: [UInt8],
-        expires: Double, session: String?
+        expires: Double, session: String?, claim: String? = nil
     ) {
         self.scope = scope
         self.key = key
@@ -39,6 +46,7 @@ package struct StoredAnswer: Sendable, Equatable {
         self.body = body
         self.expires = expires
         self.session = session
+        self.claim = claim
     }
 
     /// The header fields as one text column: `name: value` lines (reactord's own header values

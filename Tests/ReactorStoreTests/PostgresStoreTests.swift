@@ -254,6 +254,43 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try b.answerCount(), 1, "forgotten in batches of the limit")
     }
 
+    func testAKeyIsClaimedByOneNodeAndItsAnswerReplacesOnlyItsOwnClaim() throws {
+        let dsn = try database()
+        let a = try open(dsn, address: "http://a")
+        let b = try open(dsn, address: "http://b")
+        func claim(_ store: PostgresStore, _ key: String, _ token: String, for duration: Double = 30) throws
+            -> StoredAnswer?
+        {
+            try store.claimAnswer(scope: "", key: key, request: "digest", token: token, duration: duration)
+        }
+        func answer(_ key: String, claim: String) -> StoredAnswer {
+            StoredAnswer(
+                scope: "", key: key, request: "digest", status: 200, headers: [], body: Array("{}".utf8),
+                expires: 5_000, session: nil, claim: claim)
+        }
+        XCTAssertNil(try claim(a, "k", "ta"), "the first claim runs")
+        let running = try XCTUnwrap(try claim(b, "k", "tb"))
+        XCTAssertTrue(running.isClaim && running.request == "digest", "another node finds it running")
+        XCTAssertEqual(try b.answer(scope: "", key: "k")?.isClaim, true, "a lookup never replays a claim")
+        try b.commit([.forgetAnswers(expiredBefore: 1e12, limit: 10)], historyLength: 10)
+        XCTAssertEqual(try b.answerCount(), 0, "a live claim is not forgotten, nor counted")
+        try a.commit([.user(Array("null".utf8)), .answer(answer("k", claim: "ta"))], historyLength: 10)
+        XCTAssertEqual(try claim(b, "k", "tb"), try a.answer(scope: "", key: "k"))
+        XCTAssertEqual(try b.answer(scope: "", key: "k")?.status, 200, "the answer replaced the claim")
+
+        XCTAssertNil(try claim(a, "released", "ta"))
+        try a.releaseClaim(scope: "", key: "released", token: "ta")
+        XCTAssertNil(try claim(b, "released", "tb"), "a claim given back is free at once")
+
+        XCTAssertNil(try claim(a, "lapsed", "ta", for: 0.2))
+        Thread.sleep(forTimeInterval: 0.4)
+        XCTAssertNil(try claim(b, "lapsed", "tb"), "a claim past its time is taken over")
+        try a.commit([.user(nil), .answer(answer("lapsed", claim: "ta"))], historyLength: 10)
+        XCTAssertEqual(try a.answer(scope: "", key: "lapsed")?.isClaim, true, "the late run keeps nothing")
+        try a.releaseClaim(scope: "", key: "lapsed", token: "ta")
+        XCTAssertEqual(try a.answer(scope: "", key: "lapsed")?.isClaim, true, "nor gives back another's claim")
+    }
+
     func testAReleasedSessionIsTakenAtOnce() throws {
         let dsn = try database()
         let a = try open(dsn, address: "http://a")

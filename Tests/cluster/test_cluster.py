@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import LEASE, BINARY, Cluster, EventReader, Node
+from conftest import LEASE, BINARY, TOKEN, Cluster, EventReader, Node
 
 
 def state_events(reader):
@@ -687,3 +687,72 @@ def test_a_sessions_action_log_is_one_whichever_node_served_it_and_outlives_its_
     assert entries[-1]["version"] == 11 and entries[-1]["cause"] == "action", entries[-1]
     status, body, _ = survivor.request("GET", f"/sessions/{session}/states/5")
     assert status == 200 and json.loads(body)["state"]["count"] == 5, body
+
+
+def same_key_on_every_node_at_once(cluster, method, path, body, key, headers=None):
+    """`method path` under `key` sent to the three nodes at the same moment: their answers."""
+    barrier = threading.Barrier(len(cluster.nodes))
+    answers = [None] * len(cluster.nodes)
+
+    def send(index):
+        barrier.wait()
+        answers[index] = cluster.nodes[index].request(
+            method, path, body, headers={**(headers or {}), "Idempotency-Key": key})
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(cluster.nodes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return answers
+
+
+def assert_run_once(answers, status):
+    """One run with `status`; every other answer its replay byte for byte, or 409 while it ran."""
+    lowered = [(code, body, {name.lower(): value for name, value in headers.items()})
+               for code, body, headers in answers]
+    first = [answer for answer in lowered if answer[0] == status and "idempotent-replayed" not in answer[2]]
+    assert len(first) == 1, answers
+    kept = ("content-type", "etag", "location")
+    code, body, headers = first[0]
+    for answer in lowered:
+        other, text, fields = answer
+        if other == 409:
+            assert fields.get("retry-after") == "1", answer
+        elif answer is not first[0]:
+            assert fields.get("idempotent-replayed") == "true", answer
+            assert (other, text, *map(fields.get, kept)) == (code, body, *map(headers.get, kept)), answer
+    return first[0]
+
+
+def test_a_key_sent_to_every_node_at_once_creates_one_session_and_sets_the_user_once(cluster):
+    """Issue 28 in a cluster: POST /sessions and PUT /user have no session holder to serialise
+    their repeats, so the first node to claim the key in the store runs it; the others replay
+    its answer, or answer 409 while it runs."""
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    for round in range(5):
+        key = f"create-{round}-{random.random()}"
+        answers = same_key_on_every_node_at_once(cluster, "POST", "/sessions", {"reactor": "counter"}, key)
+        _, body, _ = assert_run_once(answers, 201)
+        session = json.loads(body)["session"]
+        # A repeat after the run, on any node, is its answer again.
+        for node in cluster.nodes:
+            status, text, headers = node.request("POST", "/sessions", {"reactor": "counter"},
+                                                 headers={"Idempotency-Key": key})
+            assert status == 201 and text == body and headers.get("Idempotent-Replayed") == "true", (status, text)
+        assert cluster.postgres.sql(cluster.dsn, "SELECT count(*) FROM reactord_sessions") == str(round + 1)
+        assert session in cluster.postgres.sql(cluster.dsn, "SELECT string_agg(id, ' ') FROM reactord_sessions")
+    for round in range(5):
+        before = cluster.postgres.sql(cluster.dsn, "SELECT count(*) FROM reactord_user_changes")
+        answers = same_key_on_every_node_at_once(
+            cluster, "PUT", "/user", {"id": f"u{round}", "name": "one"}, f"user-{round}-{random.random()}", admin)
+        assert_run_once(answers, 200)
+        after = cluster.postgres.sql(cluster.dsn, "SELECT count(*) FROM reactord_user_changes")
+        assert int(after) == int(before) + 1, (before, after)
+    # No run's claim is left: a refused request's claim is given back at once, so its repeat runs.
+    assert cluster.postgres.sql(cluster.dsn, "SELECT count(*) FROM reactord_answers WHERE status = 0") == "0"
+    for _ in range(2):
+        status, _, _ = cluster.nodes[0].request("POST", "/sessions", {"reactor": "nope"},
+                                                headers={"Idempotency-Key": "refused"})
+        assert status == 422
+    assert cluster.postgres.sql(cluster.dsn, "SELECT count(*) FROM reactord_answers WHERE status = 0") == "0"

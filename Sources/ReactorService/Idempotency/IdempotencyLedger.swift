@@ -6,6 +6,7 @@ import ReactorStore
 /// meanwhile gets 409), and the answers kept. With a durable store an answer is written in the
 /// transaction of the change it answers, so a repeat after any crash finds both or neither;
 /// with the memory store the ledger keeps them itself (lost on restart, as the sessions are).
+/// In a cluster the requests no session's holder serialises also claim their key in the store.
 final class IdempotencyLedger: Sendable {
     enum Admission {
         /// Not answered before: run it, holding the ticket until the answer is given.
@@ -20,8 +21,9 @@ final class IdempotencyLedger: Sendable {
     final class Ticket: Sendable {
         let request: IdempotentRequest
         private let ledger: IdempotencyLedger
-        /// Whether `finish` was called, and the answer last given to `keep`.
-        private let progress = Locked<(finished: Bool, answer: Response?)>((false, nil))
+        /// Whether `finish` was called, the answer last given to `keep`, and the token of the
+        /// key's claim in a shared store (see `ClusterStore.claimAnswer`).
+        private let progress = Locked<(finished: Bool, answer: Response?, claim: String?)>((false, nil, nil))
 
         fileprivate init(_ request: IdempotentRequest, _ ledger: IdempotencyLedger) {
             self.request = request
@@ -34,13 +36,25 @@ final class IdempotencyLedger: Sendable {
         /// the first call counts, so it never frees a later run of the same key.
         func finish() {
             guard
-                progress.withLock({ progress in
+                let claim = progress.withLock({ progress -> String?? in
                     defer { progress.finished = true }
-                    return !progress.finished
+                    guard !progress.finished else { return nil }
+                    // A kept answer replaces the claim in its commit (or, that failing, the claim
+                    // passes: the commit may have landed all the same).
+                    return .some(progress.answer.map(Self.isKept) == true ? nil : progress.claim)
                 })
             else { return }
+            if let claim, let cluster = ledger.engine as? any ClusterStore {
+                // Nothing is kept: a repeat runs again (a claim left runs out by itself).
+                try? cluster.releaseClaim(scope: request.scope, key: request.key, token: claim)
+            }
             ledger.running.withLock { $0[request.id] = nil }
         }
+
+        /// Whether an answer is kept: a 2xx; any other changed nothing, and a repeat runs again.
+        private static func isKept(_ response: Response) -> Bool { (200..<300).contains(response.status) }
+
+        fileprivate func claimed(_ token: String) { progress.withLock { $0.claim = token } }
 
         /// The answer last given to `keep`: the client gets the very bytes a repeat will.
         var keptResponse: Response? { progress.withLock { $0.answer } }
@@ -50,15 +64,19 @@ final class IdempotencyLedger: Sendable {
         /// now and nil is returned; with a durable store it is to be written with the change
         /// (`session`: the session that change is about).
         func keep(_ response: Response, session: String?) -> StoredAnswer? {
-            progress.withLock { $0.answer = response }
-            guard (200..<300).contains(response.status) else { return nil }
+            let claim = progress.withLock { progress in
+                progress.answer = response
+                return progress.claim
+            }
+            guard Self.isKept(response) else { return nil }
             let answer = StoredAnswer(
                 scope: request.scope, key: request.key, request: request.digest, status: response.status,
                 headers: response.headers.compactMap { name, value in
                     IdempotencyLedger.keptFields.contains(name.lowercased()) ? StoredAnswer.Field(name, value) : nil
                 },
                 body: response.body,
-                expires: WallClock.now + (request.isForwarders ? ledger.forwardTTL : ledger.ttl), session: session)
+                expires: WallClock.now + (request.isForwarders ? ledger.forwardTTL : ledger.ttl), session: session,
+                claim: claim)
             guard ledger.engine == nil else { return answer }
             ledger.kept.withLock { $0[request.id] = answer }
             return nil
@@ -79,6 +97,9 @@ final class IdempotencyLedger: Sendable {
     /// When a durable store's keys were last counted (`ProcessClock`), and how often at most.
     private let lastCounted = Locked<Double>(-.infinity)
     private static let countInterval = 60.0
+    /// Seconds a run's claim on its key holds without its answer; after that, its node is taken
+    /// for dead and a repeat may run. Far longer than a commit takes.
+    private static let claimDuration = 30.0
     let metrics: IdempotencyMetrics
 
     init(ttl: Double, forwardTTL: Double, engine: (any StoreEngine)?, metrics: IdempotencyMetrics) {
@@ -98,19 +119,23 @@ final class IdempotencyLedger: Sendable {
         }
         if let runningDigest {
             guard runningDigest == request.digest else { return .answer(mismatch(request)) }
-            metrics.conflicts.increment()
-            return .answer(
-                .problem(
-                    status: 409,
-                    detail: "a request with this \(IdempotentRequest.header) is still "
-                        + "running; retry once it is answered", headers: HTTPHeaders([("Retry-After", "1")])))
+            return .answer(stillRunning())
         }
         let ticket = Ticket(request, self)
         if request.isFresh { return .run(ticket) }
         let found: StoredAnswer?
         if let engine {
             do throws(StoreError) {
-                found = try engine.answer(scope: request.scope, key: request.key)
+                if request.isUnheld, let cluster = engine as? any ClusterStore {
+                    // No holder serialises it across nodes: the store's claim on the key does.
+                    let token = SessionID.make().string
+                    found = try cluster.claimAnswer(
+                        scope: request.scope, key: request.key, request: request.digest, token: token,
+                        duration: Self.claimDuration)
+                    if found == nil { ticket.claimed(token) }
+                } else {
+                    found = try engine.answer(scope: request.scope, key: request.key)
+                }
             } catch {
                 return .answer(Problems.store(error))
             }
@@ -119,6 +144,8 @@ final class IdempotencyLedger: Sendable {
         }
         guard let found else { return .run(ticket) }
         guard found.request == request.digest else { return .answer(mismatch(request)) }
+        // Another node's run of it (a claim is never replayed).
+        if found.isClaim { return .answer(stillRunning()) }
         metrics.replays.increment()
         var headers = HTTPHeaders(found.headers.map { ($0.name, $0.value) })
         if !request.isForwarders { headers.add(IdempotentRequest.replayedHeader, "true") }
@@ -146,6 +173,14 @@ final class IdempotencyLedger: Sendable {
             return true
         }
         if countDue, let count = try? engine.answerCount() { metrics.stored.set(Double(count)) }
+    }
+
+    private func stillRunning() -> Response {
+        metrics.conflicts.increment()
+        return .problem(
+            status: 409,
+            detail: "a request with this \(IdempotentRequest.header) is still "
+                + "running; retry once it is answered", headers: HTTPHeaders([("Retry-After", "1")]))
     }
 
     private func mismatch(_ request: IdempotentRequest) -> Response {

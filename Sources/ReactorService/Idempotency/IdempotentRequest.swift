@@ -18,6 +18,9 @@ struct IdempotentRequest: Sendable {
     enum Kind: String {
         case action, createSession = "create-session", deleteSession = "delete-session"
         case setUser = "set-user", clearUser = "clear-user", fork
+
+        /// Whether it runs with no session's holder to serialise its repeats across nodes.
+        var isUnheld: Bool { self == .createSession || self == .setUser || self == .clearUser }
     }
 
     /// Whose key it is: see `scope(of:for:authenticating:)`.
@@ -28,6 +31,8 @@ struct IdempotentRequest: Sendable {
     let isForwarders: Bool
     /// A forwarding node's key on its first sending: certainly not stored yet.
     let isFresh: Bool
+    /// See `Kind.isUnheld`.
+    let isUnheld: Bool
 
     /// The space of keys `kind`'s are in: the caller's subject with authentication, one shared
     /// space ("") without; the user routes' are the admins', apart from both: "" with
@@ -87,7 +92,9 @@ struct IdempotentRequest: Sendable {
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
         let isFresh = isForwarders && request.headers[freshForwardHeader] != nil
         return .key(
-            IdempotentRequest(scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh))
+            IdempotentRequest(
+                scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh,
+                isUnheld: kind.isUnheld))
     }
 }
 

@@ -130,17 +130,57 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             let rows = try connection.execute(
                 "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
                 [scope, key])
-            guard rows.count > 0 else { return nil }
-            return StoredAnswer(
-                scope: scope, key: key, request: rows.string(0, 0) ?? "", status: Int(rows.int64(0, 1) ?? 0),
-                headers: StoredAnswer.fields(fromText: rows.string(0, 2) ?? ""), body: rows.bytes(0, 3) ?? [],
-                expires: rows.double(0, 4) ?? 0, session: nil)
+            return rows.count > 0 ? Self.storedAnswer(scope: scope, key: key, rows) : nil
         }
+    }
+
+    /// The first row of `SELECT request, status, headers, body, expires` as an answer.
+    private static func storedAnswer(scope: String, key: String, _ rows: PostgresResult) -> StoredAnswer {
+        StoredAnswer(
+            scope: scope, key: key, request: rows.string(0, 0) ?? "", status: Int(rows.int64(0, 1) ?? 0),
+            headers: StoredAnswer.fields(fromText: rows.string(0, 2) ?? ""), body: rows.bytes(0, 3) ?? [],
+            expires: rows.double(0, 4) ?? 0, session: nil)
     }
 
     package func answerCount() throws(StoreError) -> Int {
         try reading { connection in
-            Int(try connection.execute("SELECT count(*) FROM reactord_answers").int64(0, 0) ?? 0)
+            Int(try connection.execute("SELECT count(*) FROM reactord_answers WHERE status <> 0").int64(0, 0) ?? 0)
+        }
+    }
+
+    /// A claim is a placeholder row (status 0, the token as its body, an expiry on the database's
+    /// clock, as leases have), so the key's primary key decides between racing nodes.
+    package func claimAnswer(
+        scope: String, key: String, request: String, token: String, duration: Double
+    ) throws(StoreError) -> StoredAnswer? {
+        try reading { connection in
+            // A row that another run inserts or releases meanwhile (after this statement's
+            // snapshot) is not returned by the SELECT: then the next round decides.
+            for _ in 0..<5 {
+                let claimed = try connection.execute(
+                    """
+                    INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
+                    VALUES ($1, $2, $3, 0, '', $4, extract(epoch FROM now()) + $5)
+                    ON CONFLICT (scope, key) DO UPDATE SET
+                        request = excluded.request, body = excluded.body, expires = excluded.expires
+                    WHERE reactord_answers.status = 0 AND reactord_answers.expires < extract(epoch FROM now())
+                    RETURNING 1
+                    """, [scope, key, request, token, String(duration)])
+                if claimed.count > 0 { return nil }
+                let rows = try connection.execute(
+                    "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
+                    [scope, key])
+                if rows.count > 0 { return Self.storedAnswer(scope: scope, key: key, rows) }
+            }
+            throw StoreError.unavailable("the idempotency key could not be claimed", cause: "\(name): it kept changing")
+        }
+    }
+
+    package func releaseClaim(scope: String, key: String, token: String) throws(StoreError) {
+        _ = try reading { connection in
+            try connection.execute(
+                "DELETE FROM reactord_answers WHERE scope = $1 AND key = $2 AND status = 0 AND body = $3",
+                [scope, key, token])
         }
     }
 
@@ -183,7 +223,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                     try connection.execute(
                         """
                         DELETE FROM reactord_answers WHERE (scope, key) IN
-                            (SELECT scope, key FROM reactord_answers WHERE expires < $1 LIMIT $2)
+                            (SELECT scope, key FROM reactord_answers WHERE expires < $1
+                             AND (status <> 0 OR expires < extract(epoch FROM now())) LIMIT $2)
                         """, [String(time), String(limit)])
                 case let .forgetLoggedActions(time, limit):
                     try connection.execute(
@@ -602,13 +643,12 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         trimmed AS (
             DELETE FROM reactord_events d USING unnest($21::text[], $22::bigint[]) AS t(session, upto)
             WHERE d.session = t.session AND d.seq <= t.upto AND t.session IN (SELECT id FROM written)),
-        kept AS (
-            INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
-            SELECT a.scope, a.key, a.request, a.status, a.headers, a.body, a.expires
-            FROM unnest($25::text[], $26::text[], $27::text[], $28::integer[], $29::text[], $30::text[], $31::float8[],
-                        $32::text[]) AS a(scope, key, request, status, headers, body, expires, session)
-            WHERE a.session IN (SELECT id FROM written)
-            ON CONFLICT (scope, key) DO NOTHING),
+        answers AS (
+            SELECT a.* FROM unnest($25::text[], $26::text[], $27::text[], $28::integer[], $29::text[], $30::text[],
+                                   $31::float8[], $46::text[], $32::text[])
+                AS a(scope, key, request, status, headers, body, expires, claim, session)
+            WHERE a.session IN (SELECT id FROM written)),
+        \(keeping("answers")),
         logged AS (
             INSERT INTO reactord_action_log
                 (session, number, cause, origin, first_version, version, action, subject, idempotency_key, time)
@@ -730,7 +770,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 events.sessions, events.seqs, events.pulses, events.data,
                 trims.sessions, trims.upto, notify.ids, notify.seqs,
             ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried] + Self.columns(of: logged)
-            + [logTrims.sessions, logTrims.upto]
+            + [logTrims.sessions, logTrims.upto, answers.map(\.claim)]
         let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
         let rows = try connection.execute(Self.writeSessions, parameters)
         var written = Set<String>()
@@ -746,15 +786,34 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    /// A key kept already keeps its first answer.
     private func keep(_ answers: [StoredAnswer], on connection: PostgresConnection) throws {
         if answers.isEmpty { return }
         try connection.execute(
             """
+            WITH answers AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[],
+                                     $7::float8[], $8::text[])
+                    AS a(scope, key, request, status, headers, body, expires, claim)),
+            \(Self.keeping("answers"))
+            SELECT 1
+            """, (Self.columns(of: answers) + [answers.map(\.claim)]).map(Self.array))
+    }
+
+    /// The CTEs that keep the answers of the relation `answers` (an answer's columns and its
+    /// `claim`). A key kept already keeps its first answer; a claimed key's answer replaces its
+    /// own run's claim only (not a claim taken over since its own passed: that key is another run's).
+    private static func keeping(_ answers: String) -> String {
+        """
+        kept AS (
             INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::float8[])
-            ON CONFLICT (scope, key) DO NOTHING
-            """, Self.columns(of: answers).map(Self.array))
+            SELECT scope, key, request, status, headers, body, expires FROM \(answers)
+            ON CONFLICT (scope, key) DO NOTHING),
+        replaced AS (
+            UPDATE reactord_answers r SET
+                request = a.request, status = a.status, headers = a.headers, body = a.body, expires = a.expires
+            FROM \(answers) a
+            WHERE r.scope = a.scope AND r.key = a.key AND r.status = 0 AND r.body = a.claim)
+        """
     }
 
     /// An answer's columns as the statements above unnest them, in their order.
