@@ -106,6 +106,21 @@ final class EventStreamTests: XCTestCase {
         try fixture.send(session, #"{"type":"increase"}"#)
         XCTAssertEqual(stream.next()?.id, "2")
         XCTAssertEqual(fresh.next()?.id, "2")
+
+        // Missed: a small pulse, then a state larger than the queue behind it. Each resume moves on.
+        try fixture.send(session, #"{"type":"alert","message":"a"}"#)  // 3: state, 4: pulse
+        try fixture.send(session, #"{"type":"increase"}"#)  // 5: state
+        var lastSeen = "3"
+        var received: [String] = []
+        for _ in 0..<5 where lastSeen != "5" {
+            let resumed = try fixture.subscribe(session, headers: ["Last-Event-ID": lastSeen])
+            XCTAssertEqual(resumed.status, 200)
+            let ids = resumed.drain().compactMap(\.id)
+            XCTAssertFalse(ids.isEmpty, "a resume from \(lastSeen) got nothing")
+            received += ids
+            lastSeen = ids.last ?? lastSeen
+        }
+        XCTAssertEqual(received, ["4", "5"])
     }
 
     func testResumeBeyondHistoryStartsWithCurrentState() throws {

@@ -332,19 +332,22 @@ final class EventHub: Sendable {
                 // A resume that missed more than the stream's queue holds would overflow it before
                 // its first byte went out, and so would every retry: it gets the oldest of them and
                 // the stream ends, so that each reconnection with the last id it saw gets further.
+                // Each part is at most half the queue, or one event larger than that alone.
                 let budget = stream.queueLimit / 2
                 var queued = 0
                 for event in missed {
-                    if queued > budget {
-                        state.outbox.append(.close(stream, final: nil))
-                        return .replayedInPart
-                    }
                     let before = state.outbox.count
                     // A view is one event's: a cache shared across events sent the first
                     // event's fields for every later one, so only the first change arrived.
                     var views = FilteredViews()
                     state.deliver(event, to: &subscriber, views: &views)
-                    queued += state.outbox[before...].reduce(0) { $0 + $1.byteCount }
+                    let added = state.outbox[before...].reduce(0) { $0 + $1.byteCount }
+                    if queued > 0, queued + added > budget {
+                        state.outbox.removeSubrange(before...)
+                        state.outbox.append(.close(stream, final: nil))
+                        return .replayedInPart
+                    }
+                    queued += added
                 }
             } else {
                 var views = FilteredViews()
