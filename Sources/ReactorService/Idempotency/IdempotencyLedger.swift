@@ -33,15 +33,20 @@ final class IdempotencyLedger: Sendable {
         deinit { finish() }
 
         /// The key's run is over: its answer (kept, if it is to be) is about to be given. Only
-        /// the first call counts, so it never frees a later run of the same key.
-        func finish() {
+        /// the first call counts, so it never frees a later run of the same key. `given`: the
+        /// answer the client gets, when it is not the one given to `keep` (a failed commit's).
+        func finish(giving given: Response? = nil) {
             guard
                 let claim = progress.withLock({ progress -> String?? in
                     defer { progress.finished = true }
                     guard !progress.finished else { return nil }
-                    // A kept answer replaces the claim in its commit (or, that failing, the claim
-                    // passes: the commit may have landed all the same).
-                    return .some(progress.answer.map(Self.isKept) == true ? nil : progress.claim)
+                    // A kept answer replaces the claim in its commit. A commit whose outcome is
+                    // unknown (504) leaves the claim to pass by itself: it may have landed. Any
+                    // other failure stored nothing, and a repeat runs again at once.
+                    let isStored =
+                        progress.answer.map(Self.isKept) == true
+                        && given.map { Self.isKept($0) || $0.status == 504 } != false
+                    return .some(isStored ? nil : progress.claim)
                 })
             else { return }
             if let claim, let cluster = ledger.engine as? any ClusterStore {

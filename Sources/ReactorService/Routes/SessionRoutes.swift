@@ -203,9 +203,10 @@ extension RouteTable {
         if let ticket { hub.releaseWrites(adding: ticket.keep(created, session: id)) }
         context.adopt(session)
         return answer(afterCommitOf: session.hub, context) { [ticket, created] failure in
-            ticket?.finish()  // before the answer: a repeat after it finds the key kept
+            let given = failure.map(Problems.store)
+            ticket?.finish(giving: given)  // before the answer: a repeat after it finds the key kept
             admission.opened()  // committed, so a durable store counts it now (or, failed, never will)
-            return failure.map(Problems.store) ?? created
+            return given ?? created
         }
     }
 }

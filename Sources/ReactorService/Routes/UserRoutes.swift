@@ -40,7 +40,7 @@ extension RouteTable {
         let kept = ticket?.keep(answer, session: nil)
         return Self.answer(context) { [ticket] done in
             let done: @Sendable (Response) -> Void = { response in
-                ticket?.finish()  // before the answer: a repeat after it finds the key kept
+                ticket?.finish(giving: response)  // before the answer: a repeat after it finds the key kept
                 done(response)
             }
             let publish: @Sendable () -> Void = {
