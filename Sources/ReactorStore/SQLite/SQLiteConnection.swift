@@ -93,6 +93,30 @@ final class SQLiteConnection {
         if sqlite3_get_autocommit(handle) == 0 { _ = sqlite3_exec(handle, "ROLLBACK", nil, nil, nil) }
     }
 
+    /// Copies what it can of the WAL into the database file without waiting for anyone
+    /// (`SQLITE_CHECKPOINT_PASSIVE`): all of it when no other connection is writing. Returns the
+    /// WAL's frames and how many of them the file now holds.
+    @discardableResult
+    func checkpoint() throws -> (frames: Int, copied: Int) {
+        var frames: Int32 = 0
+        var copied: Int32 = 0
+        try check(sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied))
+        return (Int(frames), Int(copied))
+    }
+
+    /// Calls `checkpointer.committed(walFrames:on:)` after each commit, in place of SQLite's own
+    /// checkpoints (which it turns off). `checkpointer` must outlive the connection.
+    func reportCommits(to checkpointer: SQLiteCheckpointer) {
+        let context = Unmanaged.passUnretained(checkpointer).toOpaque()
+        sqlite3_wal_hook(
+            handle,
+            { context, database, _, frames in
+                Unmanaged<SQLiteCheckpointer>.fromOpaque(context!).takeUnretainedValue()
+                    .committed(walFrames: Int(frames), on: database!)
+                return SQLITE_OK
+            }, context)
+    }
+
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { Int(sqlite3_changes(handle)) }
 

@@ -27,6 +27,8 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
     private var reader: SQLiteConnection?
     /// Keys certainly not kept, answered without a read (`AnswerKeyFilter`).
     private let answerKeys = AnswerKeyFilter()
+    /// Copies the WAL into the file beside the commits; nil: the commits do (SQLite's default).
+    private let checkpointer: SQLiteCheckpointer?
 
     /// Opens (or creates) the file at `path`. Refuses, naming the file and leaving it as it
     /// was: a missing or unwritable folder, a file that is not a SQLite database or belongs to
@@ -50,6 +52,8 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
             try SQLiteSchema.migrate(writer, from: version)
             let reader = try SQLiteConnection(path: path, readOnly: true)
             try reader.execute("PRAGMA busy_timeout = 5000")
+            checkpointer = try? SQLiteCheckpointer(path: path, writeLock: writeLock)
+            if let checkpointer { writer.reportCommits(to: checkpointer) }
             self.writer = writer
             self.reader = reader
             answerKeys.load(from: path)
@@ -252,6 +256,7 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
 
     package func close() {
         answerKeys.close()
+        checkpointer?.stop()
         writeLock.lock()
         readLock.lock()
         let wasOpen = writer != nil
