@@ -91,6 +91,18 @@ final class AccessLineFormatTests: XCTestCase {
         XCTAssertEqual(line.filter { $0 == "\n" }.count, 1, line)
     }
 
+    func testADecodedPathOrSessionIdCannotBreakTheLine() {
+        // libmicrohttpd decodes the path: `/sessions/a%0Astatus=200 x` arrives with a line break in it.
+        let id = "a\nstatus=200 x"
+        let request = Request(method: .GET, path: "/sessions/\(id)", pathParameters: ["id": id])
+        for format in [LogFormat.text, .json] {
+            let line = directLine(
+                format, base: [:], request, "/sessions/{id}", .response(Response(status: 404, body: [])), 0)
+            XCTAssertEqual(line.filter { $0 == "\n" }.count, 1, line)
+            XCTAssertTrue(line.contains("/sessions/a%0Astatus%3D200%20x"), line)
+        }
+    }
+
     /// The server's own handler takes the direct way; another handler (a test's capture, one
     /// with a metadata provider) keeps swift-log's.
     func testOnlyTheBufferedHandlerWithoutAProviderWritesDirectly() {

@@ -36,7 +36,7 @@ struct AccessLog: Sendable {
         }
         var fields: Logger.Metadata = [
             "method": .string(request.method.rawValue),
-            "path": .string(request.path),
+            "path": .string(Self.percentEncoded(request.path)),
             "route": .string(route),
             "duration_ms": .string(Self.milliseconds(nanoseconds)),
         ]
@@ -44,7 +44,7 @@ struct AccessLog: Sendable {
         // The client's address (the one a trusted proxy forwarded for), and the proxy's beside it.
         if let client = request.client { fields["peer"] = .string(client) }
         if let peer = request.peer, peer != request.client { fields["via"] = .string(peer) }
-        var session = request.pathParameters["id"]
+        var session = request.pathParameters["id"].map(Self.percentEncoded)
         switch reply {
         case let .response(response):
             fields["status"] = .stringConvertible(response.status)
@@ -57,17 +57,20 @@ struct AccessLog: Sendable {
             fields["status"] = "deferred"
         }
         if let session { fields["session"] = .string(session) }
-        logger.log(level: level, "\(request.method.rawValue) \(request.path)", metadata: fields, source: Self.source)
+        logger.log(
+            level: level, "\(request.method.rawValue) \(Self.percentEncoded(request.path))", metadata: fields,
+            source: Self.source)
     }
 
     /// The same fields as `record`'s metadata, as one value.
     func line(_ request: Request, route: String, reply: Reply, nanoseconds: UInt64) -> AccessLine {
         var line = AccessLine(
-            method: request.method.rawValue, path: request.path, route: route, nanoseconds: nanoseconds)
+            method: request.method.rawValue, path: Self.percentEncoded(request.path), route: route,
+            nanoseconds: nanoseconds)
         if !request.query.isEmpty { line.query = Self.redactedQuery(request.query) }
         line.peer = request.client
         if let peer = request.peer, peer != request.client { line.via = peer }
-        line.session = request.pathParameters["id"].map { .text($0) }
+        line.session = request.pathParameters["id"].map { .text(Self.percentEncoded($0)) }
         switch reply {
         case let .response(response):
             line.status = .code(response.status)
@@ -114,7 +117,8 @@ struct AccessLog: Sendable {
         return false
     }
 
-    /// `text` with every byte but the unreserved characters (RFC 3986) and `,:/@` as `%XX`.
+    /// `text` with every byte but the unreserved characters (RFC 3986) and `,:/@` as `%XX`: what
+    /// the log shows of a path (libmicrohttpd hands it over decoded), its session id and its query.
     private static func percentEncoded(_ text: String) -> String {
         func isKept(_ byte: UInt8) -> Bool {
             Base64URL.isAlphabet(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "~")
