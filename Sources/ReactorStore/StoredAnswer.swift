@@ -21,8 +21,10 @@ package struct StoredAnswer: Sendable, Equatable {
     package var claim: String?
 
     /// A run's claim on the key (a shared store's placeholder row), not an answer: the key is
-    /// running on some node, and there is nothing to replay yet.
-    package var isClaim: Bool { status == 0 }
+    /// running on some node, and there is nothing to replay yet. Written as a 409, which no kept
+    /// answer is (only 2xx are kept).
+    package var isClaim: Bool { status == Self.claimStatus }
+    package static let claimStatus = 409
 
     package struct Field: Sendable, Equatable {
         package var name: String

@@ -271,6 +271,12 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertNil(try claim(a, "k", "ta"), "the first claim runs")
         let running = try XCTUnwrap(try claim(b, "k", "tb"))
         XCTAssertTrue(running.isClaim && running.request == "digest", "another node finds it running")
+        // A node of a version before claims reads the row as an answer to replay: it is the 409 of a
+        // key still running, with its Retry-After, not a broken answer.
+        XCTAssertEqual(running.status, 409)
+        XCTAssertEqual(running.headers, [.init("Content-Type", "application/problem+json"), .init("Retry-After", "1")])
+        let problem = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(running.body)) as? [String: Any])
+        XCTAssertEqual(problem["status"] as? Int, 409)
         XCTAssertEqual(try b.answer(scope: "", key: "k")?.isClaim, true, "a lookup never replays a claim")
         try b.commit([.forgetAnswers(expiredBefore: 1e12, limit: 10)], historyLength: 10)
         XCTAssertEqual(try b.answerCount(), 0, "a live claim is not forgotten, nor counted")

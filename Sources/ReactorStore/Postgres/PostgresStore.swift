@@ -144,12 +144,16 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     package func answerCount() throws(StoreError) -> Int {
         try reading { connection in
-            Int(try connection.execute("SELECT count(*) FROM reactord_answers WHERE status <> 0").int64(0, 0) ?? 0)
+            Int(
+                try connection.execute(
+                    "SELECT count(*) FROM reactord_answers WHERE status <> \(StoredAnswer.claimStatus)"
+                ).int64(0, 0) ?? 0)
         }
     }
 
-    /// A claim is a placeholder row (status 0, the token as its body, an expiry on the database's
-    /// clock, as leases have), so the key's primary key decides between racing nodes.
+    /// A claim is a placeholder row, so the key's primary key decides between racing nodes: with an
+    /// expiry on the database's clock, as leases have, and written as the 409 a repeat gets meanwhile
+    /// (`claimRow`), so that a node of a version before claims replays that, not a broken answer.
     package func claimAnswer(
         scope: String, key: String, request: String, token: String, duration: Double
     ) throws(StoreError) -> StoredAnswer? {
@@ -160,12 +164,13 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 let claimed = try connection.execute(
                     """
                     INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
-                    VALUES ($1, $2, $3, 0, '', $4, extract(epoch FROM now()) + $5)
+                    VALUES ($1, $2, $3, \(StoredAnswer.claimStatus), $6, $4, extract(epoch FROM now()) + $5)
                     ON CONFLICT (scope, key) DO UPDATE SET
                         request = excluded.request, body = excluded.body, expires = excluded.expires
-                    WHERE reactord_answers.status = 0 AND reactord_answers.expires < extract(epoch FROM now())
+                    WHERE reactord_answers.status = \(StoredAnswer.claimStatus)
+                        AND reactord_answers.expires < extract(epoch FROM now())
                     RETURNING 1
-                    """, [scope, key, request, token, String(duration)])
+                    """, [scope, key, request, Self.claimBody(token), String(duration), Self.claimHeaders])
                 if claimed.count > 0 { return nil }
                 let rows = try connection.execute(
                     "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
@@ -176,11 +181,19 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
+    /// A claim's row as the 409 answer it stands for, its run's token inside (what releases and
+    /// replaces match it by).
+    private static func claimBody(_ token: String) -> String {
+        #"{"type":"about:blank","title":"Conflict","status":409,"detail":"a request with this "#
+            + #"Idempotency-Key is still running; retry once it is answered","claim":"\#(token)"}"#
+    }
+    private static let claimHeaders = "Content-Type: application/problem+json\nRetry-After: 1\n"
+
     package func releaseClaim(scope: String, key: String, token: String) throws(StoreError) {
         _ = try reading { connection in
             try connection.execute(
-                "DELETE FROM reactord_answers WHERE scope = $1 AND key = $2 AND status = 0 AND body = $3",
-                [scope, key, token])
+                "DELETE FROM reactord_answers WHERE scope = $1 AND key = $2 AND status = \(StoredAnswer.claimStatus) "
+                    + "AND body = $3", [scope, key, Self.claimBody(token)])
         }
     }
 
@@ -224,7 +237,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                         """
                         DELETE FROM reactord_answers WHERE (scope, key) IN
                             (SELECT scope, key FROM reactord_answers WHERE expires < $1
-                             AND (status <> 0 OR expires < extract(epoch FROM now())) LIMIT $2)
+                             AND (status <> \(StoredAnswer.claimStatus) OR expires < extract(epoch FROM now())) LIMIT $2)
                         """, [String(time), String(limit)])
                 case let .forgetLoggedActions(time, limit):
                     try connection.execute(
@@ -770,7 +783,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 events.sessions, events.seqs, events.pulses, events.data,
                 trims.sessions, trims.upto, notify.ids, notify.seqs,
             ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried] + Self.columns(of: logged)
-            + [logTrims.sessions, logTrims.upto, answers.map(\.claim)]
+            + [logTrims.sessions, logTrims.upto, answers.map { $0.claim.map(Self.claimBody) }]
         let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
         let rows = try connection.execute(Self.writeSessions, parameters)
         var written = Set<String>()
@@ -796,7 +809,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                     AS a(scope, key, request, status, headers, body, expires, claim)),
             \(Self.keeping("answers"))
             SELECT 1
-            """, (Self.columns(of: answers) + [answers.map(\.claim)]).map(Self.array))
+            """, (Self.columns(of: answers) + [answers.map { $0.claim.map(Self.claimBody) }]).map(Self.array))
     }
 
     /// The CTEs that keep the answers of the relation `answers` (an answer's columns and its
@@ -812,7 +825,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             UPDATE reactord_answers r SET
                 request = a.request, status = a.status, headers = a.headers, body = a.body, expires = a.expires
             FROM \(answers) a
-            WHERE r.scope = a.scope AND r.key = a.key AND r.status = 0 AND r.body = a.claim)
+            WHERE r.scope = a.scope AND r.key = a.key AND r.status = \(StoredAnswer.claimStatus) AND r.body = a.claim)
         """
     }
 
