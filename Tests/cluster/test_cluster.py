@@ -283,6 +283,35 @@ def test_an_unknown_outcome_is_settled_once_the_holder_lets_go(cluster):
     assert status == 200 and json.loads(body)["state"]["count"] == 1, body
 
 
+def test_an_unknown_outcome_is_settled_by_the_holder_started_again_on_its_address(postgres):
+    """As above, but the holder is started again on its address and takes the session back at
+    once (a request reached it): the store keeps naming that address, so waiting for it to let go
+    would end in a 504. The forwarding node sends the request again as soon as something listens
+    there: one answer, applied once."""
+    cluster = Cluster(postgres, 2, lease=30)   # no lease runs out within the test
+    try:
+        holder, other = cluster.nodes
+        session = holder.create()
+        holder.signal(signal.SIGSTOP)
+        result = []
+        thread = threading.Thread(target=lambda: result.append(
+            other.request("POST", f"/sessions/{session}/actions", {"type": "increase"},
+                          headers={"Idempotency-Key": "restarted-holder-1"}, timeout=60)))
+        thread.start()
+        time.sleep(1)
+        holder.kill()
+        restarted = cluster.restart(0)
+        assert restarted.act(session, {"type": "increase"})[0] == 200   # it holds the session again
+        thread.join(timeout=60)
+        status, body, _ = result[0]
+        assert status == 200, body
+        status, body, _ = restarted.request("GET", f"/sessions/{session}")
+        assert status == 200 and json.loads(body)["state"]["count"] == 2, body
+        assert cluster.node_holding(session) is restarted
+    finally:
+        cluster.close()
+
+
 def test_a_forward_key_is_looked_up_unless_a_node_made_it_just_now(cluster):
     """A forwarding node's key skips the holder's lookup only on its first sending, which the
     node marks itself: a key sent again, or a mark a client sent, is looked up and replayed."""

@@ -16,8 +16,8 @@ final class ForwardConnection {
         /// The request could not be sent whole: the holder cannot have acted on it.
         case notSent(String)
         /// Sent, no whole answer. `answerStarted`: some of it had arrived (or the wait timed out,
-        /// so the request was surely read).
-        case failed(String, answerStarted: Bool)
+        /// so the request was surely read). `timedOut`: the holder kept the connection, silent.
+        case failed(String, answerStarted: Bool, timedOut: Bool = false)
     }
 
     private let fd: Int32
@@ -130,14 +130,15 @@ final class ForwardConnection {
                 let body = Array(received[bodyStart...])
                 return .answered(Response(status: head.status, headers: head.headers, body: body), keepAlive: false)
             }
+            let timedOut = count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
             let why =
                 count == 0
                 ? "the holder closed the connection"
-                : (errno == EAGAIN || errno == EWOULDBLOCK)
+                : timedOut
                     ? "the holder did not answer within \(Int(timeout)) s"
                     : "reading the holder's answer failed: \(String(cString: strerror(errno)))"
             // A timeout means the request was read (or is queued to be): its fate is unknown.
-            return .failed(why, answerStarted: head != nil || !received.isEmpty || count < 0)
+            return .failed(why, answerStarted: head != nil || !received.isEmpty || count < 0, timedOut: timedOut)
         }
     }
 

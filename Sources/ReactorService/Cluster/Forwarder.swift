@@ -20,7 +20,9 @@ final class Forwarder: Sendable {
         /// Nothing was sent (the holder does not accept connections): safe to retry.
         case unreachable(String)
         /// Sent, but no whole answer came back: the holder may or may not have done it.
-        case unknown(String)
+        /// `silent`: the holder kept the connection open without answering (alive, but stuck or
+        /// slow), rather than closing it (it died, or is stopping).
+        case unknown(String, silent: Bool)
     }
 
     struct Job {
@@ -143,13 +145,14 @@ final class Forwarder: Sendable {
             case .notSent:
                 kept.close()
                 return attempt(bytes, job.address, &connections)
-            case let .failed(reason, answerStarted):
+            case let .failed(reason, answerStarted, timedOut):
                 kept.close()
-                if answerStarted { return .unknown(reason) }
+                if answerStarted { return .unknown(reason, silent: timedOut) }
             }
             // The first sending may have been done: its key must be looked up this time.
             switch attempt(requestBytes(job, keyIsNew: false), job.address, &connections) {
-            case let .unreachable(reason): return .unknown("the holder closed the connection and then \(reason)")
+            case let .unreachable(reason):
+                return .unknown("the holder closed the connection and then \(reason)", silent: false)
             case let other: return other
             }
         }
@@ -172,9 +175,9 @@ final class Forwarder: Sendable {
         case let .notSent(reason):
             connection.close()
             return .unreachable(reason)
-        case let .failed(reason, _):
+        case let .failed(reason, _, timedOut):
             connection.close()
-            return .unknown(reason)
+            return .unknown(reason, silent: timedOut)
         }
     }
 

@@ -73,10 +73,11 @@ extension RouteTable {
                             detail: "the node holding this session does not answer; "
                                 + "another node takes it over once its lease runs out: retry",
                             headers: HTTPHeaders([("Retry-After", retryAfter)])))
-                case let .unknown(reason):
+                case let .unknown(reason, silent):
                     cluster.metrics.countForward(.unknown)
                     cluster.forgetHolder(address)
-                    if request.headers[Self.retryMarker] == nil, Self.waitUntilLetGo(request, by: address, context),
+                    if request.headers[Self.retryMarker] == nil,
+                        Self.waitUntilLetGo(request, by: address, orItListensAgain: !silent, context),
                         let retry = Self.retry(request, context)
                     {
                         return retry(responder)
@@ -100,12 +101,22 @@ extension RouteTable {
     /// holder of the request's session: it gave the session back, or its lease ran out. From then
     /// on that node can commit nothing more of it (a late commit is fenced off), so the store's
     /// word on the request's key is final. False when it still holds it (alive, but slow).
-    private static func waitUntilLetGo(_ request: Request, by address: String, _ context: ServiceContext) -> Bool {
+    /// `orItListensAgain` (the holder closed the connection): also done once something accepts
+    /// connections at `address` again, which is the node started again there (it took its
+    /// sessions back, fencing off the one that died) or the same one, alive: either way the request
+    /// sent again under its key is answered once (run, replayed, or 409 while it still runs).
+    private static func waitUntilLetGo(
+        _ request: Request, by address: String, orItListensAgain: Bool, _ context: ServiceContext
+    ) -> Bool {
         guard let cluster = context.cluster, let id = sessionID(of: request) else { return false }
         let deadline = ProcessClock.now + cluster.store.leaseDuration + 1
         while true {
             cluster.forgetHolder(address)
             guard case .failure(.heldElsewhere(address)) = context.session(id) else { return true }
+            if orItListensAgain, case let .success(probe) = ForwardConnection.open(address, timeout: 0.2) {
+                probe.close()
+                return true
+            }
             guard ProcessClock.now < deadline else { return false }
             usleep(100_000)
         }
