@@ -153,7 +153,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     /// A claim is a placeholder row, so the key's primary key decides between racing nodes: with an
     /// expiry on the database's clock, as leases have, and written as the 409 a repeat gets meanwhile
-    /// (`claimRow`), so that a node of a version before claims replays that, not a broken answer.
+    /// (`claimBody`), so that a node of a version before claims replays that, not a broken answer.
     package func claimAnswer(
         scope: String, key: String, request: String, token: String, duration: Double
     ) throws(StoreError) -> StoredAnswer? {
