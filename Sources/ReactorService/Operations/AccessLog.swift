@@ -34,9 +34,10 @@ struct AccessLog: Sendable {
             direct.write(line(request, route: route, reply: reply, nanoseconds: nanoseconds))
             return
         }
+        let path = Self.percentEncoded(request.path)
         var fields: Logger.Metadata = [
             "method": .string(request.method.rawValue),
-            "path": .string(Self.percentEncoded(request.path)),
+            "path": .string(path),
             "route": .string(route),
             "duration_ms": .string(Self.milliseconds(nanoseconds)),
         ]
@@ -57,9 +58,7 @@ struct AccessLog: Sendable {
             fields["status"] = "deferred"
         }
         if let session { fields["session"] = .string(session) }
-        logger.log(
-            level: level, "\(request.method.rawValue) \(Self.percentEncoded(request.path))", metadata: fields,
-            source: Self.source)
+        logger.log(level: level, "\(request.method.rawValue) \(path)", metadata: fields, source: Self.source)
     }
 
     /// The same fields as `record`'s metadata, as one value.
