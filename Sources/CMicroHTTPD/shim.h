@@ -204,6 +204,29 @@ mhd_shim_connection_fd (struct MHD_Connection *connection)
   return (NULL == info) ? -1 : (int) info->connect_fd;
 }
 
+/// Bytes of the connection's memory pool that the request's head holds until its answer is
+/// sent, as libmicrohttpd 0.9.75 lays it out: the head's text, a 64-byte record (56, aligned to
+/// 16) for each header field, query argument and cookie, the Cookie field's copy when it split
+/// it into cookies, and 16 for the read buffer's alignment. libmicrohttpd builds the answer's
+/// head in the rest of the pool and, when it does not fit, closes the connection without a
+/// word. Not counted: empty lines before the request line, which it skips but keeps.
+static inline size_t
+mhd_shim_head_pool_use (struct MHD_Connection *connection)
+{
+  const union MHD_ConnectionInfo *info =
+    MHD_get_connection_info (connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+  size_t used = 16 + ((NULL == info) ? 0 : info->header_size);
+  const int records = MHD_get_connection_values (
+    connection, MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND | MHD_FOOTER_KIND, NULL, NULL);
+  if (records > 0) used += 64 * (size_t) records;
+  const char *cookie = NULL;
+  size_t cookie_size = 0;
+  if (MHD_get_connection_values (connection, MHD_COOKIE_KIND, NULL, NULL) > 0
+      && MHD_YES == MHD_lookup_connection_value_n (connection, MHD_HEADER_KIND, "Cookie", 6, &cookie, &cookie_size))
+    used += (cookie_size + 1 + 15) / 16 * 16;
+  return used;
+}
+
 /// Header fields and GET arguments in one pass (Swift imports MHD_ValueKind as a closed
 /// enum, so it cannot pass the combined mask itself).
 static inline int

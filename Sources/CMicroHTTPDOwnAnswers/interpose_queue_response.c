@@ -97,13 +97,17 @@ is_readable_length (const char *value, size_t size)
   return 1;
 }
 
-/// Interposes libmicrohttpd's own. A Content-Length it cannot read, libmicrohttpd refuses in
+/// Interposes libmicrohttpd's own. Two fields libmicrohttpd refuses in
 /// parse_connection_headers, whose caller then overwrites the state that answer left and
-/// builds the answer's head a second time: the client reads that copy as the body. So, once a
-/// handler is installed, lookups from inside libmicrohttpd (MHD_lookup_connection_value's too)
-/// do not find such a field: the request reaches MicroHTTP's first call as one without a body,
-/// and MicroHTTP, which reads the fields without this function, answers it (400 or 413) and
-/// closes (RequestHandling.swift's `contentLengthProblem`, the same test as here).
+/// builds the answer's head a second time (the client reads that copy as the body): a
+/// Content-Length it cannot read, and a Cookie it has no room left to copy and split. So, once
+/// a handler is installed, lookups from inside libmicrohttpd (MHD_lookup_connection_value's
+/// too) do not find such a Content-Length, nor any Cookie: the request reaches MicroHTTP's
+/// first call as one without a body, and MicroHTTP, which reads the fields without this
+/// function, answers it (400 or 413) and closes (RequestHandling.swift's
+/// `contentLengthProblem`, the same test as here). Cookies are passed on as the header field
+/// they are; nothing reads libmicrohttpd's split of them, which took room in the connection's
+/// pool (a copy, and a record per cookie).
 enum MHD_Result
 MHD_lookup_connection_value_n (struct MHD_Connection *connection, enum MHD_ValueKind kind, const char *key,
                                size_t key_size, const char **value_ptr, size_t *value_size_ptr)
@@ -113,8 +117,11 @@ MHD_lookup_connection_value_n (struct MHD_Connection *connection, enum MHD_Value
   if (NULL == libmicrohttpd_lookup)
     return MHD_NO;
   if (NULL == atomic_load (&installed_handler) || caller < libmicrohttpd_start || caller >= libmicrohttpd_end
-      || MHD_HEADER_KIND != kind || NULL == key || 14 != key_size
-      || 0 != strncasecmp (key, "Content-Length", 14))
+      || MHD_HEADER_KIND != kind || NULL == key)
+    return libmicrohttpd_lookup (connection, kind, key, key_size, value_ptr, value_size_ptr);
+  if (6 == key_size && 0 == strncasecmp (key, "Cookie", 6))
+    return MHD_NO;
+  if (14 != key_size || 0 != strncasecmp (key, "Content-Length", 14))
     return libmicrohttpd_lookup (connection, kind, key, key_size, value_ptr, value_size_ptr);
   const char *value = NULL;
   size_t size = 0;

@@ -97,6 +97,13 @@ extension HTTPServer {
             return true
         }
         let httpMethod = HTTPMethod(cString: method)
+        if connection.poolRoom(limit: configuration.connectionMemoryLimit) < 256 {
+            // libmicrohttpd reads the body into what the head left of the pool, and with none
+            // left answers 500 itself.
+            return refuse(
+                .problem(status: 431, detail: "the request's header fields leave no room for its body on this server"),
+                connection, httpMethod, url, closing: true)
+        }
         switch resolve(httpMethod, url) {
         case let .refused(refusal):
             // Not worth reading the body for.
@@ -154,7 +161,7 @@ extension HTTPServer {
         }
         if let deferred = exchange.deferred {
             guard let response = deferred.takeResponse() else { return true }
-            return connection.queue(response, closing: isStopping)
+            return send(response, connection, closing: isStopping, headOnly: exchange.method == .HEAD)
         }
         if exchange.stream != nil { return true }
         if exchange.bodyTooLarge {
@@ -178,17 +185,29 @@ extension HTTPServer {
     ) -> Bool {
         switch reply {
         case let .response(response):
-            return connection.queue(response, closing: isStopping)
+            return send(response, connection, closing: isStopping, headOnly: request.method == .HEAD)
 
         case let .eventStream(headers, open):
+            var head = HTTPHeaders(Connection.eventStreamHeaders)
+            for (name, value) in headers { head.add(name, value) }
             if request.method == .HEAD {
                 // The head a GET would get, and no stream: libmicrohttpd would write the end of a
                 // chunked body to a HEAD request, then close.
-                var head = HTTPHeaders(Connection.eventStreamHeaders)
-                for (name, value) in headers { head.add(name, value) }
-                return connection.queue(Response(status: 200, headers: head), closing: isStopping)
+                return send(Response(status: 200, headers: head), connection, closing: isStopping, headOnly: true)
             }
-            let exchange = exchange ?? attachExchange(context)
+            guard
+                connection.poolHolds(
+                    headOf: Response(status: 200, headers: head), streaming: true,
+                    limit: configuration.connectionMemoryLimit)
+            else {
+                return refuse(
+                    .problem(
+                        status: 431,
+                        detail: "the request's header fields leave no room for an event stream on this server"),
+                    connection, RequestHead(method: request.method, path: request.path, headers: request.headers),
+                    closing: true)
+            }
+            let exchange = exchange ?? attachExchange(context, method: request.method)
             let stream = EventStream(connection: connection, queueLimit: configuration.streamQueueLimit)
             exchange.stream = stream
             register(stream)
@@ -207,7 +226,7 @@ extension HTTPServer {
                     RequestHead(method: request.method, path: request.path, headers: request.headers),
                     closing: true)
             }
-            let exchange = exchange ?? attachExchange(context)
+            let exchange = exchange ?? attachExchange(context, method: request.method)
             exchange.deferred = deferred
             deferred.suspend()  // before the work can answer (and resume)
             work(Responder(exchange: deferred))
@@ -217,8 +236,10 @@ extension HTTPServer {
 
     /// A stream or deferred reply outlives this call: keep its state in `con_cls`, where
     /// the completion callback finds it.
-    private func attachExchange(_ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Exchange {
-        let exchange = Exchange(handler: nil, method: .GET, path: "", parameters: [:])
+    private func attachExchange(
+        _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>, method: HTTPMethod
+    ) -> Exchange {
+        let exchange = Exchange(handler: nil, method: method, path: "", parameters: [:])
         context.pointee = Unmanaged.passRetained(exchange).toOpaque()
         return exchange
     }
@@ -418,7 +439,9 @@ extension HTTPServer {
         _ response: Response, _ connection: Connection, _ method: HTTPMethod,
         _ url: UnsafePointer<CChar>, closing: Bool
     ) -> Bool {
-        guard configuration.decorate != nil else { return connection.queue(response, closing: closing) }
+        guard configuration.decorate != nil else {
+            return send(response, connection, closing: closing, headOnly: method == .HEAD)
+        }
         let head = RequestHead(
             method: method,
             path: String(
@@ -430,6 +453,17 @@ extension HTTPServer {
     private func refuse(_ response: Response, _ connection: Connection, _ head: RequestHead, closing: Bool) -> Bool {
         var response = response
         configuration.decorate?(head, &response)
+        return send(response, connection, closing: closing, headOnly: head.method == .HEAD)
+    }
+
+    /// Queues `response`; or, when libmicrohttpd could not build its head in what the request's
+    /// head left of the connection's pool, writes it to the socket (see DirectAnswer.swift) and
+    /// returns false, so that libmicrohttpd closes the connection.
+    private func send(_ response: Response, _ connection: Connection, closing: Bool, headOnly: Bool) -> Bool {
+        guard connection.poolHolds(headOf: response, limit: configuration.connectionMemoryLimit) else {
+            connection.writeClosing(response, headOnly: headOnly)
+            return false
+        }
         return connection.queue(response, closing: closing)
     }
 

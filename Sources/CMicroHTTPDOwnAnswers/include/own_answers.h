@@ -12,7 +12,9 @@
 // every call on to libmicrohttpd's own, except, once a handler is installed, the calls made
 // from inside libmicrohttpd: for those it asks the handler for an answer to send instead.
 // It interposes MHD_lookup_connection_value_n too, so that libmicrohttpd does not see a
-// Content-Length it cannot read (its answer to one has its head twice); MicroHTTP answers it.
+// Content-Length it cannot read (its answer to one has its head twice; MicroHTTP answers it),
+// nor a Cookie field (its split of one took room in the connection's pool, and its answer to
+// one it had no room to split had its head twice).
 // It was written against libmicrohttpd 0.9.75 (MHD_VERSION 0x00097500); built against any
 // other version it defines nothing in libmicrohttpd's place and installs no handler.
 #include <microhttpd.h>
