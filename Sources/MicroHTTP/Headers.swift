@@ -50,7 +50,15 @@ public struct HTTPHeaders: Sendable, Sequence {
     public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
 
     /// ASCII case-insensitive equality without allocating lowercased copies.
-    static func sameName(_ a: String, _ b: String) -> Bool { sameName(a.utf8, b.utf8) }
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        // On the bytes in place where a string has them (a native one does): zip over two
+        // UTF8Views steps through their generic iterators, byte by byte.
+        let compared = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in sameName(x, y) }
+        }
+        if let compared, let compared { return compared }
+        return sameName(a.utf8, b.utf8)
+    }
 
     /// The same, on bytes (a name read from the wire). A different length settles it without a
     /// byte read: most names asked for are not there.

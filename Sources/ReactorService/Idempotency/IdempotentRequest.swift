@@ -73,7 +73,7 @@ struct IdempotentRequest: Sendable {
             return .malformed(
                 .problem(status: 400, detail: "header \(header) is sent \(count) times; send it once"))
         }
-        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+        guard (1...255).contains(key.utf8.count), isVisibleASCII(key) else {
             return .malformed(
                 .problem(
                     status: 400,
@@ -104,6 +104,12 @@ private func withoutTrailingWhitespace(_ value: String) -> String {
     var utf8 = value.utf8[...]
     while let last = utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { utf8 = utf8.dropLast() }
     return utf8.count == value.utf8.count ? value : String(Substring(utf8))
+}
+
+/// RFC 9110's VCHAR in ASCII alone, on the bytes in place where the string has them.
+private func isVisibleASCII(_ text: String) -> Bool {
+    let isVisible: (UInt8) -> Bool = { (0x21...0x7E).contains($0) }
+    return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isVisible) } ?? text.utf8.allSatisfy(isVisible)
 }
 
 /// Two lowercase hexadecimal digits a byte, made in one buffer.
