@@ -213,6 +213,10 @@ mhd_shim_connection_fd (struct MHD_Connection *connection)
 static inline size_t
 mhd_shim_head_pool_use (struct MHD_Connection *connection)
 {
+#if MHD_VERSION != MHD_SHIM_KNOWN_VERSION
+  (void) connection;
+  return 0;   /* another layout: not reckoned */
+#else
   const union MHD_ConnectionInfo *info =
     MHD_get_connection_info (connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
   size_t used = 16 + ((NULL == info) ? 0 : info->header_size);
@@ -225,6 +229,7 @@ mhd_shim_head_pool_use (struct MHD_Connection *connection)
       && MHD_YES == MHD_lookup_connection_value_n (connection, MHD_HEADER_KIND, "Cookie", 6, &cookie, &cookie_size))
     used += (cookie_size + 1 + 15) / 16 * 16;
   return used;
+#endif
 }
 
 /// Header fields and GET arguments in one pass (Swift imports MHD_ValueKind as a closed
