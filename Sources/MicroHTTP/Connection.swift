@@ -100,8 +100,7 @@ struct Connection: @unchecked Sendable {
     func queue(_ response: Response, closing: Bool = false) -> Bool {
         guard let mhdResponse = Self.makeResponse(response, closing: closing) else { return false }
         defer { MHD_destroy_response(mhdResponse) }
-        let status = (100...999).contains(response.status) ? response.status : 500
-        return MHD_queue_response(raw, UInt32(status), mhdResponse) == .YES
+        return MHD_queue_response(raw, UInt32(response.wireStatus), mhdResponse) == .YES
     }
 
     /// libmicrohttpd's copy of `response`'s fields and body: one reference, the caller's to
@@ -128,9 +127,10 @@ struct Connection: @unchecked Sendable {
     }
 
     /// Queues the never-ending response of an event stream: chunked, read from the stream's
-    /// queue by `mhdStreamReader`, one response per connection (never shared).
+    /// queue by `mhdStreamReader`, one response per connection (never shared). `head`: its
+    /// fields, `eventStreamHeaders` first.
     @discardableResult
-    func queueStream(_ stream: EventStream, headers: HTTPHeaders) -> Bool {
+    func queueStream(_ stream: EventStream, head: HTTPHeaders) -> Bool {
         let cls = Unmanaged.passRetained(stream).toOpaque()  // released by mhdStreamFree
         guard
             let mhdResponse = MHD_create_response_from_callback(
@@ -140,10 +140,9 @@ struct Connection: @unchecked Sendable {
             return false
         }
         defer { MHD_destroy_response(mhdResponse) }
-        for (name, value) in Self.eventStreamHeaders { _ = MHD_add_response_header(mhdResponse, name, value) }
+        Self.add(head, to: mhdResponse)
         // A stream's end is the connection's end: nothing is pipelined behind an SSE response.
         _ = MHD_add_response_header(mhdResponse, "Connection", "close")
-        Self.add(headers, to: mhdResponse)
         return MHD_queue_response(raw, 200, mhdResponse) == .YES
     }
 

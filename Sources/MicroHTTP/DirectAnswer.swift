@@ -37,7 +37,7 @@ extension Connection {
     /// connection. A client that leaves its receive window full is waited for a quarter of a
     /// second at most: this is libmicrohttpd's thread.
     func writeClosing(_ response: Response, headOnly: Bool) {
-        let status = (100...999).contains(response.status) ? response.status : 500
+        let status = response.wireStatus
         // RFC 9110 §8.6: no Content-Length (and no body) on 1xx and 204; libmicrohttpd sends
         // none on 304 either.
         let hasBody = !(100...199).contains(status) && status != 204 && status != 304

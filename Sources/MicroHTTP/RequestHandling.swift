@@ -216,7 +216,7 @@ extension HTTPServer {
                 connection.setSendBuffer(configuration.streamSocketSendBuffer)
             }
             open(stream)
-            return connection.queueStream(stream, headers: headers)
+            return connection.queueStream(stream, head: head)
 
         case let .deferred(work):
             let deferred = DeferredExchange(connection: connection)

@@ -44,6 +44,9 @@ public struct Response: Sendable {
         return Response(status: status, headers: fields, body: Array(json.utf8))
     }
 
+    /// The status sent: one of three digits (RFC 9110 §15), else 500.
+    var wireStatus: Int { (100...999).contains(status) ? status : 500 }
+
     /// What a stopping server answers new requests: 503, to retry (elsewhere, or after the restart).
     static let stopping = Response.problem(
         status: 503, detail: "the server is stopping; retry",
