@@ -188,6 +188,7 @@ class ActionLogTests: XCTestCase {
         for (query, problem) in [
             ("?limit=0", "limit"), ("?limit=1001", "limit"), ("?after=-1", "after"),
             ("?after=%2B5", "after"), ("?limit=+5", "limit"), ("?format=xml", "format"),
+            ("?format=ndjson&limit=1.5", "limit"), ("?format=ndjson&limit=0", "limit"),
         ] {
             let refused = try fixture.client.request("GET", "/sessions/\(session)/actions\(query)")
             XCTAssertEqual(refused.status, 400, query)

@@ -48,12 +48,12 @@ extension RouteTable {
                     case let .failure(refusal): return .response(refusal.response)
                     }
                 }
-                var limit = HistoryJSON.largestPage
-                if !ndjson {
-                    switch Self.limit(of: request) {
-                    case let .success(found): limit = found
-                    case let .failure(refusal): return .response(refusal.response)
-                    }
+                // The export reads the whole log and does not use `limit`, but a malformed one is still
+                // refused: the parameter's contract does not depend on the format.
+                let limit: Int
+                switch Self.limit(of: request) {
+                case let .success(found): limit = ndjson ? HistoryJSON.largestPage : found
+                case let .failure(refusal): return .response(refusal.response)
                 }
                 return Self.answer(afterCommitOf: session.hub, context) { [after, limit] _ in
                     let read = { (after: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] in
