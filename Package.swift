@@ -80,11 +80,15 @@ let package = Package(
         // Linked by what serves reactord (ReactorService), not by MicroHTTP: a binary that only
         // links MicroHTTP keeps libmicrohttpd's function as it is.
         .target(name: "CMicroHTTPDOwnAnswers", dependencies: ["CMicroHTTPD"]),
+        // Defines `recv`, so that a client's end of stream read while a deferred answer is pending
+        // waits until that answer is queued (libmicrohttpd 0.9.75 closed without one): see
+        // half_close.h. Linked by MicroHTTP, so by any binary that serves with it.
+        .target(name: "CMicroHTTPDHalfClose"),
         // The package's one mutex, condition, lock boxes and thread start (pthreads, no Foundation):
         // `package` API for the other targets, in no product.
         .target(name: "ConcurrencyPrimitives"),
         .target(
-            name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD"]),
+            name: "MicroHTTP", dependencies: ["ConcurrencyPrimitives", "CMicroHTTPD", "CMicroHTTPDHalfClose"]),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",

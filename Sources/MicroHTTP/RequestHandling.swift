@@ -161,6 +161,7 @@ extension HTTPServer {
         }
         if let deferred = exchange.deferred {
             guard let response = deferred.takeResponse() else { return true }
+            deferred.endHold()
             return send(response, connection, closing: isStopping, headOnly: exchange.method == .HEAD)
         }
         if exchange.stream != nil { return true }

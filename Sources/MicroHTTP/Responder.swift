@@ -1,3 +1,4 @@
+internal import CMicroHTTPDHalfClose
 internal import ConcurrencyPrimitives
 
 /// Answers a `.deferred` request, once, from any thread. A Responder dropped without an
@@ -53,17 +54,30 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
     private var suspended = false
     private var resumePending = false  // answered inside a resume batch: resumed at its end
     private var completed = false
+    private var heldSocket: Int32 = -1  // see `endHold`
 
     init(connection: Connection) {
         self.connection = connection
     }
 
-    /// On the MHD thread, before the handler's work can answer.
+    /// On the MHD thread, before the handler's work can answer. From here to `endHold`, a
+    /// client's end of stream is kept from libmicrohttpd, which would close without the answer.
     func suspend() {
         lock.withLock {
             suspended = true
+            heldSocket = connection.socket
+            mhd_half_close_hold(heldSocket)
             connection.suspend()
         }
+    }
+
+    /// On the MHD thread, once the answer is taken to be queued, or the request is over.
+    func endHold() {
+        let socket = lock.withLock {
+            defer { heldSocket = -1 }
+            return heldSocket
+        }
+        if socket >= 0 { mhd_half_close_release(socket) }
     }
 
     /// The first answer wins; it resumes the connection so MHD calls the handler again.
@@ -108,7 +122,9 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
 
     var isAnswered: Bool { lock.withLock { answered } }
 
+    /// The request is over (answered, or its connection closed): its socket is no longer held.
     func complete() {
+        endHold()
         lock.withLock {
             completed = true
             suspended = false

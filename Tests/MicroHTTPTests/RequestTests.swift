@@ -27,6 +27,9 @@ final class RequestTests: XCTestCase {
             router.add(.GET, "/items/{id}/parts/{part}", echo)
             router.add(.GET, "/items/new", { _ in .response(.text("literal")) })
             router.add(.DELETE, "/items/{id}/parts/{part}", echo)
+            router.add(.GET, "/now") { _ in
+                .deferred { responder in responder.respond(.json(Array("{\"late\":false}".utf8), status: 202)) }
+            }
             router.add(.GET, "/later") { _ in
                 .deferred { responder in
                     DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) {
@@ -143,6 +146,49 @@ final class RequestTests: XCTestCase {
             let response = try XCTUnwrap(client.request("GET", "/later"))
             XCTAssertEqual(response.status, 202)
             XCTAssertEqual(response.bodyText, "{\"late\":true}")
+        }
+    }
+
+    /// A client may send its request and then its end of the stream (`shutdown(SHUT_WR)`, as
+    /// `nc -N` does) and still read the answer: libmicrohttpd reads a resumed connection before
+    /// it calls back, and it must not close on that end before a deferred reply is answered.
+    /// Requests sent ahead of the end all get their answer; then the connection closes.
+    func testADeferredReplyReachesAClientThatHalfClosed() throws {
+        let server = try echoServer()
+        defer { server.stop() }
+        // First an answer given at once. libmicrohttpd 0.9.75 keeps that connection open until its
+        // idle timeout (it read the request and the end in one short read, and waits for another
+        // edge); with one such connection open, each resumed connection is read before its answer.
+        let lingering = try TestClient(port: server.port)
+        lingering.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(shutdown(lingering.socket.fd, Int32(SHUT_WR)), 0)
+        XCTAssertEqual(lingering.readResponse()?.status, 200)
+
+        let later = "GET /later HTTP/1.1\r\nHost: t\r\n\r\n"
+        let now = "GET /now HTTP/1.1\r\nHost: t\r\n\r\n"
+        for (requests, answers) in [
+            (now, 1), (later, 1), ("GET /later HTTP/1.0\r\n\r\n", 1), (now + later, 2), (later + now, 2),
+            (later + later, 2), ("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi" + later, 2),
+        ] {
+            let client = try TestClient(port: server.port, receiveTimeout: 3)
+            client.send(requests)
+            XCTAssertEqual(shutdown(client.socket.fd, Int32(SHUT_WR)), 0)
+            var received: [UInt8] = []
+            var closed = false
+            while !closed {
+                do {
+                    received += try client.socket.receive()
+                } catch TestSocket.Failure.closed {
+                    closed = true
+                } catch {
+                    break
+                }
+            }
+            let text = String(decoding: received, as: UTF8.self)
+            let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+            XCTAssertEqual(statuses.count, answers, "\(requests.debugDescription) got \(text.debugDescription)")
+            XCTAssertTrue(statuses.allSatisfy { $0 == "200" || $0 == "202" }, text)
+            XCTAssertTrue(closed, "the connection stays open after its answers to \(requests.debugDescription)")
         }
     }
 
