@@ -82,7 +82,8 @@ let package = Package(
         .target(name: "CMicroHTTPDOwnAnswers", dependencies: ["CMicroHTTPD"]),
         // Defines `recv`, so that a client's end of stream read while a deferred answer is pending
         // waits until that answer is queued (libmicrohttpd 0.9.75 closed without one): see
-        // half_close.h. Linked by MicroHTTP, so by any binary that serves with it.
+        // half_close.h. Linked by MicroHTTP, so by any binary that serves with it: such a binary
+        // cannot define a `recv` of its own (every call passes through to the C library's).
         .target(name: "CMicroHTTPDHalfClose"),
         // The package's one mutex, condition, lock boxes and thread start (pthreads, no Foundation):
         // `package` API for the other targets, in no product.

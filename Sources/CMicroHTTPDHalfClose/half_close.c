@@ -44,6 +44,14 @@ resolve_next_recv (void)
   return found;
 }
 
+// Resolved at load time, not on a first call that may come from a signal handler (dlsym is not
+// async-signal-safe).
+__attribute__ ((constructor)) static void
+resolve_at_load (void)
+{
+  (void) resolve_next_recv ();
+}
+
 ssize_t
 recv (int fd, void *buffer, size_t length, int flags)
 {

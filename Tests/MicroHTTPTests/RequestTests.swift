@@ -156,18 +156,16 @@ final class RequestTests: XCTestCase {
     func testADeferredReplyReachesAClientThatHalfClosed() throws {
         let server = try echoServer()
         defer { server.stop() }
-        // First an answer given at once. libmicrohttpd 0.9.75 keeps that connection open until its
-        // idle timeout (it read the request and the end in one short read, and waits for another
-        // edge); with one such connection open, each resumed connection is read before its answer.
-        let lingering = try TestClient(port: server.port)
-        lingering.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
-        XCTAssertEqual(shutdown(lingering.socket.fd, Int32(SHUT_WR)), 0)
-        XCTAssertEqual(lingering.readResponse()?.status, 200)
+        // One idle keep-alive connection besides: libmicrohttpd 0.9.75 (epoll) first looks at the
+        // oldest connection of its timeout list on each turn, and a resumed connection that is the
+        // only one is answered before it is read; behind an older one it is read first.
+        let idle = try TestClient(port: server.port)
+        XCTAssertEqual(idle.request("GET", "/echo")?.status, 200)
 
         let later = "GET /later HTTP/1.1\r\nHost: t\r\n\r\n"
         let now = "GET /now HTTP/1.1\r\nHost: t\r\n\r\n"
         for (requests, answers) in [
-            (now, 1), (later, 1), ("GET /later HTTP/1.0\r\n\r\n", 1), (now + later, 2), (later + now, 2),
+            (later, 1), (now, 1), ("GET /later HTTP/1.0\r\n\r\n", 1), (now + later, 2), (later + now, 2),
             (later + later, 2), ("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi" + later, 2),
         ] {
             let client = try TestClient(port: server.port, receiveTimeout: 3)
@@ -190,6 +188,7 @@ final class RequestTests: XCTestCase {
             XCTAssertTrue(statuses.allSatisfy { $0 == "200" || $0 == "202" }, text)
             XCTAssertTrue(closed, "the connection stays open after its answers to \(requests.debugDescription)")
         }
+        XCTAssertFalse(idle.isClosedByPeer(timeout: 0.1), "the idle connection the cases need was closed")
     }
 
     func testThreadPoolServesAndStops() throws {
