@@ -43,11 +43,12 @@ enum SQLiteActionLog {
     /// Before the history drops the session's events up to `seq`: the entries they carry move to rows of their own.
     static func release(_ session: String, throughEvent seq: Int64, on writer: SQLiteConnection) throws {
         try writer.statement(
-            """
-            INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns))
-                SELECT session, \(top) - number, coalesce(action, ''), \(entryColumns) FROM events
-                WHERE session = ? AND seq <= ? AND number IS NOT NULL
-            """
+            composed:
+                """
+                INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns))
+                    SELECT session, \(top) - number, coalesce(action, ''), \(entryColumns) FROM events
+                    WHERE session = ? AND seq <= ? AND number IS NOT NULL
+                """
         ).bind(.text(session), .integer(seq)).run()
     }
 
@@ -56,7 +57,7 @@ enum SQLiteActionLog {
         try writer.statement("DELETE FROM events WHERE session = ? AND seq >= ?").bind(
             .text(session), .integer(key(number))
         ).run()
-        try writer.statement("UPDATE events SET \(cleared) WHERE session = ? AND seq < ? AND number <= ?")
+        try writer.statement(composed: "UPDATE events SET \(cleared) WHERE session = ? AND seq < ? AND number <= ?")
             .bind(.text(session), .integer(base), .integer(Int64(clamping: number))).run()
     }
 
@@ -74,10 +75,11 @@ enum SQLiteActionLog {
         let dropped = Int64(writer.changes)
         guard dropped < limit else { return dropped }
         try writer.statement(
-            """
-            UPDATE events SET \(cleared) WHERE session = ?1 AND seq IN
-                (SELECT seq FROM events WHERE session = ?1 AND seq < ?2 AND number < ?3 AND time < ?4 LIMIT ?5)
-            """
+            composed:
+                """
+                UPDATE events SET \(cleared) WHERE session = ?1 AND seq IN
+                    (SELECT seq FROM events WHERE session = ?1 AND seq < ?2 AND number < ?3 AND time < ?4 LIMIT ?5)
+                """
         ).bind(
             .text(session), .integer(base), .integer(Int64(clamping: newest)), .real(time), .integer(limit - dropped)
         )
@@ -92,10 +94,11 @@ enum SQLiteActionLog {
         on connection: SQLiteConnection
     ) throws -> UInt64? {
         let newest = try connection.statement(
-            """
-            SELECT (SELECT \(top) - min(seq) FROM events WHERE session = ?1 AND seq > ?2),
-                   (SELECT max(number) FROM events WHERE session = ?1 AND seq <= ?3)
-            """)
+            composed:
+                """
+                SELECT (SELECT \(top) - min(seq) FROM events WHERE session = ?1 AND seq > ?2),
+                       (SELECT max(number) FROM events WHERE session = ?1 AND seq <= ?3)
+                """)
         try newest.bind(.text(session), .integer(base), .integer(min(seq, base - 1)))
         guard try newest.next() else { return nil }
         let numbers = try [0, 1].filter { !newest.isNull($0) }.map {
@@ -110,19 +113,21 @@ enum SQLiteActionLog {
         -> [LoggedAction]
     {
         let page = try reader.statement(
-            """
-            SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version > ? ORDER BY version, 1 LIMIT ?
-            """)
+            composed:
+                """
+                SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version > ? ORDER BY version, 1 LIMIT ?
+                """)
         try page.bind(
             .text(session), .integer(version.map { Int64(clamping: $0) } ?? -1), .integer(Int64(max(limit, 0))))
         var entries: [LoggedAction] = []
         while try page.next() { entries.append(try entry(page)) }
         guard entries.count == limit, let last = entries.last else { return entries }
         let rest = try reader.statement(
-            """
-            SELECT * FROM (SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version = ?)
-                WHERE n > ? ORDER BY n
-            """)
+            composed:
+                """
+                SELECT * FROM (SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version = ?)
+                    WHERE n > ? ORDER BY n
+                """)
         try rest.bind(.text(session), .integer(Int64(clamping: last.version)), .integer(Int64(clamping: last.number)))
         while try rest.next() { entries.append(try entry(rest)) }
         return entries
@@ -133,12 +138,16 @@ enum SQLiteActionLog {
     /// An entry's columns but its action, in both kinds of rows.
     private static let entryColumns = "number, cause, origin, first_version, version, subject, idempotency_key, time"
     private static let entryValues = "?, ?, ?, ?, ?, ?, ?, ?"
-    // The two inserts of every logged action, their text made once (not per call).
-    private static let insertCarrying = """
-        INSERT OR REPLACE INTO events (session, seq, pulse, data, \(entryColumns), action) VALUES (?, ?, ?, ?, \(entryValues), ?)
+    // The two inserts of every logged action, literals (`entryColumns` and `entryValues` spelled
+    // out): a literal statement is found again by its address, not by hashing its text.
+    private static let insertCarrying: StaticString = """
+        INSERT OR REPLACE INTO events (session, seq, pulse, data, number, cause, origin, first_version, version, \
+        subject, idempotency_key, time, action) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
-    private static let insertAlone =
-        "INSERT OR REPLACE INTO events (session, seq, data, \(entryColumns)) VALUES (?, ?, ?, \(entryValues))"
+    private static let insertAlone: StaticString = """
+        INSERT OR REPLACE INTO events (session, seq, data, number, cause, origin, first_version, version, subject, \
+        idempotency_key, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
     private static let cleared = """
         number = NULL, cause = NULL, origin = NULL, first_version = NULL, version = NULL, subject = NULL,
         idempotency_key = NULL, time = NULL, action = NULL

@@ -16,6 +16,9 @@ struct SQLiteError: Error, CustomStringConvertible {
 final class SQLiteConnection {
     private let handle: OpaquePointer
     private var cache: [String: SQLiteStatement] = [:]
+    /// Literal statements by the address of their text: a String key hashes all of its bytes,
+    /// about as costly as binding the statement's values.
+    private var literals: [UInt: SQLiteStatement] = [:]
 
     /// Opens `path`; `create` allows making a new file.
     init(path: String, readOnly: Bool = false, create: Bool = false) throws {
@@ -34,6 +37,7 @@ final class SQLiteConnection {
 
     deinit {
         cache.removeAll()  // statements are finalized before the connection closes
+        literals.removeAll()
         sqlite3_close_v2(handle)
     }
 
@@ -43,23 +47,40 @@ final class SQLiteConnection {
     }
 
     /// A prepared statement for `sql`, kept for the connection's life and reset for reuse.
-    func statement(_ sql: String) throws -> SQLiteStatement {
+    func statement(_ sql: StaticString) throws -> SQLiteStatement {
+        let address = UInt(bitPattern: sql.utf8Start)
+        if let cached = literals[address] {
+            cached.reset()
+            return cached
+        }
+        let statement = try prepare(sql.description)
+        literals[address] = statement
+        return statement
+    }
+
+    /// The same for a statement's text made at run time: found again by the whole text.
+    func statement(composed sql: String) throws -> SQLiteStatement {
         if let cached = cache[sql] {
             cached.reset()
             return cached
         }
+        let statement = try prepare(sql)
+        cache[sql] = statement
+        return statement
+    }
+
+    private func prepare(_ sql: String) throws -> SQLiteStatement {
         var prepared: OpaquePointer?
         try check(sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil))
         guard let prepared else { throw SQLiteError(code: SQLITE_MISUSE, message: "empty statement: \(sql)") }
-        let statement = SQLiteStatement(handle: prepared, connection: self)
-        cache[sql] = statement
-        return statement
+        return SQLiteStatement(handle: prepared, connection: self)
     }
 
     /// Resets every statement: a statement left on a row keeps its read transaction, and
     /// with it an old snapshot of the database, open.
     func resetAll() {
         for statement in cache.values { statement.reset() }
+        for statement in literals.values { statement.reset() }
     }
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.

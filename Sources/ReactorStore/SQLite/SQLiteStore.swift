@@ -317,7 +317,7 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
                 alone.append(entry)
             }
         }
-        let insert = "INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, ?, ?)"
+        let insert: StaticString = "INSERT OR REPLACE INTO events (session, seq, pulse, data) VALUES (?, ?, ?, ?)"
         for event in write.events {
             if let entry = riding.removeValue(forKey: event.seq) {
                 try SQLiteActionLog.insert(event, carrying: entry, of: write.id, on: writer)
