@@ -137,9 +137,8 @@ enum SQLiteActionLog {
 
     /// An entry's columns but its action, in both kinds of rows.
     private static let entryColumns = "number, cause, origin, first_version, version, subject, idempotency_key, time"
-    private static let entryValues = "?, ?, ?, ?, ?, ?, ?, ?"
-    // The two inserts of every logged action, literals (`entryColumns` and `entryValues` spelled
-    // out): a literal statement is found again by its address, not by hashing its text.
+    // The two inserts of every logged action, literals (`entryColumns` spelled out): a literal
+    // statement is found again by its address, not by hashing its text.
     private static let insertCarrying: StaticString = """
         INSERT OR REPLACE INTO events (session, seq, pulse, data, number, cause, origin, first_version, version, \
         subject, idempotency_key, time, action) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -15,7 +15,8 @@ struct SQLiteError: Error, CustomStringConvertible {
 /// Not thread-safe: its owner serialises every use.
 final class SQLiteConnection {
     private let handle: OpaquePointer
-    private var cache: [String: SQLiteStatement] = [:]
+    /// Statements composed at run time, by their text.
+    private var composed: [String: SQLiteStatement] = [:]
     /// Literal statements by the address of their text: a String key hashes all of its bytes,
     /// about as costly as binding the statement's values.
     private var literals: [UInt: SQLiteStatement] = [:]
@@ -36,7 +37,7 @@ final class SQLiteConnection {
     }
 
     deinit {
-        cache.removeAll()  // statements are finalized before the connection closes
+        composed.removeAll()  // statements are finalized before the connection closes
         literals.removeAll()
         sqlite3_close_v2(handle)
     }
@@ -60,12 +61,12 @@ final class SQLiteConnection {
 
     /// The same for a statement's text made at run time: found again by the whole text.
     func statement(composed sql: String) throws -> SQLiteStatement {
-        if let cached = cache[sql] {
+        if let cached = composed[sql] {
             cached.reset()
             return cached
         }
         let statement = try prepare(sql)
-        cache[sql] = statement
+        composed[sql] = statement
         return statement
     }
 
@@ -79,7 +80,7 @@ final class SQLiteConnection {
     /// Resets every statement: a statement left on a row keeps its read transaction, and
     /// with it an old snapshot of the database, open.
     func resetAll() {
-        for statement in cache.values { statement.reset() }
+        for statement in composed.values { statement.reset() }
         for statement in literals.values { statement.reset() }
     }
 
