@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Two reactord builds against each other on one SQLite server each, alternated in one run.
 
-    Benchmarks/action_ab.py BASE_BINARY OTHER_BINARY [--rounds 3] [--seconds 8] [--modes M,M]
+    Benchmarks/action_ab.py BASE_BINARY OTHER_BINARY [--rounds 3] [--seconds 8] [--modes M,M] [--store memory]
 
-Each round starts each build on a fresh SQLite file with 64 `counter` sessions and measures
+Each round starts each build on a fresh SQLite file (or the memory store) with 64 `counter` sessions and measures
 POST /action with wrk (-t1 -c64 --latency, Benchmarks/load/action.lua) in each mode (default:
 without keys, `reactord-fresh`, and with a key in time order each, `reactord-keyed`; also
 `reactord-keyed-random`); prints the medians of the rate and of wrk's p99 latency, and the
@@ -46,6 +46,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--modes", default="reactord-fresh,reactord-keyed")
+    parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
     args = parser.parse_args()
     modes = args.modes.split(",")
     builds = (args.base, args.other)
@@ -53,7 +54,8 @@ def main():
     for round_ in range(args.rounds):
         for build, binary in enumerate(builds):
             folder = tempfile.mkdtemp(prefix="reactord-ab-")
-            server = Server(binary, "sqlite:" + os.path.join(folder, "ab.sqlite"))
+            store = "memory" if args.store == "memory" else "sqlite:" + os.path.join(folder, "ab.sqlite")
+            server = Server(binary, store)
             try:
                 sessions = server.counters(64)
                 for mode in modes:

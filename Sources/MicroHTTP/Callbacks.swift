@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+internal import CMicroHTTPDHalfClose
 
 // The C entry points libmicrohttpd calls, on its own threads. They live in a library file as
 // plain (nonisolated) functions — top-level code in an executable's main.swift would be
@@ -52,12 +53,15 @@ func mhdConnectionNotice(
     socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, code: MHD_ConnectionNotificationCode
 ) {
     guard let cls, let socketContext else { return }
+    let socket = connection.map { Connection(raw: $0).socket } ?? -1
     Unmanaged<HTTPServer>.fromOpaque(cls)._withUnsafeGuaranteedRef {
         if code == .CONNECTION_NOTIFY_STARTED {
+            mhd_half_close_serve(socket)
             if $0.connectionStarted() { socketContext.pointee = overLimitMark }
         } else {
-            // Before libmicrohttpd closes the socket: the guard lets go of it first.
-            if $0.edge.isTracking, let connection { $0.edge.closed(Connection(raw: connection).socket) }
+            // Before libmicrohttpd closes the socket: the guard and the marks let go of it first.
+            if $0.edge.isTracking, socket >= 0 { $0.edge.closed(socket) }
+            mhd_half_close_forget(socket)
             $0.connectionClosed()
         }
     }

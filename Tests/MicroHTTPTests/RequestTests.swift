@@ -191,6 +191,47 @@ final class RequestTests: XCTestCase {
         XCTAssertFalse(idle.isClosedByPeer(timeout: 0.1), "the idle connection the cases need was closed")
     }
 
+    /// The client's end of stream waits behind its request when libmicrohttpd first reads it (the
+    /// one thread is busy meanwhile): the short read raised no new epoll event, and the
+    /// connection stayed open until its idle timeout after the answer.
+    func testAConnectionWhoseEndCameWithItsRequestClosesAfterTheAnswer() throws {
+        let server = try startServer({ $0.connectionTimeout = 20 }) { router in
+            router.add(.GET, "/now") { _ in .response(.text("now")) }
+            router.add(.GET, "/busy") { _ in
+                usleep(300_000)
+                return .response(.text("done"))
+            }
+        }
+        defer { server.stop() }
+        let now = "GET /now HTTP/1.1\r\nHost: t\r\n\r\n"
+        for (requests, answers) in [(now, 1), (now + now, 2), ("GET /now HTTP/1.1\r\nHo", 0)] {
+            let busy = try TestClient(port: server.port)
+            busy.send("GET /busy HTTP/1.1\r\nHost: t\r\n\r\n")
+            usleep(100_000)  // the server's one thread is in /busy
+            let client = try TestClient(port: server.port, receiveTimeout: 5)
+            client.send(requests)
+            XCTAssertEqual(shutdown(client.socket.fd, Int32(SHUT_WR)), 0)
+            let sent = monotonicNow()
+            var received: [UInt8] = []
+            var closed = false
+            while !closed {
+                do {
+                    received += try client.socket.receive()
+                } catch TestSocket.Failure.closed {
+                    closed = true
+                } catch {
+                    break
+                }
+            }
+            let text = String(decoding: received, as: UTF8.self)
+            let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+            XCTAssertEqual(statuses, Array(repeating: "200", count: answers), requests.debugDescription)
+            XCTAssertTrue(closed, "the connection stays open after \(requests.debugDescription)")
+            XCTAssertLessThan(monotonicNow() - sent, 2, requests.debugDescription)
+            XCTAssertEqual(busy.readResponse()?.bodyText, "done")
+        }
+    }
+
     func testThreadPoolServesAndStops() throws {
         let server = try startServer({ $0.threads = 2 }) { router in
             router.add(.GET, "/n/{n}") { request in .response(.text(request.pathParameters["n"] ?? "")) }

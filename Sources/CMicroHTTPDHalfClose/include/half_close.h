@@ -13,7 +13,20 @@
 // answers; afterwards it reads the socket again (a resumed connection goes back into its epoll
 // set, which reports the end at once), finds the end, and closes.
 //
-// Sockets numbered 2^20 and above are not held.
+// The other way round, a client's end of stream already waiting behind its request when
+// libmicrohttpd reads the request: the read is short, libmicrohttpd takes the socket to be
+// drained, and epoll (edge-triggered) raises no new event for an end that came before the read.
+// The connection stayed open until its idle timeout. After a short read on a served socket, a
+// peek finds whether only the end is left; if so the read side is shut down, which wakes epoll,
+// and libmicrohttpd reads the end once it has answered.
+//
+// Sockets numbered 2^20 and above are neither served nor held.
+
+/// Marks `fd` as a connection's socket, from libmicrohttpd's start of the connection.
+void mhd_half_close_serve (int fd);
+
+/// Ends every mark on `fd`, before libmicrohttpd closes it.
+void mhd_half_close_forget (int fd);
 
 /// Holds `fd`, a connection's socket, from the suspension of a request until its answer is
 /// queued.
