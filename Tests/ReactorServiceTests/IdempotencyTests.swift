@@ -153,6 +153,34 @@ final class IdempotencyTests: XCTestCase {
         assertReplay(try client.request("PUT", "/user", body: #"{"id":"ada","name":"Ada"}"#, headers: admin), of: put)
     }
 
+    /// A repeat of a delete while the first waits for its commit: the session has left memory,
+    /// but the first may still succeed, so the repeat is told it runs (409), never 404.
+    func testARepeatedDeleteWhileTheFirstCommitsIs409NotUnknown() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        let lock = try WriteLockHolder(database)
+        let first = Locked<TestResponse?>(nil)
+        let deleting = Thread {
+            let answer = try? HTTPClient(port: server.port).request(
+                "DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "d"])
+            first.update { $0 = answer }
+        }
+        deleting.start()
+        Thread.sleep(forTimeInterval: 0.3)  // the first is past its lookup, waiting for the lock
+        let repeated = try HTTPClient(port: server.port).request(
+            "DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "d"])
+        try lock.release()
+        XCTAssertEqual(repeated.status, 409, repeated.text)
+        XCTAssertEqual(repeated.header("Retry-After"), "1")
+        let deadline = Date().addingTimeInterval(10)
+        while first.value == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertEqual(first.value?.status, 204)
+        let after = try client.request("DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "d"])
+        XCTAssertEqual(after.status, 204, after.text)
+        XCTAssertEqual(after.header("Idempotent-Replayed"), "true")
+    }
+
     /// Without authentication the callers share one space of keys and the admins have their own
     /// (PUT and DELETE /user), as with it: a key used on one side is free on the other.
     func testWithoutAuthenticationTheUserRoutesUseTheAdminsKeys() throws {
@@ -222,4 +250,34 @@ final class IdempotencyTests: XCTestCase {
         let metrics = try client.request("GET", "/metrics").text
         XCTAssertTrue(metrics.contains("reactord_idempotent_replays_total"), metrics)
     }
+}
+
+/// Holds a SQLite file's write lock from a `sqlite3` process of its own until `release`: the
+/// server's commits wait for it (its busy timeout is 5 s).
+private final class WriteLockHolder {
+    private let process = Process()
+    private let input = Pipe()
+
+    init(_ path: String) throws {
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [path]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\n.print locked\n".utf8))
+        var printed = Data()
+        while !String(decoding: printed, as: UTF8.self).contains("locked") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { throw CocoaError(.fileReadUnknown) }
+            printed += chunk
+        }
+    }
+
+    func release() throws {
+        input.fileHandleForWriting.write(Data("ROLLBACK;\n.quit\n".utf8))
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
 }

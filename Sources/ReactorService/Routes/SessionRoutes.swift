@@ -27,11 +27,11 @@ extension RouteTable {
                 // A write that failed leaves the committed state, which is still the answer.
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
                     let snapshot = session.hub.snapshot
+                    let current = SessionJSON.response(of: session, snapshot)
                     if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version) {
-                        return Response(
-                            status: 304, headers: HTTPHeaders([("ETag", Preconditions.entityTag(snapshot.version))]))
+                        return Preconditions.notModified(current, version: snapshot.version)
                     }
-                    return SessionJSON.response(of: session, snapshot)
+                    return current
                 }
             case let .failure(.heldElsewhere(address)):
                 return Self.forward(request, to: address, context)
@@ -229,14 +229,17 @@ extension RouteTable {
         }
     }
 
-    /// The answer kept under the request's key, for a request whose session is gone: nil when
-    /// it has no key, or none was kept (then the session's absence is the answer).
+    /// What the request's key answers for a request whose session is gone: the answer kept, 409
+    /// while the first request under it still runs (a delete's session leaves memory before its
+    /// commit, which may yet succeed), 422 for another request under it, or the store's error.
+    /// Nil when it has no key or a malformed one, or the key is free (then the session's absence
+    /// is the answer).
     static func keptAnswer(
         _ request: Request, _ principal: Principal?, _ kind: IdempotentRequest.Kind, session: String,
         body: @autoclosure () -> ArraySlice<UInt8> = [], _ context: ServiceContext
     ) -> Response? {
         guard case let .answer(response)? = admit(request, principal, kind, session: session, body: body(), context),
-            (200..<300).contains(response.status)
+            response.status != 400
         else { return nil }
         return response
     }
