@@ -37,10 +37,13 @@ final class PreconditionTests: XCTestCase {
     func testIfNoneMatchAnswers304WhileTheVersionIsTheSame() throws {
         let session = try fixture.createSession()
         XCTAssertEqual(try act(session, ifMatch: nil).status, 200)
+        let current = try fixture.client.request("GET", "/sessions/\(session)")
         let unchanged = try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": #""1""#])
         XCTAssertEqual(unchanged.status, 304)
         XCTAssertEqual(unchanged.header("ETag"), #""1""#)
         XCTAssertEqual(unchanged.body, [])
+        // RFC 9110 §8.6: a 304's Content-Length, if any, is the 200's.
+        XCTAssertEqual(unchanged.header("Content-Length"), String(current.body.count))
         XCTAssertEqual(
             try fixture.client.request(
                 "GET", "/sessions/\(session)",

@@ -203,7 +203,8 @@ struct AnswerHead {
         }
         self.status = status
         self.headers = headers
-        contentLength = length ?? ((status == 204 || status == 304) ? 0 : nil)
+        // No body after 1xx, 204 and 304, whatever their Content-Length says (a 304's is the 200's).
+        contentLength = (100..<200).contains(status) || status == 204 || status == 304 ? 0 : length
         keepAlive = !close && contentLength != nil
     }
 

@@ -49,7 +49,7 @@ struct AccessLog: Sendable {
         switch reply {
         case let .response(response):
             fields["status"] = .stringConvertible(response.status)
-            fields["bytes"] = .stringConvertible(response.body.count)
+            fields["bytes"] = .stringConvertible(Self.bodyBytes(of: response))
             if session == nil { session = Self.sessionID(in: response.body) }
         case .eventStream:
             fields["status"] = "200"
@@ -73,7 +73,7 @@ struct AccessLog: Sendable {
         switch reply {
         case let .response(response):
             line.status = .code(response.status)
-            line.bytes = response.body.count
+            line.bytes = Self.bodyBytes(of: response)
             if line.session == nil, let range = Self.sessionRange(in: response.body) {
                 line.session = .utf8(response.body[range])  // no String made: the line copies the bytes
             }
@@ -118,6 +118,11 @@ struct AccessLog: Sendable {
 
     /// `text` with every byte but the unreserved characters (RFC 3986) and `,:/@` as `%XX`: what
     /// the log shows of a path (libmicrohttpd hands it over decoded), its session id and its query.
+    /// The body's bytes sent: none on a 304, whose body only measures its Content-Length.
+    private static func bodyBytes(of response: Response) -> Int {
+        response.status == 304 ? 0 : response.body.count
+    }
+
     private static func percentEncoded(_ text: String) -> String {
         func isKept(_ byte: UInt8) -> Bool {
             Base64URL.isAlphabet(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "~")

@@ -71,6 +71,13 @@ enum Preconditions {
         }
     }
 
+    /// 304 instead of `current`, the 200 the client already has. It keeps that body: libmicrohttpd
+    /// sends none on a 304 but writes its length as Content-Length, which RFC 9110 §8.6 allows
+    /// only as the 200's length (an empty body would be a Content-Length of 0).
+    static func notModified(_ current: Response, version: UInt64) -> Response {
+        Response(status: 304, headers: HTTPHeaders([("ETag", entityTag(version))]), body: current.body)
+    }
+
     /// 412: the session moved on; the problem document carries where it stands now.
     static func failed(_ snapshot: EventHub.Snapshot) -> Response {
         var json = Array(#"{"type":"about:blank","title":"Precondition Failed","status":412,"detail":"#.utf8)
