@@ -142,14 +142,22 @@ extension HTTPServer {
         if size > 0 {
             exchange.received += size
             if exchange.bodyTooLarge {
-                // libmicrohttpd 0.9.75 accepts no response before the upload ends, so the rest is
-                // read and dropped for the 413, but only up to another `bodyLimit` bytes: past
-                // that the sender is cut off (no endless upload holds the connection).
+                // The rest is read and dropped after the 413, but only up to another `bodyLimit`
+                // bytes: past that the sender is cut off (no endless upload holds the connection).
                 if exchange.received - configuration.bodyLimit > configuration.bodyLimit { return false }
             } else {
                 if exchange.received > configuration.bodyLimit {
                     exchange.bodyTooLarge = true
                     exchange.body = []
+                    // libmicrohttpd 0.9.75 accepts no response before the upload ends: the 413 is
+                    // written to the socket now, while the sender is still sending (one that reads
+                    // meanwhile, as curl does, stops), and the connection closes after it.
+                    var refusal = bodyTooLarge()
+                    configuration.decorate?(
+                        RequestHead(
+                            method: exchange.method, path: exchange.path, headers: connection.headersAndQuery().0),
+                        &refusal)
+                    connection.writeClosing(refusal, headOnly: exchange.method == .HEAD)
                 } else if let upload {
                     UnsafeRawPointer(upload).withMemoryRebound(to: UInt8.self, capacity: size) {
                         exchange.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size))
@@ -165,14 +173,7 @@ extension HTTPServer {
             return send(response, connection, closing: isStopping, headOnly: exchange.method == .HEAD)
         }
         if exchange.stream != nil { return true }
-        if exchange.bodyTooLarge {
-            return refuse(
-                bodyTooLarge(), connection,
-                RequestHead(
-                    method: exchange.method, path: exchange.path,
-                    headers: connection.headersAndQuery().0),
-                closing: true)
-        }
+        if exchange.bodyTooLarge { return false }  // answered when it passed the limit: close
         guard let handler = exchange.handler else { return false }
         let body = exchange.body
         exchange.body = []

@@ -115,6 +115,16 @@ final class RequestTests: XCTestCase {
         XCTAssertEqual(response.status, 413)
         XCTAssertTrue(response.bodyText.contains("exceeds the limit of 1024 bytes"), response.bodyText)
 
+        // The 413 comes as the body passes the limit, while the sender is still sending.
+        let early = try TestClient(port: server.port, receiveTimeout: 3)
+        early.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in 0..<2 { early.send(String(piece.utf8.count, radix: 16) + "\r\n" + piece + "\r\n") }
+        let refused = try XCTUnwrap(early.readResponse(), "no answer before the upload's end")
+        XCTAssertEqual(refused.status, 413)
+        XCTAssertEqual(refused.header("Connection"), "close")
+        early.send("0\r\n\r\n")
+        XCTAssertTrue(early.isClosedByPeer(timeout: 2))
+
         // An upload that goes on past twice the limit is cut off without waiting for its end.
         let endless = try TestClient(port: server.port)
         endless.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
