@@ -60,6 +60,55 @@ final class PreconditionTests: XCTestCase {
             400, mentions: ["If-None-Match"])
     }
 
+    /// `GET /sessions/{id}?fields=`: the state reduced to those fields, under a tag of its own.
+    func testAFieldsViewHasItsOwnEntityTag() throws {
+        let session = try fixture.createSession()
+        XCTAssertEqual(try act(session, ifMatch: nil).status, 200)
+        let whole = try fixture.client.request("GET", "/sessions/\(session)")
+        let view = try fixture.client.request("GET", "/sessions/\(session)?fields=count")
+        XCTAssertEqual(view.status, 200, view.text)
+        XCTAssertEqual(view.object["state"] as? [String: Int], ["count": 1])
+        XCTAssertEqual(view.object["version"] as? Int, 1)
+        let tag = try XCTUnwrap(view.header("ETag"))
+        XCTAssertNotEqual(tag, whole.header("ETag"))
+        XCTAssertTrue(tag.hasPrefix(#""1."#), tag)
+        let same = try fixture.client.request("GET", "/sessions/\(session)?fields=%20count,count")
+        XCTAssertEqual(same.header("ETag"), tag, "the same fields: the same view")
+        let other = try fixture.client.request("GET", "/sessions/\(session)?fields=count,user")
+        XCTAssertEqual(other.object["state"] as? NSDictionary, ["count": 1, "user": NSNull()])
+        XCTAssertNotEqual(other.header("ETag"), tag)
+
+        let unchanged = try fixture.client.request(
+            "GET", "/sessions/\(session)?fields=count", headers: ["If-None-Match": tag])
+        XCTAssertEqual(unchanged.status, 304)
+        XCTAssertEqual(unchanged.header("ETag"), tag)
+        XCTAssertEqual(unchanged.header("Content-Length"), String(view.body.count))
+        XCTAssertEqual(
+            try fixture.client.request(
+                "GET", "/sessions/\(session)?fields=count", headers: ["If-None-Match": whole.header("ETag") ?? ""]
+            ).status, 200, "the whole state's tag is not the view's")
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": tag]).status, 200,
+            "nor the view's the whole state's")
+        XCTAssertEqual(
+            try fixture.client.request(
+                "GET", "/sessions/\(session)?fields=count,user", headers: ["If-None-Match": tag]
+            ).status, 200, "nor another view's")
+
+        XCTAssertEqual(try act(session, ifMatch: tag).status, 200, "If-Match reads a view's tag as its version")
+        XCTAssertEqual(try act(session, ifMatch: tag).status, 412)
+        XCTAssertEqual(
+            try fixture.client.request(
+                "GET", "/sessions/\(session)?fields=count", headers: ["If-None-Match": tag]
+            ).status, 200, "a new version")
+        assertProblem(
+            try fixture.client.request("GET", "/sessions/\(session)?fields=nothing"), 400,
+            mentions: ["nothing", "count"])
+        assertProblem(
+            try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": #""1.abc""#]),
+            400, mentions: ["If-None-Match"])
+    }
+
     func testIfMatchAppliesAnActionOnlyOnTheVersionNamed() throws {
         let session = try fixture.createSession()
         XCTAssertEqual(try act(session, ifMatch: #""0""#).status, 200)

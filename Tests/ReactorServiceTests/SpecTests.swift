@@ -158,7 +158,7 @@ final class SpecTests: XCTestCase {
     func testFieldsPatternAgreesWithTheServer() throws {
         let spec = try servedSpec()
         let lines = spec.split(separator: "\n")
-        let parameter = try XCTUnwrap(lines.firstIndex { $0.hasSuffix("- name: fields") })
+        let parameter = try XCTUnwrap(lines.firstIndex { $0.hasSuffix(" name: fields") })
         let line = try XCTUnwrap(lines[parameter...].first { $0.contains("schema:") && $0.contains("pattern: ") })
         // The pattern is the schema's last member: a YAML double-quoted (JSON) or single-quoted string.
         let quoted = String(try XCTUnwrap(line.split(separator: "pattern: ", maxSplits: 1).last?.dropLast()))
@@ -178,6 +178,35 @@ final class SpecTests: XCTestCase {
             let encoded = value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value
             let stream = try fixture.subscribe(session, query: "?fields=\(encoded)")
             XCTAssertEqual(stream.status, matches ? 200 : 400, "fields=\(value.debugDescription), pattern \(pattern)")
+            let view = try fixture.client.request("GET", "/sessions/\(session)?fields=\(encoded)")
+            XCTAssertEqual(view.status, matches ? 200 : 400, "GET fields=\(value.debugDescription)")
+        }
+    }
+
+    /// If-None-Match and If-Match: the spec's pattern accepts exactly the entity tags the server reads.
+    func testEntityTagPatternAgreesWithTheServer() throws {
+        let spec = try servedSpec()
+        let lines = spec.split(separator: "\n")
+        let parameter = try XCTUnwrap(lines.firstIndex { $0.hasSuffix(" name: If-None-Match") })
+        let line = try XCTUnwrap(lines[parameter...].first { $0.contains("pattern: ") })
+        let quoted = String(try XCTUnwrap(line.split(separator: "pattern: ", maxSplits: 1).last))
+        XCTAssertTrue(quoted.hasPrefix("'") && quoted.hasSuffix("'"), quoted)
+        let pattern = String(quoted.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+        XCTAssertTrue(
+            lines.contains { $0.contains("pattern: \(quoted)") && !$0.contains("If-None-Match") },
+            "If-Match has the same pattern")
+        let regex = try NSRegularExpression(pattern: pattern)
+        let session = try fixture.createSession()
+        let values = [
+            #""0""#, "0", "*", #"W/"0""#, #""0", "7""#, #""0.0123456789abcdef""#, "0.0123456789abcdef",
+            #"W/"0.0123456789abcdef""#, #""1", "0.0123456789abcdef""#, #""0.0123""#, #""0.0123456789ABCDEF""#,
+            #""0.""#, #""0.0123456789abcdef0""#, #""0.0123456789abcdeg""#, #""x""#, #""0"x"#, "+0", #""-1""#,
+            #""0.0123456789abcdef.0123456789abcdef""#,
+        ]
+        for value in values {
+            let matches = regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
+            let answer = try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-None-Match": value])
+            XCTAssertEqual(answer.status == 400, !matches, "If-None-Match: \(value), pattern \(pattern)")
         }
     }
 

@@ -28,6 +28,18 @@ struct FieldFilter: Hashable {
         fields = Array(Set(names)).sorted()
     }
 
+    /// Parses the query value for a state encoded as `stateJSON`. A name the JSON lacks may be a
+    /// field that is nil now, which the JSON leaves out: then `stateFieldNames` (the State type's
+    /// own) is asked too.
+    init(query: String, stateJSON: [UInt8], stateFieldNames: () -> Set<String>) throws(FieldFilterError) {
+        let known = Self.fieldNames(of: stateJSON)
+        do throws(FieldFilterError) {
+            self = try Self(query: query, knownFields: known)
+        } catch .unknown {
+            self = try Self(query: query, knownFields: known.union(stateFieldNames()))
+        }
+    }
+
     /// The state's JSON reduced to the chosen fields, keys sorted, each value's bytes as the
     /// state had them (numbers, escapes and all: no re-serialisation).
     func apply(to stateJSON: [UInt8]) -> [UInt8] {

@@ -28,14 +28,10 @@ extension RouteTable {
             if let refusal = context.access.authorize(owner: source.owner, for: principal) { return .response(refusal) }
             var filter: FieldFilter?
             if let fields = request.query["fields"] {
-                let known = FieldFilter.fieldNames(of: source.hub.snapshot.stateJSON)
                 do throws(FieldFilterError) {
-                    do throws(FieldFilterError) {
-                        filter = try FieldFilter(query: fields, knownFields: known)
-                    } catch .unknown {
-                        // Perhaps a field that is nil now, which the JSON leaves out: ask the State type.
-                        filter = try FieldFilter(query: fields, knownFields: known.union(source.stateFieldNames()))
-                    }
+                    filter = try FieldFilter(
+                        query: fields, stateJSON: source.hub.snapshot.stateJSON, stateFieldNames: source.stateFieldNames
+                    )
                 } catch {
                     return .response(.problem(status: 400, detail: error.description))
                 }

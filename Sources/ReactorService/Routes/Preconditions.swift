@@ -1,15 +1,23 @@
 import MicroHTTP
 
-/// HTTP preconditions on a session's version (RFC 9110 §13): its entity tag is `"<version>"`.
+/// HTTP preconditions on a session's version (RFC 9110 §13): its entity tag is `"<version>"`,
+/// and a `?fields=` view's is `"<version>.<view>"`, the view's mark in 16 hexadecimal digits.
 /// `If-Match` makes a change conditional on the version the client last saw (412 when it moved
-/// on); `If-None-Match` makes a read answer 304 when the client already has that version.
+/// on; a view's tag names the version it shows); `If-None-Match` makes a read answer 304 when the
+/// client already has that version of that representation.
 enum Preconditions {
     /// What an `If-Match` or `If-None-Match` field asks for.
     enum Condition: Equatable {
         /// `*`: the session exists.
         case any
-        /// One of these versions.
-        case versions([UInt64])
+        /// One of these tags.
+        case tags([Tag])
+    }
+
+    /// An entity tag read: the version, and the mark of the view it came from (nil: the whole state).
+    struct Tag: Equatable {
+        let version: UInt64
+        let view: UInt64?
     }
 
     static func entityTag(_ version: UInt64) -> String {
@@ -30,9 +38,25 @@ enum Preconditions {
         }
     }
 
+    /// The entity tag of `view` of the state at `version`.
+    static func entityTag(_ version: UInt64, view: FieldFilter) -> String {
+        let mark = String(viewMark(view), radix: 16)
+        return "\"\(version).\(String(repeating: "0", count: 16 - mark.count))\(mark)\""
+    }
+
+    /// FNV-1a over the view's sorted field names, each ended by a zero byte.
+    private static func viewMark(_ view: FieldFilter) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for name in view.fields {
+            for byte in name.utf8 + [0] { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        }
+        return hash
+    }
+
     /// The field `name` of `request`, read; nil when absent. Throws a 400 naming the field when it
-    /// is neither `*` nor a list of `"<version>"` tags (the quotes may be left out; weak `W/` ones
-    /// are read as their version, and `If-Match`'s strong comparison then never matches them).
+    /// is neither `*` nor a list of `"<version>"` or `"<version>.<view>"` tags (the quotes may be
+    /// left out; weak `W/` ones are read too, and `If-Match`'s strong comparison then never
+    /// matches them).
     static func condition(_ name: String, of request: Request) throws(PreconditionError) -> Condition? {
         guard let (first, count) = request.headers.first(name) else { return nil }
         // Field lines sent more than once are one list (RFC 9110, 5.3).
@@ -44,38 +68,60 @@ enum Preconditions {
                 status: 400,
                 detail:
                     "\(name) must be * or entity tags as ETag sends them (\"<version>\"), e.g. \(name): \"12\""))
-        var versions: [UInt64] = []
+        var tags: [Tag] = []
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
-            var tag = Substring(part.trimmingWhitespace())
-            let weak = tag.hasPrefix("W/")
-            if weak { tag = tag.dropFirst(2) }
+            var text = Substring(part.trimmingWhitespace())
+            let weak = text.hasPrefix("W/")
+            if weak { text = text.dropFirst(2) }
             // Quoted as ETag sends it, or bare (`If-Match: 12`, as people type it); up to 19 digits,
-            // nothing else (UInt64("+5") would read a sign): what openapi.yaml's pattern says.
-            let quoted = tag.count >= 2 && tag.first == "\"" && tag.last == "\""
-            let digits = quoted ? tag.dropFirst().dropLast() : tag
-            guard !digits.isEmpty, digits.count <= 19,
-                digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            // then a view's `.` and 16 hexadecimal digits, nothing else (UInt64("+5") would read a
+            // sign): what openapi.yaml's pattern says.
+            let quoted = text.count >= 2 && text.first == "\"" && text.last == "\""
+            let tag = quoted ? text.dropFirst().dropLast() : text
+            let dot = tag.firstIndex(of: ".")
+            let digits = tag[..<(dot ?? tag.endIndex)]
+            guard !digits.isEmpty, digits.count <= 19, Self.all(digits, in: "0123456789"),
                 let version = UInt64(digits)
             else { throw malformed }
+            var view: UInt64?
+            if let dot {
+                let mark = tag[tag.index(after: dot)...]
+                guard mark.count == 16, Self.all(mark, in: "0123456789abcdef") else { throw malformed }
+                view = UInt64(mark, radix: 16)
+            }
             // A weak tag never matches strongly: kept out of If-Match's list.
-            if !(weak && name == "If-Match") { versions.append(version) }
+            if !(weak && name == "If-Match") { tags.append(Tag(version: version, view: view)) }
         }
-        return .versions(versions)
+        return .tags(tags)
     }
 
-    /// Whether `condition` holds for a session at `version`.
+    private static func all(_ text: Substring, in allowed: String) -> Bool {
+        text.utf8.allSatisfy { allowed.utf8.contains($0) }
+    }
+
+    /// Whether `If-Match`'s `condition` holds for a session at `version` (a view's tag names the
+    /// version it shows).
     static func holds(_ condition: Condition, at version: UInt64) -> Bool {
         switch condition {
         case .any: return true
-        case let .versions(versions): return versions.contains(version)
+        case let .tags(tags): return tags.contains { $0.version == version }
+        }
+    }
+
+    /// Whether `If-None-Match`'s `condition` holds for `view` (nil: the whole state) of the state
+    /// at `version`: only that representation's own tag matches.
+    static func holds(_ condition: Condition, at version: UInt64, view: FieldFilter?) -> Bool {
+        switch condition {
+        case .any: return true
+        case let .tags(tags): return tags.contains(Tag(version: version, view: view.map(viewMark)))
         }
     }
 
     /// 304 instead of `current`, the 200 the client already has. It keeps that body: libmicrohttpd
     /// sends none on a 304 but writes its length as Content-Length, which RFC 9110 §8.6 allows
     /// only as the 200's length (an empty body would be a Content-Length of 0).
-    static func notModified(_ current: Response, version: UInt64) -> Response {
-        Response(status: 304, headers: HTTPHeaders([("ETag", entityTag(version))]), body: current.body)
+    static func notModified(_ current: Response) -> Response {
+        Response(status: 304, headers: HTTPHeaders([("ETag", current.headers["ETag"] ?? "")]), body: current.body)
     }
 
     /// 412: the session moved on; the problem document carries where it stands now.

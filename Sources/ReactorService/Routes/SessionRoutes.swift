@@ -27,9 +27,18 @@ extension RouteTable {
                 // A write that failed leaves the committed state, which is still the answer.
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
                     let snapshot = session.hub.snapshot
-                    let current = SessionJSON.response(of: session, snapshot)
-                    if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version) {
-                        return Preconditions.notModified(current, version: snapshot.version)
+                    var view: FieldFilter?
+                    if let fields = request.query["fields"] {
+                        do throws(FieldFilterError) {
+                            view = try FieldFilter(
+                                query: fields, stateJSON: snapshot.stateJSON, stateFieldNames: session.stateFieldNames)
+                        } catch {
+                            return .problem(status: 400, detail: error.description)
+                        }
+                    }
+                    let current = SessionJSON.response(of: session, snapshot, view: view)
+                    if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version, view: view) {
+                        return Preconditions.notModified(current)
                     }
                     return current
                 }

@@ -9,26 +9,31 @@ enum SessionJSON {
     private static let stateMember: [UInt8] = Array(#"","state":"#.utf8)
     private static let versionMember: [UInt8] = Array(#","version":"#.utf8)
 
-    static func body(of session: any Session, _ snapshot: EventHub.Snapshot) -> [UInt8] {
+    /// The session document; `view`: its state reduced to those fields (`?fields=`).
+    static func body(of session: any Session, _ snapshot: EventHub.Snapshot, view: FieldFilter? = nil) -> [UInt8] {
         let kind = session.kind
+        let state = view.map { $0.apply(to: snapshot.stateJSON) } ?? snapshot.stateJSON
         var out: [UInt8] = []
-        out.reserveCapacity(snapshot.stateJSON.count + kind.utf8.count + 22 + 64)
+        out.reserveCapacity(state.count + kind.utf8.count + 22 + 64)
         out.append(contentsOf: reactorMember)
         StateJSONEncoder.appendString(kind, into: &out)
         out.append(contentsOf: sessionMember)
         session.key.append(to: &out)  // base64url: nothing to escape
         out.append(contentsOf: stateMember)
-        out.append(contentsOf: snapshot.stateJSON)
+        out.append(contentsOf: state)
         out.append(contentsOf: versionMember)
         StateJSONEncoder.appendUnsigned(snapshot.version, into: &out)
         out.append(UInt8(ascii: "}"))
         return out
     }
 
-    /// The session as an answer, with its version as the entity tag (see `Preconditions`).
-    static func response(of session: any Session, _ snapshot: EventHub.Snapshot, status: Int = 200) -> Response {
-        var response = Response.json(body(of: session, snapshot), status: status)
-        response.headers.add("ETag", Preconditions.entityTag(snapshot.version))
+    /// The session as an answer, with its version (and view) as the entity tag (see `Preconditions`).
+    static func response(
+        of session: any Session, _ snapshot: EventHub.Snapshot, status: Int = 200, view: FieldFilter? = nil
+    ) -> Response {
+        var response = Response.json(body(of: session, snapshot, view: view), status: status)
+        let tag = view.map { Preconditions.entityTag(snapshot.version, view: $0) }
+        response.headers.add("ETag", tag ?? Preconditions.entityTag(snapshot.version))
         return response
     }
 }

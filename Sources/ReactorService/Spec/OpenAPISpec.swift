@@ -57,7 +57,8 @@ enum OpenAPISpec {
                     fields["required"] = nil
                     return fields
                 })
-        stateFields["description"] = "The data of a `state` event: the State, or with `?fields=` only the fields named."
+        stateFields["description"] =
+            "A state event's data, or a session view's state: the State, or with `?fields=` only the fields named."
         add("StateFields", stateFields)
         let pulsing = kinds.filter { !$0.pulses.isEmpty }
         add(
