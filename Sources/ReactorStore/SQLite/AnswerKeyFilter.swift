@@ -23,10 +23,10 @@ final class AnswerKeyFilter: Sendable {
 
     /// Whether `key` in `scope` may be kept in the file (false: certainly not).
     func mayHold(scope: String, key: String) -> Bool {
-        let positions = Self.positions(scope, key)
+        let hash = Self.hash(scope, key)
         return bits.withLock { bits in
             guard bits.isComplete else { return true }
-            return Self.holds(positions, bits.words)
+            return Self.holds(hash, bits.words)
         }
     }
 
@@ -34,10 +34,10 @@ final class AnswerKeyFilter: Sendable {
     /// after that, and a transaction rolled back leaves a "maybe", which is only a lookup).
     /// Returns true when it was certainly not kept before.
     func add(scope: String, key: String) -> Bool {
-        let positions = Self.positions(scope, key)
+        let hash = Self.hash(scope, key)
         return bits.withLock { bits in
-            let wasNew = bits.isComplete && !Self.holds(positions, bits.words)
-            Self.set(positions, in: &bits)
+            let wasNew = bits.isComplete && !Self.holds(hash, bits.words)
+            Self.set(hash, in: &bits)
             return wasNew
         }
     }
@@ -52,16 +52,16 @@ final class AnswerKeyFilter: Sendable {
                 let connection = try SQLiteConnection(path: path, readOnly: true)
                 try connection.execute("PRAGMA busy_timeout = 5000")
                 let keys = try connection.statement("SELECT scope, key FROM answers INDEXED BY answers_by_key")
-                var batch: [[Int]] = []
+                var batch: [UInt64] = []
                 while try keys.next() {
-                    batch.append(Self.positions(keys.string(0), keys.string(1)))
+                    batch.append(Self.hash(keys.string(0), keys.string(1)))
                     guard batch.count == 4096 else { continue }
                     if isClosed.withLock({ $0 }) { return }
-                    bits.withLock { bits in for positions in batch { Self.set(positions, in: &bits) } }
+                    bits.withLock { bits in for hash in batch { Self.set(hash, in: &bits) } }
                     batch.removeAll(keepingCapacity: true)
                 }
                 bits.withLock { bits in
-                    for positions in batch { Self.set(positions, in: &bits) }
+                    for hash in batch { Self.set(hash, in: &bits) }
                     bits.isComplete = true
                 }
             } catch {
@@ -81,25 +81,50 @@ final class AnswerKeyFilter: Sendable {
     }
 
     /// Whether every one of a key's bits is set (none is before the first key).
-    private static func holds(_ positions: [Int], _ words: [UInt64]?) -> Bool {
+    private static func holds(_ hash: UInt64, _ words: [UInt64]?) -> Bool {
         guard let words else { return false }
-        return positions.allSatisfy { words[$0 >> 6] & (1 << ($0 & 63)) != 0 }
+        for probe in 0..<probes {
+            let bit = position(hash, probe)
+            if words[bit >> 6] & (1 << (bit & 63)) == 0 { return false }
+        }
+        return true
     }
 
-    private static func set(_ positions: [Int], in bits: inout Bits) {
+    private static func set(_ hash: UInt64, in bits: inout Bits) {
         if bits.words == nil { bits.words = [UInt64](repeating: 0, count: bitCount / 64) }
-        for position in positions { bits.words![position >> 6] |= 1 << (position & 63) }
+        for probe in 0..<probes {
+            let bit = position(hash, probe)
+            bits.words![bit >> 6] |= 1 << (bit & 63)
+        }
     }
 
-    /// The bits of a key: double hashing of one 64-bit hash (seeded per process, as the
-    /// filter lives only in memory).
-    private static func positions(_ scope: String, _ key: String) -> [Int] {
-        var hasher = Hasher()
-        hasher.combine(scope)
-        hasher.combine(key)
-        let hash = UInt64(bitPattern: Int64(hasher.finalize()))
-        let first = hash & 0xFFFF_FFFF
-        let step = (hash >> 32) | 1
-        return (0..<UInt64(probes)).map { Int((first &+ $0 &* step) & UInt64(bitCount - 1)) }
+    /// A key's `probe`th bit: double hashing of its one 64-bit hash.
+    private static func position(_ hash: UInt64, _ probe: Int) -> Int {
+        Int(((hash & 0xFFFF_FFFF) &+ UInt64(probe) &* ((hash >> 32) | 1)) & UInt64(bitCount - 1))
     }
+
+    /// FNV-1a over the scope, a zero byte and the key, spread by Murmur3's finalizer. Seeded per
+    /// process, as the filter lives only in memory (keys made to collide cost only the lookups the
+    /// filter would have saved).
+    private static func hash(_ scope: String, _ key: String) -> UInt64 {
+        var hash = seed
+        fnv(scope, into: &hash)
+        hash = hash &* 0x100_0000_01b3  // the zero byte between them
+        fnv(key, into: &hash)
+        hash = (hash ^ (hash >> 33)) &* 0xff51_afd7_ed55_8ccd
+        hash = (hash ^ (hash >> 33)) &* 0xc4ce_b9fe_1a85_ec53
+        return hash ^ (hash >> 33)
+    }
+
+    /// On the bytes in place where the string has them (an index walk of `utf8` costs ~20
+    /// instructions a byte).
+    private static func fnv(_ text: String, into hash: inout UInt64) {
+        let step = { (hash: inout UInt64, byte: UInt8) in hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let done: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes { step(&hash, byte) }
+        }
+        if done == nil { for byte in text.utf8 { step(&hash, byte) } }
+    }
+
+    private static let seed = 0xcbf2_9ce4_8422_2325 ^ UInt64.random(in: 0...UInt64.max)
 }
