@@ -235,8 +235,9 @@ extension RouteTable {
             return Self.forward(request, to: address, context)
         } catch {
             // Deleted since, or not to be loaded now: a repeat of an action it took still gets
-            // its answer, which needs no reactor.
-            if error.isAnsweredByAKeptAnswer, IdempotentRequest.isSent(with: request),
+            // its answer, which needs no reactor. Not when this request runs under its key
+            // already (the session went between its two looks): the key's run is its own.
+            if ticket == nil, error.isAnsweredByAKeptAnswer, IdempotentRequest.isSent(with: request),
                 let id = request.pathParameters["id"]
                     ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session"),
                 let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)

@@ -70,10 +70,11 @@ extension RouteTable {
                 case let .success(found): session = found
                 case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
                 case .failure(.unknown):
-                    // Gone: a repeat of the delete that removed it still gets its answer.
-                    return .response(
-                        Self.keptAnswer(request, principal, .deleteSession, session: id, context)
-                            ?? Problems.session(.unknown))
+                    // Gone: a repeat of the delete that removed it still gets its answer (unless
+                    // this request runs under the key already: gone between its two looks).
+                    let kept =
+                        ticket == nil ? Self.keptAnswer(request, principal, .deleteSession, session: id, context) : nil
+                    return .response(kept ?? Problems.session(.unknown))
                 case let .failure(error): return .response(Problems.session(error))
                 }
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
