@@ -33,13 +33,15 @@ extension Connection {
     func poolRoom(limit: Int) -> Int { limit - mhd_shim_head_pool_use(raw) }
 
     /// Writes `response` whole (its head alone for a HEAD request) with `Connection: close`,
-    /// its fields as libmicrohttpd would send them; the caller then has libmicrohttpd close the
-    /// connection. A client that leaves its receive window full is waited for a quarter of a
-    /// second at most: this is libmicrohttpd's thread.
+    /// its fields as libmicrohttpd would send them, then shuts the socket's sending side: an
+    /// answer libmicrohttpd may still make of what follows (a malformed chunk after an early
+    /// 413) never reaches the client. The caller then has libmicrohttpd close the connection. A
+    /// client that leaves its receive window full is waited for a quarter of a second at most:
+    /// this is libmicrohttpd's thread.
     func writeClosing(_ response: Response, headOnly: Bool) {
         let status = response.wireStatus
-        // RFC 9110 §8.6: no Content-Length (and no body) on 1xx and 204; libmicrohttpd sends
-        // none on 304 either.
+        // RFC 9110 §8.6: no Content-Length (and no body) on 1xx and 204; none on a 304 either
+        // (allowed; only the 200's length would be).
         let hasBody = !(100...199).contains(status) && status != 204 && status != 304
         var text = "HTTP/1.1 \(status) \(ReasonPhrase.of(status))\r\n"
         var dated = false
@@ -53,6 +55,7 @@ extension Connection {
         var bytes = Array(text.utf8)
         if hasBody && !headOnly { bytes += response.body }
         writeAll(bytes, waitingAtMost: 250)
+        shutdown(socket, Int32(SHUT_WR))
     }
 
     /// A field libmicrohttpd would add as it is: a token for a name, no line break in the
