@@ -625,12 +625,21 @@ def test_preconditions_hold_through_a_forwarding_node(cluster):
     holder, other = cluster.nodes[0], cluster.nodes[1]
     session = holder.create()
     assert holder.act(session, {"type": "increase"})[0] == 200
-    status, body, headers = other.request("GET", f"/sessions/{session}")   # forwarded to its holder
+    status, whole, headers = other.request("GET", f"/sessions/{session}")   # forwarded to its holder
     assert status == 200 and headers.get("ETag") == '"1"', (status, headers)
     began = time.monotonic()
     status, body, headers = other.request("GET", f"/sessions/{session}", headers={"If-None-Match": '"1"'})
     assert time.monotonic() - began < 3, "a forwarded 304, which has no body, is relayed at once"
     assert status == 304 and body == "" and headers.get("ETag") == '"1"', (status, body, headers)
+    # RFC 9110 8.6: a 304's Content-Length, if any, is the 200's, relayed or not.
+    assert headers.get("Content-Length") == str(len(whole.encode())), (headers, len(whole))
+    status, view, headers = other.request("GET", f"/sessions/{session}?fields=count")
+    assert status == 200 and json.loads(view)["state"] == {"count": 1}, (status, view)
+    tag = headers.get("ETag")
+    assert tag.startswith('"1.') and len(tag) == len('"1.0123456789abcdef"'), tag
+    status, body, headers = other.request("GET", f"/sessions/{session}?fields=count", headers={"If-None-Match": tag})
+    assert status == 304 and headers.get("ETag") == tag, (status, headers)
+    assert headers.get("Content-Length") == str(len(view.encode())), headers
     status, body, headers = other.request("POST", "/action", {"session": session, "action": {"type": "increase"}},
                                           headers={"If-Match": '"0"'})
     assert status == 412 and json.loads(body)["version"] == 1, (status, body)

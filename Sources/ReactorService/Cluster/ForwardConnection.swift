@@ -116,7 +116,11 @@ final class ForwardConnection {
                 bodyStart = end + 4
             }
             if let head, let length = head.contentLength, received.count - bodyStart >= length {
-                let body = Array(received[bodyStart..<(bodyStart + length)])
+                // A 304's body is never sent: of the 200's length, it gives the relayed 304 the
+                // Content-Length the holder's has.
+                let body =
+                    head.notModifiedLength.map { [UInt8](repeating: 0, count: $0) }
+                    ?? Array(received[bodyStart..<(bodyStart + length)])
                 return .answered(
                     Response(status: head.status, headers: head.headers, body: body), keepAlive: head.keepAlive)
             }
@@ -165,6 +169,8 @@ struct AnswerHead {
     let headers: HTTPHeaders
     let contentLength: Int?
     let keepAlive: Bool
+    /// A 304's Content-Length: the length of the 200 it stands for (RFC 9110 §8.6), up to 16 MiB.
+    let notModifiedLength: Int?
 
     /// The fields a client of the forwarding node needs; the rest (Date, Connection,
     /// Content-Length) are the forwarding node's own to set.
@@ -205,6 +211,7 @@ struct AnswerHead {
         self.headers = headers
         // No body after 1xx, 204 and 304, whatever their Content-Length says (a 304's is the 200's).
         contentLength = (100..<200).contains(status) || status == 204 || status == 304 ? 0 : length
+        notModifiedLength = status == 304 ? length.map { min($0, 1 << 24) } : nil
         keepAlive = !close && contentLength != nil
     }
 

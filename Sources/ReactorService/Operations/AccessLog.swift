@@ -116,13 +116,13 @@ struct AccessLog: Sendable {
         return false
     }
 
-    /// `text` with every byte but the unreserved characters (RFC 3986) and `,:/@` as `%XX`: what
-    /// the log shows of a path (libmicrohttpd hands it over decoded), its session id and its query.
     /// The body's bytes sent: none on a 304, whose body only measures its Content-Length.
     private static func bodyBytes(of response: Response) -> Int {
         response.status == 304 ? 0 : response.body.count
     }
 
+    /// `text` with every byte but the unreserved characters (RFC 3986) and `,:/@` as `%XX`: what
+    /// the log shows of a path (libmicrohttpd hands it over decoded), its session id and its query.
     private static func percentEncoded(_ text: String) -> String {
         func isKept(_ byte: UInt8) -> Bool {
             Base64URL.isAlphabet(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "~")

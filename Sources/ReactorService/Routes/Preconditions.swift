@@ -61,7 +61,7 @@ enum Preconditions {
         guard let (first, count) = request.headers.first(name) else { return nil }
         // Field lines sent more than once are one list (RFC 9110, 5.3).
         let field = count == 1 ? first : request.headers.values(name).joined(separator: ", ")
-        let text = field.trimmingWhitespace()
+        let text = Self.trimmingSpaceAndTab(field[...])
         if text == "*" { return .any }
         let malformed = PreconditionError(
             response: .problem(
@@ -70,7 +70,7 @@ enum Preconditions {
                     "\(name) must be * or entity tags as ETag sends them (\"<version>\"), e.g. \(name): \"12\""))
         var tags: [Tag] = []
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
-            var text = Substring(part.trimmingWhitespace())
+            var text = Self.trimmingSpaceAndTab(part)
             let weak = text.hasPrefix("W/")
             if weak { text = text.dropFirst(2) }
             // Quoted as ETag sends it, or bare (`If-Match: 12`, as people type it); up to 19 digits,
@@ -93,6 +93,15 @@ enum Preconditions {
             if !(weak && name == "If-Match") { tags.append(Tag(version: version, view: view)) }
         }
         return .tags(tags)
+    }
+
+    /// Without the optional whitespace around it (RFC 9110's OWS: spaces and tabs), as
+    /// openapi.yaml's pattern reads it.
+    private static func trimmingSpaceAndTab(_ text: Substring) -> Substring {
+        var text = text
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
     }
 
     private static func all(_ text: Substring, in allowed: String) -> Bool {
