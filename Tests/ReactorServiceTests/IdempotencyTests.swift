@@ -171,15 +171,41 @@ final class IdempotencyTests: XCTestCase {
         Thread.sleep(forTimeInterval: 0.3)  // the first is past its lookup, waiting for the lock
         let repeated = try HTTPClient(port: server.port).request(
             "DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "d"])
+        // Any other request meanwhile: the delete may yet fail, so not 404 but "retry".
+        let read = try HTTPClient(port: server.port).request("GET", "/sessions/\(session)")
+        let other = try HTTPClient(port: server.port).request("DELETE", "/sessions/\(session)")
         try lock.release()
         XCTAssertEqual(repeated.status, 409, repeated.text)
         XCTAssertEqual(repeated.header("Retry-After"), "1")
+        for answer in [read, other] {
+            XCTAssertEqual(answer.status, 503, answer.text)
+            XCTAssertEqual(answer.header("Retry-After"), "1")
+        }
         let deadline = Date().addingTimeInterval(10)
         while first.value == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         XCTAssertEqual(first.value?.status, 204)
         let after = try client.request("DELETE", "/sessions/\(session)", headers: ["Idempotency-Key": "d"])
         XCTAssertEqual(after.status, 204, after.text)
         XCTAssertEqual(after.header("Idempotent-Replayed"), "true")
+        XCTAssertEqual(try client.request("GET", "/sessions/\(session)").status, 404)
+    }
+
+    /// A delete whose commit fails (the file's write lock held past the 5 s busy timeout) leaves
+    /// the session, which the requests that came meanwhile were told to retry for.
+    func testADeleteThatFailsToCommitLeavesTheSession() throws {
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3"), "needs sqlite3")
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        XCTAssertEqual(try act(client, session, key: nil).status, 200)
+        let lock = try WriteLockHolder(database)
+        let deleted = try client.request("DELETE", "/sessions/\(session)")
+        try lock.release()
+        XCTAssertEqual(deleted.status, 503, deleted.text)
+        let state = try client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual(state.status, 200, state.text)
+        XCTAssertEqual(try count(client, session), 1)
+        XCTAssertEqual(try act(client, session, key: nil).status, 200)
     }
 
     /// Without authentication the callers share one space of keys and the admins have their own

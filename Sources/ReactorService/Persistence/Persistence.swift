@@ -23,6 +23,18 @@ enum SessionLookupError: Error {
     case heldElsewhere(address: String)
     /// Every place in memory holds a busy session: 503 to retry.
     case memoryFull
+    /// A DELETE of it waits for its commit, which may yet fail and leave it: 503 to retry.
+    case beingDeleted
+
+    var isUnknown: Bool {
+        if case .unknown = self { return true }
+        return false
+    }
+
+    var isBeingDeleted: Bool {
+        if case .beingDeleted = self { return true }
+        return false
+    }
 
     /// `unrestorable`, worded for the client.
     static func cannotRestore(_ reason: String) -> SessionLookupError {
@@ -52,6 +64,8 @@ final class Persistence: Sendable {
     private struct Restoring {
         /// Sessions being deleted, until their delete is committed.
         var tombstones: Set<SessionKey> = []
+        /// Those of `tombstones` a DELETE removes (the others expired, and are gone for good).
+        var deleting: Set<SessionKey> = []
         /// Sessions whose failure to restore has been logged.
         var reported: Set<SessionKey> = []
     }
@@ -93,7 +107,7 @@ final class Persistence: Sendable {
     ) -> Result<any Session, SessionLookupError> {
         let id = key.string
         if let loaded = context.sessions.session(id) { return .success(loaded) }
-        if state.tombstones.contains(key) { return .failure(.unknown) }
+        if state.tombstones.contains(key) { return .failure(state.deleting.contains(key) ? .beingDeleted : .unknown) }
         let stored: StoredSession?
         do throws(StoreError) {
             if let shared = context.cluster?.store {
@@ -170,10 +184,16 @@ final class Persistence: Sendable {
         _ session: any Session, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
         then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }
     ) {
-        restoring.withLock { _ = $0.tombstones.insert(session.key) }
+        restoring.withLock { state in
+            state.tombstones.insert(session.key)
+            state.deleting.insert(session.key)
+        }
         journal.write([.delete(id: session.id, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) {
             [self] failure in
-            restoring.withLock { _ = $0.tombstones.remove(session.key) }
+            restoring.withLock { state in
+                state.tombstones.remove(session.key)
+                state.deleting.remove(session.key)
+            }
             if failure != nil {
                 context.end(session, reason: nil)
             } else {

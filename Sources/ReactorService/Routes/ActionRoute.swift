@@ -264,7 +264,7 @@ extension RequestError {
     /// it is gone, or memory has no room for it now, or it cannot be restored.
     fileprivate var isAnsweredByAKeptAnswer: Bool {
         switch self {
-        case .unknownSession, .session(.memoryFull), .session(.unrestorable): return true
+        case .unknownSession, .session(.memoryFull), .session(.unrestorable), .session(.beingDeleted): return true
         default: return false
         }
     }

@@ -24,6 +24,10 @@ enum Problems {
                 headers: notApplied)
         case .memoryFull:
             return memoryFull
+        case .beingDeleted:
+            return .problem(
+                status: 503, detail: "a DELETE of this session waits for its commit; retry (404 once it is gone)",
+                headers: notApplied)
         }
     }
 

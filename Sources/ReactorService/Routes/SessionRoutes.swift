@@ -69,12 +69,13 @@ extension RouteTable {
                 switch context.session(id, forwarded: request.isForwarded) {
                 case let .success(found): session = found
                 case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
-                case .failure(.unknown):
-                    // Gone: a repeat of the delete that removed it still gets its answer (unless
-                    // this request runs under the key already: gone between its two looks).
+                case let .failure(error) where error.isUnknown || error.isBeingDeleted:
+                    // Gone, or going: a repeat of the delete that removes it still gets its answer, or
+                    // 409 while it runs (unless this request runs under the key already: gone
+                    // between its two looks).
                     let kept =
                         ticket == nil ? Self.keptAnswer(request, principal, .deleteSession, session: id, context) : nil
-                    return .response(kept ?? Problems.session(.unknown))
+                    return .response(kept ?? Problems.session(error))
                 case let .failure(error): return .response(Problems.session(error))
                 }
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
