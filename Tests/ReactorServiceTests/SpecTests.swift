@@ -202,6 +202,7 @@ final class SpecTests: XCTestCase {
             #"W/"0.0123456789abcdef""#, #""1", "0.0123456789abcdef""#, #""0.0123""#, #""0.0123456789ABCDEF""#,
             #""0.""#, #""0.0123456789abcdef0""#, #""0.0123456789abcdeg""#, #""x""#, #""0"x"#, "+0", #""-1""#,
             #""0.0123456789abcdef.0123456789abcdef""#, "\t\"0\"\t", "\"0\",\t\"7\"", "\"0\"\u{A0}",
+            #""0","#, #", "0""#, #""0",,"7""#, #""0" , , "7""#, ",", " , ,", #""00""#, "00", #""07""#, #"*, "0""#,
         ]
         for value in values {
             let matches = regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil

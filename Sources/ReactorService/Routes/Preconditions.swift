@@ -69,19 +69,24 @@ enum Preconditions {
                 detail:
                     "\(name) must be * or entity tags as ETag sends them (\"<version>\"), e.g. \(name): \"12\""))
         var tags: [Tag] = []
-        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+        var read = 0
+        // Empty elements of the list are ignored (RFC 9110, 5.6.1); at least one tag is needed.
+        for part in text.split(separator: ",") {
             var text = Self.trimmingSpaceAndTab(part)
+            if text.isEmpty { continue }
+            read += 1
             let weak = text.hasPrefix("W/")
             if weak { text = text.dropFirst(2) }
-            // Quoted as ETag sends it, or bare (`If-Match: 12`, as people type it); up to 19 digits,
-            // then a view's `.` and 16 hexadecimal digits, nothing else (UInt64("+5") would read a
-            // sign): what openapi.yaml's pattern says.
+            // Quoted as ETag sends it, or bare (`If-Match: 12`, as people type it); a version as
+            // ETag writes it (up to 19 digits, no leading zero: tags compare byte for byte), then a
+            // view's `.` and 16 hexadecimal digits, nothing else (UInt64("+5") would read a sign):
+            // what openapi.yaml's pattern says.
             let quoted = text.count >= 2 && text.first == "\"" && text.last == "\""
             let tag = quoted ? text.dropFirst().dropLast() : text
             let dot = tag.firstIndex(of: ".")
             let digits = tag[..<(dot ?? tag.endIndex)]
             guard !digits.isEmpty, digits.count <= 19, Self.all(digits, in: "0123456789"),
-                let version = UInt64(digits)
+                digits == "0" || digits.first != "0", let version = UInt64(digits)
             else { throw malformed }
             var view: UInt64?
             if let dot {
@@ -92,6 +97,7 @@ enum Preconditions {
             // A weak tag never matches strongly: kept out of If-Match's list.
             if !(weak && name == "If-Match") { tags.append(Tag(version: version, view: view)) }
         }
+        guard read > 0 else { throw malformed }
         return .tags(tags)
     }
 
