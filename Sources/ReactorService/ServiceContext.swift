@@ -244,6 +244,13 @@ final class ServiceContext: Sendable {
         access.sessionEnded(session)
     }
 
+    /// Takes a session out of memory for a DELETE (`remove` follows); with a durable store, a
+    /// load cannot bring it back meanwhile (`Persistence.beginDelete`). False when another path
+    /// took it out first.
+    func takeForDeletion(_ session: any Session) -> Bool {
+        persistence?.beginDelete(session, from: self) ?? sessions.unload(session)
+    }
+
     /// Removes a session for good (DELETE, or its TTL): from the store first when it is
     /// durable, then its streams get `event: end`. `completion` gets the store's failure.
     func remove(

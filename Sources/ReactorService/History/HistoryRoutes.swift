@@ -184,8 +184,8 @@ extension RouteTable {
             return body(session, reader.principal)
         case let .failure(.heldElsewhere(address)):
             return forward(request, to: address, context)
-        case .failure(.unknown):
-            return .response(keptWhenUnknown(reader.principal) ?? Problems.session(.unknown))
+        case let .failure(error) where error.isUnknown || error.isBeingDeleted:
+            return .response(keptWhenUnknown(reader.principal) ?? Problems.session(error))
         case let .failure(error):
             return .response(Problems.session(error))
         }

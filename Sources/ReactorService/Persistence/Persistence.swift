@@ -176,7 +176,20 @@ final class Persistence: Sendable {
         if restoring { release() } else { self.restoring.withLock { _ in release() } }
     }
 
-    /// Deletes `session` (already out of the session table) from the store; once that is
+    /// Takes `session` out of memory for a DELETE and tombstones it, in one step under the restore
+    /// lock: a load between the two would bring it back from its row, which the delete has not
+    /// removed yet, and take actions a restart would lose. False when another path took it out
+    /// first. `delete` follows, and its commit lifts the tombstone.
+    func beginDelete(_ session: any Session, from context: ServiceContext) -> Bool {
+        restoring.withLock { state in
+            guard context.sessions.unload(session) else { return false }
+            state.tombstones.insert(session.key)
+            state.deleting.insert(session.key)
+            return true
+        }
+    }
+
+    /// Deletes `session` (taken out by `beginDelete`) from the store; once that is
     /// committed, ends it with `event: end` and `reason`. When the delete fails the session
     /// stays stored, and is unloaded to come back on its next use. `answer`: the request's answer
     /// kept under its idempotency key, written in the same transaction.
@@ -184,10 +197,6 @@ final class Persistence: Sendable {
         _ session: any Session, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
         then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }
     ) {
-        restoring.withLock { state in
-            state.tombstones.insert(session.key)
-            state.deleting.insert(session.key)
-        }
         journal.write([.delete(id: session.id, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) {
             [self] failure in
             restoring.withLock { state in

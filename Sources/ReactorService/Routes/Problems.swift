@@ -25,9 +25,11 @@ enum Problems {
         case .memoryFull:
             return memoryFull
         case .beingDeleted:
+            // Not marked for a forwarding node to send again: its holder still holds it, and
+            // would get the same request back at once.
             return .problem(
                 status: 503, detail: "a DELETE of this session waits for its commit; retry (404 once it is gone)",
-                headers: notApplied)
+                headers: HTTPHeaders([("Retry-After", "1")]))
         }
     }
 

@@ -98,7 +98,7 @@ extension RouteTable {
                     case .applied: break
                     }
                 }
-                guard context.sessions.unload(session) else { continue }
+                guard context.takeForDeletion(session) else { continue }
                 let deleted = Response(status: 204)
                 let answer = ticket?.keep(deleted, session: id)
                 return Self.answer(context) { [ticket] done in
