@@ -40,6 +40,21 @@ final class RequestTests: XCTestCase {
         }
     }
 
+    /// Everything the server sends until it closes the connection (or the client's receive
+    /// timeout), and whether it closed.
+    private func readUntilClosed(_ client: TestClient) -> (text: String, closed: Bool) {
+        var received: [UInt8] = []
+        while true {
+            do {
+                received += try client.socket.receive()
+            } catch TestSocket.Failure.closed {
+                return (String(decoding: received, as: UTF8.self), true)
+            } catch {
+                return (String(decoding: received, as: UTF8.self), false)
+            }
+        }
+    }
+
     func testKeepAliveQueryHeadersAndPathParameters() throws {
         let server = try echoServer()
         defer { server.stop() }
@@ -123,13 +138,9 @@ final class RequestTests: XCTestCase {
         XCTAssertEqual(refused.status, 413)
         XCTAssertEqual(refused.header("Connection"), "close")
         early.send("5\r\nabcdeXX\r\n")  // malformed: libmicrohttpd's own 400 must not follow the 413
-        var after: [UInt8] = []
-        var closed = false
-        while !closed {
-            do { after += try early.socket.receive() } catch TestSocket.Failure.closed { closed = true } catch { break }
-        }
+        let (after, closed) = readUntilClosed(early)
         XCTAssertTrue(closed)
-        XCTAssertEqual(String(decoding: after, as: UTF8.self), "", "nothing after the 413")
+        XCTAssertEqual(after, "", "nothing after the 413")
 
         // An upload that goes on past twice the limit is cut off without waiting for its end.
         let endless = try TestClient(port: server.port)
@@ -187,18 +198,7 @@ final class RequestTests: XCTestCase {
             let client = try TestClient(port: server.port, receiveTimeout: 3)
             client.send(requests)
             XCTAssertEqual(shutdown(client.socket.fd, Int32(SHUT_WR)), 0)
-            var received: [UInt8] = []
-            var closed = false
-            while !closed {
-                do {
-                    received += try client.socket.receive()
-                } catch TestSocket.Failure.closed {
-                    closed = true
-                } catch {
-                    break
-                }
-            }
-            let text = String(decoding: received, as: UTF8.self)
+            let (text, closed) = readUntilClosed(client)
             let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
             XCTAssertEqual(statuses.count, answers, "\(requests.debugDescription) got \(text.debugDescription)")
             XCTAssertTrue(statuses.allSatisfy { $0 == "200" || $0 == "202" }, text)
@@ -228,18 +228,7 @@ final class RequestTests: XCTestCase {
             client.send(requests)
             XCTAssertEqual(shutdown(client.socket.fd, Int32(SHUT_WR)), 0)
             let sent = monotonicNow()
-            var received: [UInt8] = []
-            var closed = false
-            while !closed {
-                do {
-                    received += try client.socket.receive()
-                } catch TestSocket.Failure.closed {
-                    closed = true
-                } catch {
-                    break
-                }
-            }
-            let text = String(decoding: received, as: UTF8.self)
+            let (text, closed) = readUntilClosed(client)
             let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
             XCTAssertEqual(statuses, Array(repeating: "200", count: answers), requests.debugDescription)
             XCTAssertTrue(closed, "the connection stays open after \(requests.debugDescription)")
