@@ -67,7 +67,8 @@ enum Preconditions {
             response: .problem(
                 status: 400,
                 detail:
-                    "\(name) must be * or entity tags as ETag sends them (\"<version>\"), e.g. \(name): \"12\""))
+                    "\(name) must be * or entity tags as ETag sends them (\"<version>\", a view's "
+                    + "\"<version>.<16 hex digits>\"), e.g. \(name): \"12\""))
         var tags: [Tag] = []
         var read = 0
         // Empty elements of the list are ignored (RFC 9110, 5.6.1); at least one tag is needed.
