@@ -42,6 +42,11 @@ def proc_sample(pid):
     return rss, fds, threads
 
 
+def being_deleted(status, body):
+    """A 503 for a session whose DELETE (the churn's) waits for its commit: retry, then 404."""
+    return status == 503 and b"a DELETE of this session" in body
+
+
 class Client:
     """A keep-alive HTTP/1.1 client (reconnects after a close)."""
 
@@ -137,7 +142,7 @@ class Load:
                 status, body = client.request("POST", "/action", '{"session":"%s","action":%s}' % (session, action))
                 if status == 200:
                     self.count("actions")
-                elif status != 404:   # 404: deleted by the churn meanwhile
+                elif status != 404 and not being_deleted(status, body):   # deleted by the churn meanwhile
                     self.error("POST /action %d %r" % (status, body[:100]))
             except Exception as e:   # noqa: BLE001
                 self.error("action: %r" % e)
@@ -192,7 +197,8 @@ class Load:
                     if not chunk:
                         break
                     data += chunk
-                if not data.startswith(b"HTTP/1.1 200") and not data.startswith(b"HTTP/1.1 404"):
+                if not data.startswith((b"HTTP/1.1 200", b"HTTP/1.1 404")) \
+                        and not being_deleted(int(data[9:12]) if data[9:12].isdigit() else 0, data):
                     self.error("subscribe: %r" % data[:80])
                 self.count("subscriptions")
                 self.count("events_read", data.count(b"\nevent: "))
