@@ -42,7 +42,7 @@ extension Connection {
         let status = response.wireStatus
         // RFC 9110 §8.6: no Content-Length (and no body) on 1xx and 204; none on a 304 either
         // (allowed; only the 200's length would be).
-        let hasBody = !(100...199).contains(status) && status != 204 && status != 304
+        let hasBody = !Response.isBodiless(status)
         var text = "HTTP/1.1 \(status) \(ReasonPhrase.of(status))\r\n"
         var dated = false
         for (name, value) in response.headers where Self.isSendable(name, value) {

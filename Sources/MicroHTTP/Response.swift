@@ -47,6 +47,12 @@ public struct Response: Sendable {
     /// The status sent: one of three digits (RFC 9110 §15), else 500.
     var wireStatus: Int { (100...999).contains(status) ? status : 500 }
 
+    /// Whether an answer with `status` has no body whatever its Content-Length says (RFC 9110
+    /// §6.4.1: 1xx, 204, 304).
+    public static func isBodiless(_ status: Int) -> Bool {
+        (100...199).contains(status) || status == 204 || status == 304
+    }
+
     /// What a stopping server answers new requests: 503, to retry (elsewhere, or after the restart).
     static let stopping = Response.problem(
         status: 503, detail: "the server is stopping; retry",

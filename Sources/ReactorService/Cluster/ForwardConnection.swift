@@ -209,8 +209,8 @@ struct AnswerHead {
         }
         self.status = status
         self.headers = headers
-        // No body after 1xx, 204 and 304, whatever their Content-Length says (a 304's is the 200's).
-        contentLength = (100..<200).contains(status) || status == 204 || status == 304 ? 0 : length
+        // A 304's Content-Length is the 200's.
+        contentLength = Response.isBodiless(status) ? 0 : length
         notModifiedLength = status == 304 ? length.map { min($0, 1 << 24) } : nil
         keepAlive = !close && contentLength != nil
     }

@@ -184,7 +184,7 @@ extension RouteTable {
             return body(session, reader.principal)
         case let .failure(.heldElsewhere(address)):
             return forward(request, to: address, context)
-        case let .failure(error) where error.isUnknown || error.isBeingDeleted:
+        case let .failure(error) where error.isGoneOrGoing:
             return .response(keptWhenUnknown(reader.principal) ?? Problems.session(error))
         case let .failure(error):
             return .response(Problems.session(error))

@@ -26,14 +26,12 @@ enum SessionLookupError: Error {
     /// A DELETE of it waits for its commit, which may yet fail and leave it: 503 to retry.
     case beingDeleted
 
-    var isUnknown: Bool {
-        if case .unknown = self { return true }
-        return false
-    }
-
-    var isBeingDeleted: Bool {
-        if case .beingDeleted = self { return true }
-        return false
+    /// Gone, or going: a request under a key used before gets what the key kept, if anything.
+    var isGoneOrGoing: Bool {
+        switch self {
+        case .unknown, .beingDeleted: return true
+        default: return false
+        }
     }
 
     /// `unrestorable`, worded for the client.

@@ -69,7 +69,7 @@ extension RouteTable {
                 switch context.session(id, forwarded: request.isForwarded) {
                 case let .success(found): session = found
                 case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
-                case let .failure(error) where error.isUnknown || error.isBeingDeleted:
+                case let .failure(error) where error.isGoneOrGoing:
                     // Gone, or going: a repeat of the delete that removes it still gets its answer, or
                     // 409 while it runs (unless this request runs under the key already: gone
                     // between its two looks).
