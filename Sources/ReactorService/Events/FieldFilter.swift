@@ -1,3 +1,5 @@
+import MicroHTTP
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -37,6 +39,16 @@ struct FieldFilter: Hashable {
             self = try Self(query: query, knownFields: known)
         } catch .unknown {
             self = try Self(query: query, knownFields: known.union(stateFieldNames()))
+        }
+    }
+
+    /// A request's `?fields=` for a state encoded as `stateJSON`: nil when it has none.
+    static func requested(
+        by request: Request, stateJSON: [UInt8], stateFieldNames: () -> Set<String>
+    ) -> Result<FieldFilter?, FieldFilterError> {
+        guard let fields = request.query["fields"] else { return .success(nil) }
+        return Result { () throws(FieldFilterError) in
+            try FieldFilter(query: fields, stateJSON: stateJSON, stateFieldNames: stateFieldNames)
         }
     }
 
@@ -173,4 +185,6 @@ enum FieldFilterError: Error, CustomStringConvertible {
                 + " in 'fields'; the state has: " + known.joined(separator: ", ")
         }
     }
+
+    var response: Response { .problem(status: 400, detail: description) }
 }

@@ -26,15 +26,12 @@ extension RouteTable {
             case let .failure(error): return .response(Problems.session(error))
             }
             if let refusal = context.access.authorize(owner: source.owner, for: principal) { return .response(refusal) }
-            var filter: FieldFilter?
-            if let fields = request.query["fields"] {
-                do throws(FieldFilterError) {
-                    filter = try FieldFilter(
-                        query: fields, stateJSON: source.hub.snapshot.stateJSON, stateFieldNames: source.stateFieldNames
-                    )
-                } catch {
-                    return .response(.problem(status: 400, detail: error.description))
-                }
+            let filter: FieldFilter?
+            switch FieldFilter.requested(
+                by: request, stateJSON: source.hub.snapshot.stateJSON, stateFieldNames: source.stateFieldNames)
+            {
+            case let .success(found): filter = found
+            case let .failure(error): return .response(error.response)
             }
             // An id that is not a number we issued is treated as no id: the stream starts afresh.
             let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])

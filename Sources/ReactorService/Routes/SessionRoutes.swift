@@ -22,20 +22,19 @@ extension RouteTable {
             case let .success(session):
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
                 session.hub.touch()
+                // Checked now: a bad name need not wait for a commit to be told so.
+                let view: FieldFilter?
+                switch FieldFilter.requested(
+                    by: request, stateJSON: session.hub.snapshot.stateJSON, stateFieldNames: session.stateFieldNames)
+                {
+                case let .success(found): view = found
+                case let .failure(error): return .response(error.response)
+                }
                 // After what is pending commits: a session restored just now may hold a change
                 // (the user, changed while it was stored) that clients may not see before then.
                 // A write that failed leaves the committed state, which is still the answer.
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
                     let snapshot = session.hub.snapshot
-                    var view: FieldFilter?
-                    if let fields = request.query["fields"] {
-                        do throws(FieldFilterError) {
-                            view = try FieldFilter(
-                                query: fields, stateJSON: snapshot.stateJSON, stateFieldNames: session.stateFieldNames)
-                        } catch {
-                            return .problem(status: 400, detail: error.description)
-                        }
-                    }
                     let current = SessionJSON.response(of: session, snapshot, view: view)
                     if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version, view: view) {
                         return Preconditions.notModified(current)
