@@ -169,7 +169,36 @@ struct BufferedLogHandler: LogHandler {
 
 /// swift-log's text format, written into `LogOutput`.
 struct BufferedStandardError: TextOutputStream, Sendable {
-    mutating func write(_ string: String) { LogOutput.standardError.write(string) }
+    /// `string` is one whole line from swift-log's text handler, its message and metadata as
+    /// given: a line break or another control character in them (a client's or an admin's text)
+    /// is written escaped, so that one log call stays one line and the log stays text.
+    mutating func write(_ string: String) {
+        var line = string
+        let isClean = line.withUTF8 { bytes in bytes.dropLast().allSatisfy { !Self.isControl($0) } }
+        guard isClean else { return LogOutput.standardError.write(bytes: Self.escapingControls(Array(line.utf8))) }
+        LogOutput.standardError.write(line)
+    }
+
+    /// `\n`, `\r`, and `\u{XX}` for the other control characters; a final newline stays.
+    static func escapingControls(_ line: [UInt8]) -> [UInt8] {
+        let ending = line.last == UInt8(ascii: "\n") ? 1 : 0
+        var out: [UInt8] = []
+        out.reserveCapacity(line.count + 16)
+        for byte in line.dropLast(ending) {
+            switch byte {
+            case UInt8(ascii: "\n"): out += Array("\\n".utf8)
+            case UInt8(ascii: "\r"): out += Array("\\r".utf8)
+            case _ where isControl(byte): out += Array("\\u{\(String(byte, radix: 16, uppercase: true))}".utf8)
+            default: out.append(byte)
+            }
+        }
+        return out + line.suffix(ending)
+    }
+
+    /// A C0 control character but tab, or DEL (UTF-8's other bytes are 0x80 and up).
+    private static func isControl(_ byte: UInt8) -> Bool {
+        (byte < 0x20 && byte != UInt8(ascii: "\t")) || byte == 0x7F
+    }
 }
 
 #if canImport(Glibc)

@@ -208,6 +208,42 @@ def test_json_log_has_access_and_lifecycle_lines(server):
     assert stopped["fields"]["sessions_in_memory"] == "1"  # kept in the store, not ended
 
 
+def test_the_text_log_keeps_a_line_break_in_logged_text_on_its_line():
+    """The text log writes what clients and admins send (a user's id) escaped: a line break
+    in it cannot forge a line of its own, nor a NUL make the log binary."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [BINARY, "--port", str(port), "--admin-token", "ops-test", "--store", "memory", "--log-format", "text"],
+        stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, "reactord did not listen"
+                time.sleep(0.1)
+        forged = "2026-11-28T03:00:00+0000 critical reactord: FORGED"
+        body = json.dumps({"id": "evil\r\n" + forged + "\u0000\u001b[31m", "name": "n"})
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/user", data=body.encode(), method="PUT",
+                                         headers={"Authorization": "Bearer ops-test"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200
+        process.terminate()
+        _, stderr = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert b"\0" not in stderr and b"\x1b" not in stderr and b"\r" not in stderr
+    lines = stderr.decode().splitlines()
+    assert not [line for line in lines if line.startswith(forged)]
+    [user_line] = [line for line in lines if "current user set" in line]
+    assert "evil\\r\\n" + forged + "\\u{0}\\u{1B}[31m" in user_line
+
+
 def test_access_log_off():
     server = Server("--access-log", "off", "--store", "memory")
     try:
