@@ -63,7 +63,10 @@ final class ErrorTests: XCTestCase {
             mentions: ["session", "string"])
         assertProblem(
             try fixture.client.request("POST", "/action", body: #"{"session":"\#(session)"}"#), 422,
-            mentions: ["action"])
+            mentions: ["missing field 'action'"])
+        assertProblem(
+            try fixture.client.request("POST", "/action", body: #"{"session":"\#(session)","action":null}"#), 422,
+            mentions: ["'action'", "not null"])
         assertProblem(try fixture.send(session, #"{"type":"explode"}"#), 422, mentions: ["explode", "increase"])
         assertProblem(try fixture.send(session, #"{"message":"no type"}"#), 422, mentions: ["type"])
         assertProblem(try fixture.send(session, #"{"type":"alert"}"#), 422, mentions: ["message"])

@@ -330,6 +330,11 @@ private struct ActionEnvelope<Action: Decodable>: Decodable {
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         _ = try container.decode(String.self, forKey: .session)
+        // superDecoder reads a missing member as null: "missing field" is what the client needs.
+        guard container.contains(.action) else {
+            throw DecodingError.keyNotFound(
+                CodingKeys.action, .init(codingPath: container.codingPath, debugDescription: "no action"))
+        }
         action = try Action(from: container.superDecoder(forKey: .action))
     }
 }
