@@ -256,6 +256,9 @@ struct mhd_shim_framing
   unsigned int spaced_names;     /* field names with a space or tab in them ("Name : value") */
   unsigned int cr_fields;        /* fields with a CR in their name or value (a NUL ends the value) */
   unsigned int folded_fields;    /* fields continued on the next line (obs-fold) */
+  const char *nul_field;         /* the name of the first field whose line held a NUL, or NULL */
+  const char *previous_name;     /* the field before, and where its value ended */
+  const char *previous_end;
 };
 
 /// Whether a field was continued on the next line (obs-fold). libmicrohttpd 0.9.75 appends the
@@ -289,6 +292,28 @@ mhd_shim_field_is_folded (const char *key, size_t key_size, const char *value, s
 #endif
 }
 
+/// Whether only the ends of lines lie between `from` (the NUL that ended a field's value) and
+/// `to` (the next field's name, or the end of the head): `most` NULs at most, and nothing else.
+/// libmicrohttpd 0.9.75 reads a value up to its first NUL, so a NUL in a line cut the value
+/// there ("key\0one" and "key\0two" read alike); it writes a NUL over each line's CR and LF, so
+/// one line ending leaves one or two of them here, and a cut leaves more, or other bytes. (A
+/// NUL just before a bare-LF line's end reads as a CRLF.) `from` and `to` lie in the head's
+/// text, read in place; `to` before `from` (a folded field, moved in the pool) is not judged.
+static inline int
+mhd_shim_only_line_ends (const char *from, const char *to, size_t most)
+{
+#if MHD_VERSION != MHD_SHIM_KNOWN_VERSION
+  (void) from; (void) to; (void) most;
+  return 1;
+#else
+  if (to <= from) return 1;
+  if ((size_t) (to - from) > most) return 0;
+  for (const char *p = from; p < to; p++)
+    if ('\0' != *p) return 0;
+  return 1;
+#endif
+}
+
 static inline enum MHD_Result
 mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
                         const char *value, size_t value_size)
@@ -302,6 +327,11 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
     framing->cr_fields++;
   if (mhd_shim_field_is_folded (key, key_size, value, value_size))
     framing->folded_fields++;
+  if (NULL == framing->nul_field && NULL != framing->previous_end
+      && !mhd_shim_only_line_ends (framing->previous_end, key, 2))
+    framing->nul_field = framing->previous_name;
+  framing->previous_name = key;
+  framing->previous_end = (NULL == value) ? NULL : value + value_size;
   if (0 == strcasecmp (key, MHD_HTTP_HEADER_TRANSFER_ENCODING))
   {
     if (0 == framing->encodings++)
@@ -322,11 +352,19 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
   return MHD_YES;
 }
 
+/// `method`: the access handler's, where the head's text starts (libmicrohttpd counts the
+/// head's size from it), so that the last field's line is checked up to the blank line's end.
 static inline struct mhd_shim_framing
-mhd_shim_framing_fields (struct MHD_Connection *connection)
+mhd_shim_framing_fields (struct MHD_Connection *connection, const char *method)
 {
-  struct mhd_shim_framing framing = { 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0 };
+  struct mhd_shim_framing framing = { 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL };
   MHD_get_connection_values_n (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
+  const union MHD_ConnectionInfo *info =
+    MHD_get_connection_info (connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+  /* The last field's line end and the blank line's: four NULs at most. */
+  if (NULL == framing.nul_field && NULL != framing.previous_end && NULL != info && NULL != method
+      && !mhd_shim_only_line_ends (framing.previous_end, method + info->header_size, 4))
+    framing.nul_field = framing.previous_name;
   return framing;
 }
 

@@ -76,7 +76,7 @@ extension HTTPServer {
                         + "connections; retry later", headers: HTTPHeaders([("Retry-After", "1")])),
                 connection, HTTPMethod(cString: method), url, closing: true)
         }
-        let framing = mhd_shim_framing_fields(connection.raw)
+        let framing = mhd_shim_framing_fields(connection.raw, method)
         if let problem = Self.requestLineProblem(
             method: method, malformedTarget: malformedTarget,
             oversizedQuery: oversizedQuery)
@@ -385,6 +385,9 @@ extension HTTPServer {
         if framing.cr_fields > 0 { return (400, "a header field contains a bare CR") }
         if framing.folded_fields > 0 {
             return (400, "a header field is continued on the next line (obs-fold); send each field on one line")
+        }
+        if let name = framing.nul_field {
+            return (400, "header field '\(String(cString: name))' contains a NUL byte (RFC 9110 §5.5)")
         }
         if framing.lengths > 1 && framing.lengths_differ != 0 {
             return (400, "the request has conflicting Content-Length header fields")

@@ -620,6 +620,38 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    func testANULInAFieldIs400ThenClose() throws {
+        // RFC 9110 §5.5: libmicrohttpd read a value up to its NUL, so "k\0one" and "k\0two" were
+        // one Idempotency-Key (the second replayed the first's answer, its action never run) and
+        // If-Match: "0"\0junk passed as "0". A NUL anywhere in a field's line is refused.
+        let action = #"{"session":"\#(session)","action":{"type":"increase"}}"#
+        let lines = ["Host: t", "Content-Length: \(action.utf8.count)"]
+        let fields = [
+            "Idempotency-Key: k\u{0}one", "Idempotency-Key: k\u{0}", "Idempotency-Key: \u{0}k", "If-Match: \"1\"\u{0}x",
+        ]
+        for field in fields {
+            let name = String(field.prefix { $0 != ":" })
+            // A NUL just before a line's end is seen only where lines end in CRLF.
+            for ending in field.hasSuffix("\u{0}") ? ["\r\n"] : ["\r\n", "\n"] {
+                // The field between others, and last (its line end then the blank line's).
+                for order in [[lines[0], field, lines[1]], lines + [field]] {
+                    let head = (["POST /action HTTP/1.1"] + order).joined(separator: ending) + ending + ending
+                    try assertRefusedThenClosed(head + action, 400, mentions: ["NUL", name])
+                }
+            }
+        }
+        try assertUnchangedAndAlive()
+        // Lines that end in LF alone, or mixed, still read as they did.
+        for head in [
+            "POST /action HTTP/1.1\nHost: t\nIdempotency-Key: lf\n\(lines[1])\n\n",
+            "POST /action HTTP/1.1\r\nHost: t\nIdempotency-Key: mixed\r\n\(lines[1])\n\r\n",
+            "POST /action HTTP/1.1\nHost: t\r\n\(lines[1])\r\nIdempotency-Key: mixed-last\n\r\n",
+        ] {
+            let response = try raw(head + action)
+            XCTAssertEqual(response?.status, 200, response?.statusLine ?? "no answer")
+        }
+    }
+
     func testTheAbsoluteFormIsServedAndATargetWithoutSlashIs400() throws {
         // RFC 9112 §3.2.2: a server must accept the absolute form; §3.2: origin-form starts with "/".
         let client = try TestClient(port: fixture.port)
