@@ -365,3 +365,37 @@ def test_through_nginx_a_503_is_tried_again_on_another_node(cluster):
     finally:
         balancer.close()
         refusing.close()
+
+
+def test_through_nginx_a_killed_holders_sessions_answer_503_until_they_move(balanced):
+    """A kill -9 of the node a session hashes to (and lives on): until its lease runs out, the
+    session's requests through nginx get reactord's 503 with Retry-After (cluster.md's failure
+    table), then 200s. nginx's second try (@next) hashed to the dead node first and, not retrying
+    a connection error, answered its own 502 page."""
+    cluster, balancer = balanced
+    status, body, _ = balancer.request("POST", "/sessions", {"reactor": "counter"})
+    assert status == 201, body
+    session = json.loads(body)["session"]
+    applied = 0
+    for _ in range(12):   # settling: the session moves to the node its id hashes to
+        status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
+        assert status == 200, body
+        applied += 1
+    victim = cluster.node_holding(session)
+    assert victim is not None
+    victim.kill()
+    answers = []
+    deadline = time.monotonic() + cluster.lease + 4
+    while time.monotonic() < deadline and answers[-3:] != [200] * 3:
+        status, body, headers = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
+        answers.append(status)
+        if status == 503:
+            assert headers.get("Retry-After") and "problem+json" in headers.get("Content-Type", ""), (headers, body)
+        else:
+            assert status == 200, (status, body)
+            applied += 1
+        time.sleep(0.1)
+    assert 503 in answers, "the killed node's lease never showed: the test proves nothing"
+    assert answers[-3:] == [200] * 3, answers
+    status, body, _ = balancer.request("GET", f"/sessions/{session}")
+    assert status == 200 and json.loads(body)["state"]["count"] == applied, (body, applied)
