@@ -156,9 +156,8 @@ final class Cluster: Sendable {
             lost = try store.renewLeases()
         } catch {
             metrics.renewFailures.increment()
-            context.logger.warning(
-                "leases could not be renewed; sessions are let go as their leases run out",
-                metadata: ["error": "\(error)"])
+            context.persistence?.failures.failed(
+                error, "to renew this node's leases (its sessions are let go as they run out)")
         }
         var held = 0
         for session in context.sessions.loaded {

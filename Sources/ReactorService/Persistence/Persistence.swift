@@ -68,7 +68,9 @@ final class Persistence: Sendable {
         var reported: Set<SessionKey> = []
     }
 
-    private let failures: StoreFailureLog
+    /// Where every failure of the store is logged (the cluster's lease renewals too): one
+    /// outage, one warning every 10 s.
+    let failures: StoreFailureLog
 
     init(engine: any StoreEngine, historyLength: Int, actionLogLength: Int = 0, logger: Logger) {
         self.engine = engine
