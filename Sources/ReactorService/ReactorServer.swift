@@ -202,7 +202,9 @@ public final class ReactorServer: Sendable {
                 "access_log": "\(context.configuration.accessLog ? "on" : "off")",
                 "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
             ].merging(
-                cluster.map { ["node": "\($0.store.nodeID)", "advertise": "\(configuration.advertise ?? "")"] } ?? [:]
+                cluster.map {
+                    ["node": "\($0.store.nodeID)", "advertise": "\((try? advertisedAddress(port: http.port)) ?? "")"]
+                } ?? [:]
             ) { $1 })
     }
 

@@ -362,6 +362,8 @@ def test_a_damaged_row_is_409_on_a_follower_not_a_503_to_retry(cluster):
 def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
     made = Cluster(postgres, 2)
     try:
+        # The address other nodes forward to, as the node made it without --advertise.
+        assert made.nodes[0].logged(f"advertise=http://127.0.0.1:{made.nodes[0].port}"), made.nodes[0].output()
         session = made.nodes[0].create()
         postgres.stop_server()
         try:
