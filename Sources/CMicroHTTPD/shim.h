@@ -256,6 +256,7 @@ struct mhd_shim_framing
   unsigned int spaced_names;     /* field names with a space or tab in them ("Name : value") */
   unsigned int cr_fields;        /* fields with a CR in their name or value (a NUL ends the value) */
   unsigned int folded_fields;    /* fields continued on the next line (obs-fold) */
+  unsigned int nameless_fields;  /* lines that start with their colon (": value") */
   const char *nul_field;         /* the name of the first field whose line held a NUL, or NULL */
   const char *previous_name;     /* the field before, and where its value ended */
   const char *previous_end;
@@ -327,6 +328,8 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
     framing->cr_fields++;
   if (mhd_shim_field_is_folded (key, key_size, value, value_size))
     framing->folded_fields++;
+  if (0 == key_size)
+    framing->nameless_fields++;
   if (NULL == framing->nul_field && NULL != framing->previous_end
       && !mhd_shim_only_line_ends (framing->previous_end, key, 2))
     framing->nul_field = framing->previous_name;
@@ -357,7 +360,7 @@ mhd_shim_framing_field (void *cls, enum MHD_ValueKind kind, const char *key, siz
 static inline struct mhd_shim_framing
 mhd_shim_framing_fields (struct MHD_Connection *connection, const char *method)
 {
-  struct mhd_shim_framing framing = { 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL };
+  struct mhd_shim_framing framing = { 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL };
   MHD_get_connection_values_n (connection, MHD_HEADER_KIND, mhd_shim_framing_field, &framing);
   const union MHD_ConnectionInfo *info =
     MHD_get_connection_info (connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);

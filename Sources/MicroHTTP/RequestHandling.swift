@@ -386,8 +386,14 @@ extension HTTPServer {
         if framing.folded_fields > 0 {
             return (400, "a header field is continued on the next line (obs-fold); send each field on one line")
         }
+        if framing.nameless_fields > 0 { return (400, "a header field has no name (its line starts with ':')") }
         if let name = framing.nul_field {
-            return (400, "header field '\(String(cString: name))' contains a NUL byte (RFC 9110 §5.5)")
+            // A NUL cut the field's value short, or began the next line (read as the head's end);
+            // libmicrohttpd writes one over a colon too, so a next line ": v" reads alike.
+            return (
+                400,
+                "header field '\(String(cString: name))', or the line after it, holds a NUL byte or has no field name"
+            )
         }
         if framing.lengths > 1 && framing.lengths_differ != 0 {
             return (400, "the request has conflicting Content-Length header fields")

@@ -640,6 +640,11 @@ final class HostileInputTests: XCTestCase {
                 }
             }
         }
+        // A field without a name: libmicrohttpd wrote a NUL over its colon.
+        try assertRefusedThenClosed("GET /healthz HTTP/1.1\r\n: v\r\nHost: t\r\n\r\n", 400, mentions: ["no name"])
+        try assertRefusedThenClosed(
+            "GET /healthz HTTP/1.1\r\nHost: t\r\n: v\r\n\r\n", 400,
+            mentions: ["'Host', or the line after it", "no field name"])
         try assertUnchangedAndAlive()
         // Lines that end in LF alone, or mixed, still read as they did.
         for head in [
