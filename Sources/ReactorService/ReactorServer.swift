@@ -175,8 +175,12 @@ public final class ReactorServer: Sendable {
                 })
         }
         let cluster = context.cluster
+        // Where other nodes reach this one: before listening when the port is known, else after.
+        var advertised: String?
         if let cluster, configuration.port != 0 {
-            try cluster.store.advertise(advertisedAddress(port: configuration.port))
+            let address = try advertisedAddress(port: configuration.port)
+            cluster.store.advertise(address)
+            advertised = address
         }
         do {
             try http.start()
@@ -186,7 +190,11 @@ public final class ReactorServer: Sendable {
             throw error
         }
         if let cluster {
-            if configuration.port == 0 { cluster.store.advertise(try advertisedAddress(port: http.port)) }
+            if configuration.port == 0 {
+                let address = try advertisedAddress(port: http.port)
+                cluster.store.advertise(address)
+                advertised = address
+            }
             cluster.start(context)
         }
         sweeper.withLock { $0 = SessionSweeper(context: context) }
@@ -202,9 +210,7 @@ public final class ReactorServer: Sendable {
                 "access_log": "\(context.configuration.accessLog ? "on" : "off")",
                 "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
             ].merging(
-                cluster.map {
-                    ["node": "\($0.store.nodeID)", "advertise": "\((try? advertisedAddress(port: http.port)) ?? "")"]
-                } ?? [:]
+                cluster.map { ["node": "\($0.store.nodeID)", "advertise": "\(advertised ?? "")"] } ?? [:]
             ) { $1 })
     }
 
