@@ -14,9 +14,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from types import SimpleNamespace
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pysupport"))
 from json_log import wait_until_listening  # noqa: E402
+from reactord_process import free_port, request, wait_until_healthy  # noqa: E402
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -211,32 +213,29 @@ def test_json_log_has_access_and_lifecycle_lines(server):
 def test_the_text_log_keeps_a_line_break_in_logged_text_on_its_line():
     """The text log writes what clients and admins send (a user's id) escaped: a line break
     in it cannot forge a line of its own, nor a NUL make the log binary."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [BINARY, "--port", str(port), "--admin-token", "ops-test", "--store", "memory", "--log-format", "text"],
-        stderr=subprocess.PIPE)
+        stderr=log)
+
+    def output():
+        log.seek(0)
+        return log.read()
+
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, "reactord did not listen"
-                time.sleep(0.1)
+        wait_until_healthy(SimpleNamespace(
+            process=process, output=output, request=lambda *args, **options: request(port, *args, **options)))
         forged = "2026-11-28T03:00:00+0000 critical reactord: FORGED"
-        body = json.dumps({"id": "evil\r\n" + forged + "\u0000\u001b[31m", "name": "n"})
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/user", data=body.encode(), method="PUT",
-                                         headers={"Authorization": "Bearer ops-test"})
-        with urllib.request.urlopen(request, timeout=5) as response:
-            assert response.status == 200
+        status, body, _ = request(port, "PUT", "/user", {"id": "evil\r\n" + forged + "\u0000\u001b[31m", "name": "n"},
+                                  headers={"Authorization": "Bearer ops-test"})
+        assert status == 200, body
         process.terminate()
-        _, stderr = process.communicate(timeout=15)
+        process.wait(timeout=15)
     finally:
         if process.poll() is None:
             process.kill()
+    stderr = output()
     assert b"\0" not in stderr and b"\x1b" not in stderr and b"\r" not in stderr
     lines = stderr.decode().splitlines()
     assert not [line for line in lines if line.startswith(forged)]
