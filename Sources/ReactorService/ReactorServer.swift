@@ -334,12 +334,14 @@ public final class ReactorServer: Sendable {
         http.heartbeatInterval = configuration.heartbeat.inSeconds
         http.streamQueueLimit = configuration.streamQueueLimit
         let cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
-        let limits = LimitNotices(context: context)
+        let limits = context.limitNotices
         http.decorate = { head, response in
             cors?(head, &response)
             metrics.countRefusal(method: head.method, path: head.path, status: response.status)
-            // Before routing, only the connection limits answer so (and stopping, which `hit` skips).
-            if LimitNotices.isLimitRefusal(response) {
+            // Before routing, only the connection limits answer so, and a stopping server.
+            if response.status == 429 || response.status == 503, response.headers["Retry-After"] != nil,
+                !context.isStopping
+            {
                 limits.hit(
                     response.status == 429
                         ? "a connection refused: its address is at the per-address connection limit (429 with Retry-After)"

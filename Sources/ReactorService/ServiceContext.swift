@@ -29,6 +29,8 @@ final class ServiceContext: Sendable {
     /// Who may do what: tokens, session owners, quotas, the admin (Access/SessionAccess).
     let access: SessionAccess
     let logger: Logger
+    /// Logs the limits that turn requests away.
+    let limitNotices: LimitNotices
     let retryFrame: Frame
     let cors: CORSPolicy
     /// What /readyz asks; the store adds its own check (ReactorServer.addReadinessCheck).
@@ -62,7 +64,9 @@ final class ServiceContext: Sendable {
         self.configuration = configuration
         self.adminToken = adminToken
         self.logger = logger
-        access = SessionAccess(configuration: configuration, adminToken: adminToken, metrics: metrics)
+        limitNotices = LimitNotices(logger: logger)
+        access = SessionAccess(
+            configuration: configuration, adminToken: adminToken, metrics: metrics, limits: limitNotices)
         sessions = SessionTable(capacity: configuration.maxSessions, storedCapacity: configuration.maxStoredSessions)
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: Int((configuration.streamRetry / .milliseconds(1)).rounded()))
@@ -203,12 +207,17 @@ final class ServiceContext: Sendable {
     /// by a load, which holds the restore lock already.
     func reservePlace(restoring: Bool = false) -> Bool {
         if sessions.reserve() { return true }
-        guard let persistence else { return false }
+        guard let persistence else {
+            limitNotices.hit("a session refused: the session table is full (--max-sessions)")
+            return false
+        }
         // A hundredth at a time: one scan of the table frees room for many requests.
         let batch = max(1, sessions.capacity / 100)
         let unloaded = sessions.unloadLeastRecentlyUsed(batch, now: ProcessClock.now)
         didUnload(unloaded, counter: metrics.memoryUnloads, persistence: persistence, restoring: restoring)
-        return !unloaded.isEmpty && sessions.reserve()
+        if !unloaded.isEmpty && sessions.reserve() { return true }
+        limitNotices.hit("a session refused a place in memory: every one there is busy (--max-sessions)")
+        return false
     }
 
     /// Puts a new or restored session in the table, its place reserved. Should the journal lose

@@ -156,7 +156,7 @@ def test_metrics_parse_with_help_type_and_labels(server):
     assert server.stop() == 0
     limits = [json.loads(line) for line in server.lines if '"limit hit"' in line]
     assert len(limits) == 1 and limits[0]["level"] == "warning", limits
-    assert "POST /sessions" in limits[0]["fields"]["what"]
+    assert "every one there is busy (--max-sessions)" in limits[0]["fields"]["what"], limits
 
 
 def test_the_connection_limit_is_a_limit_hit_in_the_log():

@@ -20,6 +20,7 @@ final class SessionAccess: Sendable {
     let verification: JWTVerification?
     private let adminToken: String
     private let metrics: ServiceMetrics
+    private let limits: LimitNotices
     private let quota: SubjectQuota
     private let createRate: CreationRateLimit?
     private let quotaRetryAfter: Int
@@ -27,10 +28,11 @@ final class SessionAccess: Sendable {
     /// With a durable store: a subject's sessions as the store counts them (set before listening).
     private let storedSessions = Locked<(@Sendable (String) -> Result<Int, StoreError>)?>(nil)
 
-    init(configuration: ServiceConfiguration, adminToken: String, metrics: ServiceMetrics) {
+    init(configuration: ServiceConfiguration, adminToken: String, metrics: ServiceMetrics, limits: LimitNotices) {
         verification = configuration.jwt
         self.adminToken = adminToken
         self.metrics = metrics
+        self.limits = limits
         quota = SubjectQuota(limit: configuration.maxSessionsPerSubject)
         createRate =
             configuration.jwt == nil && configuration.sessionCreateRate > 0
@@ -164,6 +166,7 @@ final class SessionAccess: Sendable {
             }
             guard reserved else {
                 metrics.countLimited("sessions_per_subject")
+                limits.hit("a session refused: its subject has \(quota.limit) sessions (--max-sessions-per-subject)")
                 return .failure(
                     Refusal(
                         response: .problem(
@@ -176,6 +179,7 @@ final class SessionAccess: Sendable {
         let peer = request.client ?? ""  // behind a trusted proxy, the client it forwarded for
         if let createRate, let wait = createRate.take(peer) {
             metrics.countLimited("session_create_rate")
+            limits.hit("a session refused: its address created sessions faster than --session-create-rate")
             return .failure(
                 Refusal(
                     response: .problem(
