@@ -68,6 +68,23 @@ final class ForwardConnectionTests: XCTestCase {
         }
         peer.waitDone()
     }
+
+    /// What tells a holder started again on its address from one killed a moment ago: a killed
+    /// process's listening socket still completes handshakes (its backlog) until the kernel
+    /// closes it, but nothing answers there.
+    func testOnlyAnAnswerCountsAsAServerAtAnAddress() throws {
+        let silent = try Peer()
+        defer { silent.close() }
+        let address = "http://127.0.0.1:\(silent.port)"
+        XCTAssertNoThrow(try ForwardConnection.open(address, timeout: 1).get().close(), "it connects")
+        XCTAssertFalse(ForwardConnection.answers(address, timeout: 0.3), "a listener that never accepts")
+
+        let answering = try Peer()
+        defer { answering.close() }
+        let writer = Thread { answering.answer(["HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"]) }
+        writer.start()
+        XCTAssertTrue(ForwardConnection.answers("http://127.0.0.1:\(answering.port)", timeout: 5), "any status")
+    }
 }
 
 /// A one-connection TCP peer on 127.0.0.1 that reads a request head, then writes an answer.

@@ -82,6 +82,17 @@ final class ForwardConnection {
 
     func close() { Glibc.close(fd) }
 
+    /// Whether an HTTP server answers at `address` (`GET /healthz`, any status) within
+    /// `timeout`. A connection alone proves nothing: a process killed with SIGKILL keeps its
+    /// listening socket, whose backlog completes handshakes, until the kernel closes its files.
+    static func answers(_ address: String, timeout: Double) -> Bool {
+        guard case let .success(probe) = open(address, timeout: timeout) else { return false }
+        defer { probe.close() }
+        let request = "GET /healthz HTTP/1.1\r\nHost: \(hostPort(address))\r\nConnection: close\r\n\r\n"
+        if case .answered = probe.exchange(Array(request.utf8), timeout: timeout) { return true }
+        return false
+    }
+
     /// Whether the holder has closed this kept-alive connection (or died: the kernel closes a
     /// dead process's sockets), seen before anything is sent on it.
     var isClosedByPeer: Bool {

@@ -101,8 +101,8 @@ extension RouteTable {
     /// holder of the request's session: it gave the session back, or its lease ran out. From then
     /// on that node can commit nothing more of it (a late commit is fenced off), so the store's
     /// word on the request's key is final. False when it still holds it (alive, but slow).
-    /// `orItListensAgain` (the holder closed the connection): also done once something accepts
-    /// connections at `address` again, which is the node started again there (it took its
+    /// `orItListensAgain` (the holder closed the connection): also done once something answers
+    /// HTTP at `address` again, which is the node started again there (it took its
     /// sessions back, fencing off the one that died) or the same one, alive: either way the request
     /// sent again under its key is answered once (run, replayed, or 409 while it still runs).
     private static func waitUntilLetGo(
@@ -113,10 +113,7 @@ extension RouteTable {
         while true {
             cluster.forgetHolder(address)
             guard case .failure(.heldElsewhere(address)) = context.session(id) else { return true }
-            if orItListensAgain, case let .success(probe) = ForwardConnection.open(address, timeout: 0.2) {
-                probe.close()
-                return true
-            }
+            if orItListensAgain, ForwardConnection.answers(address, timeout: 0.3) { return true }
             guard ProcessClock.now < deadline else { return false }
             usleep(100_000)
         }
