@@ -575,6 +575,12 @@ def test_history_is_its_owners_and_the_admins_no_token_401_other_subject_403(hs_
     assert status == 201 and fork["state"]["count"] == 1 and fork["version"] == 0, body
     assert hs_server.request("GET", f"/sessions/{fork['session']}", bearer=owner)[0] == 200
     assert_problem(*hs_server.request("GET", f"/sessions/{fork['session']}/actions", bearer=other), 403)
+    # Forked with the admin token, a session has no owner, and the 403 says how it came to have none.
+    status, _, body = hs_server.request("POST", f"/sessions/{session}/fork", {"version": 1}, ADMIN_TOKEN)
+    assert status == 201, body
+    unowned = json.loads(body)["session"]
+    problem = assert_problem(*hs_server.request("POST", f"/sessions/{unowned}/actions", {"type": "increase"}, owner), 403)
+    assert "forked with the admin token" in problem["detail"], problem
     # Only admins list the sessions: every one of them, whoever owns it.
     assert_problem(*hs_server.request("GET", "/sessions"), 401, challenge='Bearer realm="reactord"')
     assert_problem(*hs_server.request("GET", "/sessions", bearer=owner), 403)

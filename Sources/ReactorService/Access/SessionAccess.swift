@@ -133,7 +133,10 @@ final class SessionAccess: Sendable {
     func authorize(owner: String?, for principal: Principal?) -> Response? {
         guard verification != nil else { return nil }
         guard let principal, let owner else {
-            return forbidden("forbidden", "this session has no owner (it was made without authentication)")
+            return forbidden(
+                "forbidden",
+                "this session has no owner (it was made without authentication, or forked with the admin "
+                    + "token): no token may act on it")
         }
         guard Bytewise(owner) == Bytewise(principal.subject) else {
             return forbidden("forbidden", "this session belongs to another subject")
