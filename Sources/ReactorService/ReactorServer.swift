@@ -335,12 +335,12 @@ public final class ReactorServer: Sendable {
         http.streamQueueLimit = configuration.streamQueueLimit
         let cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
         let limits = context.limitNotices
-        http.decorate = { head, response in
+        http.decorate = { [weak context] head, response in
             cors?(head, &response)
             metrics.countRefusal(method: head.method, path: head.path, status: response.status)
             // Before routing, only the connection limits answer so, and a stopping server.
             if response.status == 429 || response.status == 503, response.headers["Retry-After"] != nil,
-                !context.isStopping
+                context?.isStopping == false
             {
                 limits.hit(
                     response.status == 429

@@ -1,7 +1,6 @@
 import ConcurrencyPrimitives
 import Dispatch
 import Logging
-import MicroHTTP
 
 /// Logs a limit being hit at warning, at most once per 10 s per message, with how many times
 /// it was hit since the last line: a full session table under load must not flood the log.
