@@ -36,13 +36,13 @@ extension ReactorServer {
         registering register: (ReactorServer) throws -> Void
     ) -> Never {
         // `<binary> healthcheck`: the container's HEALTHCHECK, asking a running server (see Healthcheck).
-        let given = arguments ?? Array(CommandLine.arguments.dropFirst())
+        let given = negativeValuesAttached(arguments ?? Array(CommandLine.arguments.dropFirst()))
         if given.first == "healthcheck" {
             let healthcheck = parsed(Healthcheck.self, Array(given.dropFirst()))
             do { try healthcheck.run() } catch { Healthcheck.exit(withError: error) }
             Healthcheck.exit()
         }
-        let options = parsed(ServeCommand.self, arguments).options
+        let options = parsed(ServeCommand.self, given).options
         do {
             try options.bootstrapLogging()
             let server = ReactorServer(
@@ -55,6 +55,28 @@ extension ReactorServer {
             ServeCommand.exit(withError: error)
         }
         ServeCommand.exit()
+    }
+
+    /// `--option -1` as `--option=-1`: argument-parser reads a value that starts with a dash as an
+    /// option of its own ("Missing value for '--option'"), so the option's check, which names
+    /// what is wrong with the value, never saw it.
+    static func negativeValuesAttached(_ arguments: [String]) -> [String] {
+        var attached: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--" { return attached + arguments[index...] }
+            if argument.hasPrefix("--"), !argument.contains("="), index + 1 < arguments.count,
+                arguments[index + 1].hasPrefix("-"), Double(arguments[index + 1]) != nil
+            {
+                attached.append(argument + "=" + arguments[index + 1])
+                index += 2
+            } else {
+                attached.append(argument)
+                index += 1
+            }
+        }
+        return attached
     }
 
     /// A bad flag, value or variable is a usage error: its message (naming it), then exit status

@@ -76,6 +76,16 @@ final class CommandLineTests: XCTestCase {
             (["--bogus"], "--bogus"),
             (["--port"], "--port"),
         ]
+        // A negative value as its own argument reaches the option's check, which says what is wrong.
+        for arguments in [
+            ["--idempotency-ttl", "-1"], ["--session-create-rate", "-1"], ["healthcheck", "--timeout", "-2"],
+        ] {
+            let outcome = try run(arguments)
+            XCTAssertEqual(outcome.status, 2, "\(arguments): \(outcome.output)")
+            XCTAssertFalse(outcome.output.contains("Missing value"), "\(arguments): \(outcome.output)")
+            XCTAssertTrue(
+                outcome.output.contains("-1") || outcome.output.contains("-2"), "\(arguments): \(outcome.output)")
+        }
         // Good addresses pass, so the next bad flag is the one named.
         for address in ["http://[::1]:8080", "http://10.0.0.5:8080/", "http://node-a:8080/reactord"] {
             let outcome = try run(["--advertise", address, "--threads", "0"])
