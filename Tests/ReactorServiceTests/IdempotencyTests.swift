@@ -102,6 +102,9 @@ final class IdempotencyTests: XCTestCase {
             let answer = try act(client, session, key: key)
             XCTAssertEqual(answer.status, 400, "key \(key.debugDescription): \(answer.text)")
             XCTAssertTrue((answer.object["detail"] as? String)?.contains("Idempotency-Key") == true, answer.text)
+            // A length only where it is one: a byte outside ASCII is read as U+FFFD (3 bytes).
+            XCTAssertEqual(
+                (answer.object["detail"] as? String)?.contains("got"), key.count == 256 || key.isEmpty, answer.text)
         }
         XCTAssertEqual(try act(client, session, key: String(repeating: "x", count: 255)).status, 200, "255 is allowed")
         let raw = try TestClient(port: server.port)

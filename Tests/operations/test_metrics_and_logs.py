@@ -180,6 +180,20 @@ def test_the_connection_limit_is_a_limit_hit_in_the_log():
     assert limits[0]["fields"]["also_since_last_line"] == "0"
 
 
+def test_a_full_store_is_a_limit_hit():
+    full = Server("--max-stored-sessions", "1")
+    try:
+        assert full.request("POST", "/sessions", "{}")[0] == 201
+        for _ in range(3):
+            status, body = full.request("POST", "/sessions", "{}")
+            assert status == 507 and "--max-stored-sessions" in body, body
+    finally:
+        returncode = full.stop()
+    assert returncode == 0
+    limits = [json.loads(line) for line in full.lines if '"limit hit"' in line]
+    assert len(limits) == 1 and "--max-stored-sessions" in limits[0]["fields"]["what"], limits
+
+
 def test_json_log_has_access_and_lifecycle_lines(server):
     status, body = server.request("POST", "/sessions", "{}")
     session = json.loads(body)["session"]

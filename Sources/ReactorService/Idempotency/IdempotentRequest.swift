@@ -74,11 +74,16 @@ struct IdempotentRequest: Sendable {
                 .problem(status: 400, detail: "header \(header) is sent \(count) times; send it once"))
         }
         guard (1...255).contains(key.utf8.count), isVisibleASCII(key) else {
+            // Not a count of what was sent otherwise: a byte outside ASCII arrives as U+FFFD.
+            let got =
+                isVisibleASCII(key)
+                ? "got \(key.utf8.count) characters"
+                : "this one holds a space, a control character or a byte outside ASCII"
             return .malformed(
                 .problem(
                     status: 400,
                     detail: "header \(header) must be 1 to 255 visible ASCII characters "
-                        + "(no spaces), e.g. a UUID; got \(key.utf8.count) bytes"))
+                        + "(no spaces), e.g. a UUID; \(got)"))
         }
         let session = session()
         let body = body()

@@ -121,8 +121,11 @@ final class ServiceMetrics: Sendable {
 
     /// One 429, by the limit that answered it.
     func countLimited(_ limit: String) {
-        counter("reactord_limited_total", "Requests answered 429, by the limit that refused them.", "limit", limit)
-            .increment()
+        counter(
+            "reactord_limited_total", "Sessions refused 429 by a per-subject or per-address creation limit, by limit.",
+            "limit", limit
+        )
+        .increment()
     }
 
     private func counter(_ name: String, _ help: String, _ label: String, _ value: String) -> Counter {

@@ -170,6 +170,7 @@ extension RouteTable {
         }
         guard context.sessions.reserveStored() else {
             admission.cancel()
+            context.limitNotices.hit("a session refused: the store holds its most (--max-stored-sessions)")
             return .response(
                 .problem(
                     status: 507,
