@@ -48,6 +48,10 @@ class Server:
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
 
+    def limit_lines(self):
+        """The `limit hit` lines logged so far, parsed."""
+        return [json.loads(line) for line in self.lines if '"limit hit"' in line]
+
     def stop(self):
         self.process.terminate()
         _, rest = self.process.communicate(timeout=15)
@@ -154,7 +158,7 @@ def test_metrics_parse_with_help_type_and_labels(server):
     assert session not in text and "ops-test" not in text, "no session id or token in /metrics"
 
     assert server.stop() == 0
-    limits = [json.loads(line) for line in server.lines if '"limit hit"' in line]
+    limits = server.limit_lines()
     assert len(limits) == 1 and limits[0]["level"] == "warning", limits
     assert "every one there is busy (--max-sessions)" in limits[0]["fields"]["what"], limits
 
@@ -174,7 +178,7 @@ def test_the_connection_limit_is_a_limit_hit_in_the_log():
             connection.close()
         returncode = limited.stop()
     assert returncode == 0
-    limits = [json.loads(line) for line in limited.lines if '"limit hit"' in line]
+    limits = limited.limit_lines()
     assert len(limits) == 1 and limits[0]["level"] == "warning", limits
     assert "connection limit" in limits[0]["fields"]["what"]
     assert limits[0]["fields"]["also_since_last_line"] == "0"
@@ -190,7 +194,7 @@ def test_a_full_store_is_a_limit_hit():
     finally:
         returncode = full.stop()
     assert returncode == 0
-    limits = [json.loads(line) for line in full.lines if '"limit hit"' in line]
+    limits = full.limit_lines()
     assert len(limits) == 1 and "--max-stored-sessions" in limits[0]["fields"]["what"], limits
 
 
