@@ -37,8 +37,9 @@ extension Connection {
     /// answer libmicrohttpd may still make of what follows (a malformed chunk after an early
     /// 413) never reaches the client. The caller then has libmicrohttpd close the connection. A
     /// client that leaves its receive window full is waited for a quarter of a second at most:
-    /// this is libmicrohttpd's thread.
-    func writeClosing(_ response: Response, headOnly: Bool) {
+    /// this is libmicrohttpd's thread. `unbounded`: the head of a body without end (an event
+    /// stream's), chunked rather than of a length.
+    func writeClosing(_ response: Response, headOnly: Bool, unbounded: Bool = false) {
         let status = response.wireStatus
         // RFC 9110 §8.6: no Content-Length (and no body) on 1xx and 204; none on a 304 either
         // (allowed; only the 200's length would be).
@@ -50,7 +51,11 @@ extension Connection {
             text += "\(name): \(value)\r\n"
         }
         if !dated { text += "Date: \(Self.httpDate())\r\n" }
-        if hasBody { text += "Content-Length: \(response.body.count)\r\n" }
+        if unbounded {
+            text += "Transfer-Encoding: chunked\r\n"
+        } else if hasBody {
+            text += "Content-Length: \(response.body.count)\r\n"
+        }
         text += "Connection: close\r\n\r\n"
         var bytes = Array(text.utf8)
         if hasBody && !headOnly { bytes += response.body }

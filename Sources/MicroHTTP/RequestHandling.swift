@@ -193,9 +193,11 @@ extension HTTPServer {
             var head = HTTPHeaders(Connection.eventStreamHeaders)
             for (name, value) in headers { head.add(name, value) }
             if request.method == .HEAD {
-                // The head a GET would get, and no stream: libmicrohttpd would write the end of a
-                // chunked body to a HEAD request, then close.
-                return send(Response(status: 200, headers: head), connection, closing: isStopping, headOnly: true)
+                // The head a GET would get, and no stream, written here: libmicrohttpd would add
+                // `Content-Length: 0` to an empty answer, and write the end of a chunked body to
+                // a HEAD request.
+                connection.writeClosing(Response(status: 200, headers: head), headOnly: true, unbounded: true)
+                return false
             }
             guard
                 connection.poolHolds(
