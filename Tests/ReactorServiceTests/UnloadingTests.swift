@@ -240,6 +240,25 @@ final class UnloadingTests: XCTestCase {
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(sessions[0])").status, 404)
     }
 
+    /// Reading an unloaded session's history loads it without using it: it still expires a TTL
+    /// after its last action, not a TTL after the read.
+    func testReadingHistoryDoesNotPutOffExpiry() throws {
+        let fixture = try start { $0.sessionTTL = .seconds(4) }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 200)
+        let lastUse = ProcessInfo.processInfo.systemUptime
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once idle")
+        Thread.sleep(forTimeInterval: max(0, lastUse + 2 - ProcessInfo.processInfo.systemUptime))
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/1").status, 200)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/actions").status, 200)
+        XCTAssertEqual(try health(fixture).loaded, 1, "loaded by the reads")
+        let expired = waitUntil(timeout: lastUse + 5.2 - ProcessInfo.processInfo.systemUptime) {
+            (try? self.health(fixture).stored) == 0
+        }
+        XCTAssertTrue(expired, "still stored 5.2 s after its last action, with a TTL of 4 s")
+    }
+
     func testWithoutATTLAStoredSessionNeverExpires() throws {
         var fixture = try start { $0.sessionTTL = .seconds(1) }
         let session = try fixture.createSession()

@@ -74,6 +74,9 @@ final class EventHub: Sendable {
         /// Ended with the session living on in the store (unloaded, or let go without `event: end`):
         /// a subscribe is turned back to look it up again.
         var livesOn = false
+        /// A loaded session that no action, read or subscriber has used since: its last activity
+        /// is still the stored one (a read of its history loads it without using it).
+        var isUnusedSinceLoad = false
         var lastActivity = ProcessClock.now
         /// The session's action log, when it keeps one (a follower's hub does not).
         let actionLog: SessionActionLog?
@@ -94,6 +97,7 @@ final class EventHub: Sendable {
     ) {
         var state = State(record: record, history: EventHistory(capacity: historyLength), actionLog: actionLog)
         if let stored {
+            state.isUnusedSinceLoad = true
             state.seq = stored.version
             state.stateJSON = stored.stateJSON
             for event in Self.unbrokenTail(of: stored.events, endingAt: stored.version) {
@@ -147,7 +151,7 @@ final class EventHub: Sendable {
         }
     }
 
-    func touch() { locked { $0.lastActivity = ProcessClock.now } }
+    func touch() { locked { $0.used() } }
 
     /// Until `releaseWrites`, the journal takes no change of this session: a request's change
     /// and the answer kept for it under its idempotency key go in one transaction.
@@ -357,7 +361,7 @@ final class EventHub: Sendable {
                 state.deliver(current, to: &subscriber, views: &views)
             }
             state.subscribers[key] = subscriber
-            state.lastActivity = ProcessClock.now
+            state.used()
             return .added
         }
         switch outcome {
@@ -408,7 +412,7 @@ final class EventHub: Sendable {
 
     private func unsubscribe(_ key: ObjectIdentifier) {
         let removed: Bool = locked { state in
-            state.lastActivity = ProcessClock.now
+            state.used()
             return state.subscribers.removeValue(forKey: key) != nil
         }
         if removed { metrics.subscribers.decrement() }
@@ -494,9 +498,16 @@ extension EventHub.State {
     fileprivate var publishedSeq: UInt64 { record?.published.seq ?? seq }
     fileprivate var publishedJSON: [UInt8] { record?.published.json ?? stateJSON }
 
+    fileprivate mutating func used() {
+        lastActivity = ProcessClock.now
+        isUnusedSinceLoad = false
+    }
+
     /// Seconds since 1970 of the last activity; now while anyone listens.
     fileprivate var lastActiveWallTime: Double {
-        subscribers.isEmpty ? WallClock.now - (ProcessClock.now - lastActivity) : WallClock.now
+        if !subscribers.isEmpty { return WallClock.now }
+        if isUnusedSinceLoad, let record { return record.storedLastActive }
+        return WallClock.now - (ProcessClock.now - lastActivity)
     }
 
     /// Appends committed (or, in memory, new) events to the history and queues them on

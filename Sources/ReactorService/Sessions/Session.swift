@@ -178,16 +178,16 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
         held.withLock(moving: action) { held, action in
             guard held.hasReactor else { return .gone }
             if let ifMatch, !Preconditions.holds(ifMatch, at: hub.latest.version) { return .stale }
+            // Used before it acts: the write its change queues carries this activity.
+            hub.touch()
             // Logged: its changes carry the cause that attributes them to its entry.
             let cause = source == nil ? 0 : hub.beginAction()
             guard keep != nil || cause != 0 else {
                 held.send(action.action)
-                hub.touch()
                 return .applied(hub.latest)
             }
             if cause == 0 { hub.holdWrites() }
             ChangeCause.with(cause) { held.send(action.action) }
-            hub.touch()
             let latest = hub.latest
             hub.releaseWrites(
                 adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
