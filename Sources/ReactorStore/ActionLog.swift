@@ -84,11 +84,23 @@ package protocol ActionLogReading {
     /// while an action ran comes before that action's, which ends later): at most `limit`, except
     /// that a page never ends between two entries of the same version (entries that changed
     /// nothing share the version before them), so paging by the last one's version misses nothing.
-    func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction]
+    /// Only entries logged at `time` or later (seconds since 1970): a store keeps a session's
+    /// newest entry past its age, for its numbering, but never shows it.
+    func loggedActions(of session: String, after version: UInt64?, loggedSince time: Double, limit: Int)
+        throws(StoreError) -> [LoggedAction]
 
     /// The state `session` had at `version`: the current one, or one kept in its event history.
     func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion
 
     /// Stored sessions with an id after `id` (in byte order), at most `limit`.
     func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary]
+}
+
+extension ActionLogReading {
+    /// Every entry after `version`, whatever its age.
+    package func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
+        -> [LoggedAction]
+    {
+        try loggedActions(of: session, after: version, loggedSince: -.infinity, limit: limit)
+    }
 }

@@ -467,6 +467,24 @@ class ActionLogTests: XCTestCase {
         XCTAssertEqual(numbers, Array((200 - numbers.count + 1)...200))
     }
 
+    /// An entry past `--action-log-age` is never shown, the session's newest included (which a
+    /// durable store keeps for its numbering); the next entry's number goes on after it.
+    func testEntriesPastTheirAgeAreNotShown() throws {
+        let fixture = try start { $0.actionLogAge = .milliseconds(1_500) }
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        try act(fixture, session, #"{"type":"add","amount":1}"#)
+        try act(fixture, session, #"{"type":"add","amount":2}"#)
+        XCTAssertEqual(try log(fixture, session).count, 2)
+        Thread.sleep(forTimeInterval: 1.7)
+        XCTAssertEqual(try log(fixture, session).count, 0, "entries older than --action-log-age")
+        let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
+        XCTAssertEqual(export.status, 200)
+        XCTAssertEqual(export.text, "", "the export shows none either")
+        try act(fixture, session, #"{"type":"add","amount":3}"#)
+        XCTAssertEqual(try log(fixture, session).compactMap { $0["number"] as? Int }, [3])
+    }
+
     func testOnlyAdminsListSessions() throws {
         let fixture = try start()
         defer { fixture.stop() }

@@ -60,7 +60,9 @@ extension RouteTable {
                         guard let engine = context.persistence?.engine else {
                             return session.hub.loggedActions(after: after, limit: limit)
                         }
-                        return try engine.loggedActions(of: session.id, after: after, limit: limit)
+                        return try engine.loggedActions(
+                            of: session.id, after: after,
+                            loggedSince: WallClock.now - context.configuration.actionLogAge.inSeconds, limit: limit)
                     }
                     do throws(StoreError) {
                         guard ndjson else {

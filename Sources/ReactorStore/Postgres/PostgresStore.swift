@@ -270,8 +270,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         return outcome.refused
     }
 
-    package func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
-        -> [LoggedAction]
+    package func loggedActions(of session: String, after version: UInt64?, loggedSince time: Double, limit: Int)
+        throws(StoreError) -> [LoggedAction]
     {
         try reading { connection in
             // One statement, one snapshot: the page, then (when it is full) the rest of its
@@ -280,15 +280,15 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 """
                 WITH p AS (
                     SELECT \(Self.logColumns) FROM reactord_action_log
-                    WHERE session = $1 AND version > $2 ORDER BY version, number LIMIT $3),
+                    WHERE session = $1 AND version > $2 AND time >= $4 ORDER BY version, number LIMIT $3),
                 last AS (SELECT number, version FROM p ORDER BY version DESC, number DESC LIMIT 1)
                 SELECT * FROM p
                 UNION ALL
                 SELECT \(Self.logColumns) FROM reactord_action_log
                 WHERE session = $1 AND (SELECT count(*) FROM p) = $3
-                    AND version = (SELECT version FROM last) AND number > (SELECT number FROM last)
+                    AND version = (SELECT version FROM last) AND number > (SELECT number FROM last) AND time >= $4
                 ORDER BY version, number
-                """, [session, String(version.map { Int64(clamping: $0) } ?? -1), String(max(limit, 0))])
+                """, [session, String(version.map { Int64(clamping: $0) } ?? -1), String(max(limit, 0)), String(time)])
             return try (0..<rows.count).map { (row) throws(StoreError) in try Self.loggedAction(rows, row) }
         }
     }

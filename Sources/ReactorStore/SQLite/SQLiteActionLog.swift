@@ -109,26 +109,30 @@ enum SQLiteActionLog {
 
     /// The session's entries after `version` (nil: all), by version then number, at most `limit`
     /// but never ending inside a version (`ActionLogReading`).
-    static func entries(of session: String, after version: UInt64?, limit: Int, on reader: SQLiteConnection) throws
-        -> [LoggedAction]
-    {
+    static func entries(
+        of session: String, after version: UInt64?, loggedSince time: Double, limit: Int, on reader: SQLiteConnection
+    ) throws -> [LoggedAction] {
         let page = try reader.statement(
             composed:
                 """
-                SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version > ? ORDER BY version, 1 LIMIT ?
+                SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version > ? AND time >= ?
+                    ORDER BY version, 1 LIMIT ?
                 """)
         try page.bind(
-            .text(session), .integer(version.map { Int64(clamping: $0) } ?? -1), .integer(Int64(max(limit, 0))))
+            .text(session), .integer(version.map { Int64(clamping: $0) } ?? -1), .real(time),
+            .integer(Int64(max(limit, 0))))
         var entries: [LoggedAction] = []
         while try page.next() { entries.append(try entry(page)) }
         guard entries.count == limit, let last = entries.last else { return entries }
         let rest = try reader.statement(
             composed:
                 """
-                SELECT * FROM (SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version = ?)
-                    WHERE n > ? ORDER BY n
+                SELECT * FROM (SELECT \(readColumns) FROM events WHERE session = ? AND cause IS NOT NULL AND version = ?
+                    AND time >= ?) WHERE n > ? ORDER BY n
                 """)
-        try rest.bind(.text(session), .integer(Int64(clamping: last.version)), .integer(Int64(clamping: last.number)))
+        try rest.bind(
+            .text(session), .integer(Int64(clamping: last.version)), .real(time), .integer(Int64(clamping: last.number))
+        )
         while try rest.next() { entries.append(try entry(rest)) }
         return entries
     }

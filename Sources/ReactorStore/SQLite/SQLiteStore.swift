@@ -207,11 +207,11 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
         return kept  // refused, as a shared store refuses what it no longer holds
     }
 
-    package func loggedActions(of session: String, after version: UInt64?, limit: Int) throws(StoreError)
-        -> [LoggedAction]
+    package func loggedActions(of session: String, after version: UInt64?, loggedSince time: Double, limit: Int)
+        throws(StoreError) -> [LoggedAction]
     {
         try reading { connection in
-            try SQLiteActionLog.entries(of: session, after: version, limit: limit, on: connection)
+            try SQLiteActionLog.entries(of: session, after: version, loggedSince: time, limit: limit, on: connection)
         }
     }
 
