@@ -254,6 +254,7 @@ public final class ReactorServer: Sendable {
                 ])
             return
         }
+        for session in context.sessions.loaded { session.hub.refreshStoredActivity(exactly: true) }
         let sessions = context.sessions.removeAll()
         for session in sessions { session.release() }  // no change after this one...
         persistence.journal.stop()  // ...so this commits the last of them

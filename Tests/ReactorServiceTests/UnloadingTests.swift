@@ -259,6 +259,23 @@ final class UnloadingTests: XCTestCase {
         XCTAssertTrue(expired, "still stored 5.2 s after its last action, with a TTL of 4 s")
     }
 
+    /// A graceful stop writes every loaded session's last activity, however recent: a read a
+    /// moment before a restart counts for the TTL after it.
+    func testAReadJustBeforeAStopCountsAfterTheRestart() throws {
+        var fixture = try start { $0.sessionTTL = .seconds(6) }
+        let session = try fixture.createSession()
+        let created = ProcessInfo.processInfo.systemUptime
+        Thread.sleep(forTimeInterval: 2)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 200)
+        fixture.stop()
+        fixture = try start { $0.sessionTTL = .seconds(6) }
+        defer { fixture.stop() }
+        Thread.sleep(forTimeInterval: max(0, created + 6.8 - ProcessInfo.processInfo.systemUptime))
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions/\(session)").status, 200,
+            "expired 6.8 s after it was made, 4.8 s after it was read, with a TTL of 6 s")
+    }
+
     func testWithoutATTLAStoredSessionNeverExpires() throws {
         var fixture = try start { $0.sessionTTL = .seconds(1) }
         let session = try fixture.createSession()

@@ -233,12 +233,14 @@ final class EventHub: Sendable {
 
     /// With a durable store, queues a write of the last activity when the stored one is behind
     /// by more than the record's resolution, so a session that is only watched does not expire
-    /// after a restart.
-    func refreshStoredActivity() {
+    /// after a restart. `exactly`: when it is behind at all (the server stops: a read's activity
+    /// would otherwise be lost with the process).
+    func refreshStoredActivity(exactly: Bool = false) {
         locked { state in
-            guard let record = state.record, !state.isEnded,
-                state.lastActiveWallTime - record.storedLastActive > record.activityResolution
-            else { return }
+            guard let record = state.record, !state.isEnded else { return }
+            let behind = state.lastActiveWallTime - record.storedLastActive
+            guard behind > (exactly ? 0 : record.activityResolution) else { return }
+            if exactly { record.activityDue = true }
             markDirty(record)
         }
     }
