@@ -14,7 +14,11 @@ struct Environment {
 
     static func parse<T: ExpressibleByArgument>(_ text: String, name: String) throws -> T {
         guard let value = T(argument: text) else {
-            throw ValidationError("\(name): '\(text)' is not \(expectation(for: T.self))")
+            // A choice (`on`/`off`, `text`/`json`, the levels) lists its values, as the flag's own error does.
+            let expected =
+                T.allValueStrings.isEmpty
+                ? expectation(for: T.self) : "one of " + T.allValueStrings.joined(separator: ", ")
+            throw ValidationError("\(name): '\(text)' is not \(expected)")
         }
         return value
     }
@@ -25,8 +29,6 @@ struct Environment {
         case is UInt16.Type: return "a port number from 0 to 65535"
         case is Int.Type: return "a whole number"
         case is Double.Type: return "a number"
-        case is Logger.Level.Type:
-            return "a log level (" + Logger.Level.allCases.map(\.rawValue).joined(separator: ", ") + ")"
         default: return "a valid \(type)"
         }
     }

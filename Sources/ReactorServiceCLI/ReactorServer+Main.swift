@@ -39,7 +39,7 @@ extension ReactorServer {
         let given = negativeValuesAttached(arguments ?? Array(CommandLine.arguments.dropFirst()))
         if given.first == "healthcheck" {
             let healthcheck = parsed(Healthcheck.self, Array(given.dropFirst()))
-            do { try healthcheck.run() } catch { Healthcheck.exit(withError: error) }
+            do { try healthcheck.run() } catch { fail(Healthcheck.self, error) }
             Healthcheck.exit()
         }
         let options = parsed(ServeCommand.self, given).options
@@ -52,7 +52,7 @@ extension ReactorServer {
             try server.run()
         } catch {
             // Not a usage error (the port is taken, a kind failed to register): exit 1, as argument-parser does.
-            ServeCommand.exit(withError: error)
+            fail(ServeCommand.self, error)
         }
         ServeCommand.exit()
     }
@@ -86,11 +86,17 @@ extension ReactorServer {
         do {
             return try Command.parse(arguments)
         } catch {
-            guard Command.exitCode(for: error) == .validationFailure else { Command.exit(withError: error) }
-            LogOutput.standardError.write(Command.fullMessage(for: error) + "\n")
-            LogOutput.standardError.flush()
-            Glibc.exit(2)
+            fail(command, error)
         }
+    }
+
+    /// Exits for `error`: 2 with its message for a usage error (one found after parsing too,
+    /// say a bad `REACTORD_PORT` read by `healthcheck`), else as argument-parser does.
+    private static func fail<Command: ParsableCommand>(_ command: Command.Type, _ error: any Error) -> Never {
+        guard Command.exitCode(for: error) == .validationFailure else { Command.exit(withError: error) }
+        LogOutput.standardError.write(Command.fullMessage(for: error) + "\n")
+        LogOutput.standardError.flush()
+        Glibc.exit(2)
     }
 }
 

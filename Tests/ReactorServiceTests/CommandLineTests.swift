@@ -175,6 +175,19 @@ final class CommandLineTests: XCTestCase {
             XCTAssertEqual(outcome.status, 2, "\(name)=\(value): \(outcome.output)")
             XCTAssertTrue(outcome.output.contains(name), "\(name)=\(value) should be named: \(outcome.output)")
         }
+        // A choice's message lists its values, not a type's name.
+        for (name, value, listed) in [
+            ("REACTORD_ACCESS_LOG", "yes", "one of on, off"), ("REACTORD_LOG_FORMAT", "xml", "one of text, json"),
+            ("REACTORD_LOG_LEVEL", "loud", "trace, debug, info"),
+        ] {
+            let outcome = try run([], environment: [name: value])
+            XCTAssertEqual(outcome.status, 2, "\(name)=\(value): \(outcome.output)")
+            XCTAssertTrue(outcome.output.contains(listed), "\(name)=\(value) should list \(listed): \(outcome.output)")
+        }
+        // healthcheck reads REACTORD_PORT after parsing: a bad one is a usage error all the same.
+        let healthcheck = try run(["healthcheck"], environment: ["REACTORD_PORT": "abc"])
+        XCTAssertEqual(healthcheck.status, 2, healthcheck.output)
+        XCTAssertTrue(healthcheck.output.contains("REACTORD_PORT"), healthcheck.output)
         // The flag wins over a bad variable (it is never read), and the message names the flag.
         let outcome = try run(["--threads", "0"], environment: ["REACTORD_THREADS": "2"])
         XCTAssertEqual(outcome.status, 2)
