@@ -547,6 +547,12 @@ final class PostgresStoreTests: XCTestCase {
                 XCTAssertFalse(message.contains("reactord-test"), message)
             }
         }
+        // A one-letter password is masked where it stands alone, not inside every word ("***ort 1").
+        XCTAssertThrowsError(try PostgresStore(url: "postgres://reactord:p@127.0.0.1:1/reactord")) { error in
+            XCTAssertTrue("\(error)".contains("port 1"), "\(error)")
+        }
+        XCTAssertEqual(
+            PostgresConnection.scrub("no user:p@host (port 5432), p", ["p"]), "no user:***@host (port 5432), ***")
     }
 
     func testTheLocationParsesPostgresAndNeverShowsThePassword() throws {

@@ -118,8 +118,23 @@ final class PostgresConnection: @unchecked Sendable {
             connectionLost: lost)
     }
 
+    /// `message` with each secret replaced by `***` where it stands as a word of its own (as in
+    /// an echoed URI, `user:secret@host`): a short password is not masked inside other words
+    /// ("port", for a password "p").
     static func scrub(_ message: String, _ secrets: [String]) -> String {
-        secrets.reduce(message) { $1.isEmpty ? $0 : $0.replacing($1, with: "***") }
+        secrets.reduce(message) { text, secret in
+            guard !secret.isEmpty else { return text }
+            var scrubbed = ""
+            var rest = text[...]
+            while let found = rest.firstRange(of: secret) {
+                let before = found.lowerBound > rest.startIndex ? rest[rest.index(before: found.lowerBound)] : nil
+                let after = found.upperBound < rest.endIndex ? rest[found.upperBound] : nil
+                let isWord = ![before, after].contains { $0.map { $0.isLetter || $0.isNumber } ?? false }
+                scrubbed += rest[..<found.lowerBound] + (isWord ? "***" : rest[found])
+                rest = rest[found.upperBound...]
+            }
+            return scrubbed + rest
+        }
     }
 
     /// Calls `body` with a C array of copies of `strings` (nil stays NULL), freed afterwards.
