@@ -552,6 +552,40 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try again.request("GET", "/healthz").status, 200, "the server stays up")
     }
 
+    /// A leaf of the sessions' table whose cell pointers are damaged: SQLite read no row there
+    /// (without `cell_size_check`), and the session answered 404, as if it had been deleted.
+    func testASessionOnAPageWithDamagedCellPointersIsA409NotA404() throws {
+        let extra = ["--history", "0", "--action-log", "0"]
+        let server = try start(extra)
+        let client = HTTPClient(port: server.port)
+        let filler = String(repeating: "m", count: 990)
+        var sessions: [String] = []
+        for index in 0..<40 {
+            let session = try create(client)
+            XCTAssertEqual(try act(client, session, #"{"type":"alert","message":"\#(index)\#(filler)"}"#).status, 200)
+            sessions.append(session)
+        }
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        // The page that holds session 20's row: its id and its state on one page.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: database))
+        let pages = stride(from: 0, to: bytes.count, by: 4096).map { $0..<min($0 + 4096, bytes.count) }
+        let page = try XCTUnwrap(
+            pages.first { page in
+                bytes[page].range(of: Data(sessions[20].utf8)) != nil
+                    && bytes[page].range(of: Data(#""alertMessage":"20m"#.utf8)) != nil
+            })
+        bytes.replaceSubrange((page.lowerBound + 8)..<(page.lowerBound + 40), with: Data(repeating: 0xFF, count: 32))
+        try bytes.write(to: URL(fileURLWithPath: database))
+
+        let restarted = try start(extra)
+        let again = HTTPClient(port: restarted.port)
+        let response = try again.request("GET", "/sessions/\(sessions[20])")
+        XCTAssertEqual(response.status, 409, response.text)
+        XCTAssertTrue(response.text.contains("damaged"), response.text)
+        XCTAssertEqual(try again.request("GET", "/healthz").status, 200, "the server stays up")
+    }
+
     // MARK: - A full disk
 
     func testAFullDiskIsA507AndNothingAnsweredIsLost() throws {

@@ -39,7 +39,9 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
         lockFile = try Self.lockExclusively(path)
         do {
             let writer = try SQLiteConnection(path: path, create: true)
-            try writer.execute("PRAGMA busy_timeout = 5000")
+            // cell_size_check: a page whose cell pointers are damaged is an error when it is read,
+            // where SQLite otherwise found no row on it, and a session there answered 404 as if deleted.
+            try writer.execute("PRAGMA busy_timeout = 5000; PRAGMA cell_size_check = ON")
             // Read the schema before anything writes: a foreign or newer file stays untouched.
             let version = try SQLiteSchema.version(of: writer, path: path)
             writer.resetAll()
@@ -51,7 +53,7 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
             try writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")")
             try SQLiteSchema.migrate(writer, from: version)
             let reader = try SQLiteConnection(path: path, readOnly: true)
-            try reader.execute("PRAGMA busy_timeout = 5000")
+            try reader.execute("PRAGMA busy_timeout = 5000; PRAGMA cell_size_check = ON")
             checkpointer = try? SQLiteCheckpointer(path: path, writeLock: writeLock)
             if let checkpointer { writer.reportCommits(to: checkpointer) }
             self.writer = writer
