@@ -153,6 +153,9 @@ final class EventHub: Sendable {
 
     func touch() { locked { $0.used() } }
 
+    /// Loaded from the store and not used since (see `State.isUnusedSinceLoad`).
+    var isUnusedSinceLoad: Bool { locked { $0.isUnusedSinceLoad } }
+
     /// Until `releaseWrites`, the journal takes no change of this session: a request's change
     /// and the answer kept for it under its idempotency key go in one transaction.
     func holdWrites() { locked { $0.record?.isHeld = true } }

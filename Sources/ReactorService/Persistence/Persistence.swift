@@ -223,18 +223,28 @@ final class Persistence: Sendable {
         let started = ProcessClock.now
         while ProcessClock.now - started < budget {
             guard let ids = try? engine.sessions(lastActiveBefore: WallClock.now - ttl, limit: batch) else { return }
+            var unloaded: [any Session] = []
             let expired: [SessionKey] = restoring.withLock { state in
                 ids.compactMap { id in
                     guard let key = SessionKey(id) else { return nil }
                     if let loaded = context.sessions.session(id) {
-                        // Its own activity decides, not its stored time (which may lag): written now,
-                        // so that it leaves this query's answer instead of filling it sweep after sweep.
-                        loaded.hub.refreshStoredActivity()
-                        return nil
+                        // Loaded only to read its history: its stored time is its own, and it expired.
+                        let expiredHere =
+                            loaded.hub.isUnusedSinceLoad
+                            && context.sessions.unload(loaded, ifIdleSince: ProcessClock.now)
+                        if expiredHere {
+                            unloaded.append(loaded)
+                        } else {
+                            // Its own activity decides, not its stored time (which may lag): written now,
+                            // so that it leaves this query's answer instead of filling it sweep after sweep.
+                            loaded.hub.refreshStoredActivity()
+                            return nil
+                        }
                     }
                     return state.tombstones.insert(key).inserted ? key : nil
                 }
             }
+            context.didUnload(unloaded, counter: context.metrics.idleUnloads, persistence: self)
             guard !expired.isEmpty else { return }
             let written = DispatchGroup()
             writeDeletes(of: expired, idleBefore: WallClock.now - ttl, from: context, group: written)
