@@ -36,7 +36,7 @@ extension RouteTable {
         }
         add(.GET, "/sessions/{id}/actions") { request in
             Self.withReadableSession(request, context) { session, principal in
-                guard context.configuration.actionLogLength > 0 else { return .response(HistoryJSON.noLog) }
+                guard let settings = context.actionLogSettings else { return .response(HistoryJSON.noLog) }
                 let ndjson = request.query["format"] == "ndjson"
                 if let format = request.query["format"], format != "ndjson", format != "json" {
                     return .response(.problem(status: 400, detail: "query parameter 'format' must be json or ndjson"))
@@ -61,8 +61,7 @@ extension RouteTable {
                             return session.hub.loggedActions(after: after, limit: limit)
                         }
                         return try engine.loggedActions(
-                            of: session.id, after: after,
-                            loggedSince: WallClock.now - context.configuration.actionLogAge.inSeconds, limit: limit)
+                            of: session.id, after: after, loggedSince: settings.oldestKept, limit: limit)
                     }
                     do throws(StoreError) {
                         guard ndjson else {

@@ -90,7 +90,7 @@ final class SessionActionLog {
     /// The kept entries after `version` (nil: from the first), at most `limit` (memory store),
     /// in the store's order and by its page rule (`ActionLogReading`).
     func page(after version: UInt64?, limit: Int) -> [LoggedAction] {
-        let cutoff = WallClock.now - settings.age
+        let cutoff = settings.oldestKept
         let kept = entries.dropFirst(max(0, entries.count - settings.length)).filter { entry in
             version.map { entry.version > $0 } ?? true && entry.time >= cutoff
         }
@@ -119,7 +119,7 @@ final class SessionActionLog {
 
     /// Drops what is past the settings, in steps: moving a thousand entries on every action costs more than it saves.
     private func trim() {
-        let cutoff = WallClock.now - settings.age
+        let cutoff = settings.oldestKept
         var drop = entries.count - settings.length >= Self.trimStep ? entries.count - settings.length : 0
         while drop < entries.count, entries[drop].time < cutoff { drop += 1 }
         if drop > 0 { entries.removeFirst(drop) }
@@ -136,6 +136,9 @@ final class ActionLogSettings: Sendable {
     let age: Double
     /// The memory store: each session keeps its log itself (else it goes to the store).
     let keepsEntries: Bool
+
+    /// Entries logged before this time (seconds since 1970) are past their age: never shown, and forgotten.
+    var oldestKept: Double { WallClock.now - age }
 
     init(length: Int, age: Double, keepsEntries: Bool) {
         self.length = length
