@@ -19,7 +19,7 @@ public final class ActionSubject<Element>: Subject {
     /// Guards the subscriber list here and each subscriber's state: the reactor's gate's lock,
     /// or one of its own for a free-standing subject.
     let lock: Mutex
-    @exclusivity(unchecked) private var conduits: ContiguousArray<ActionConduit> = []
+    @exclusivity(unchecked) private var conduits = ConduitList<ActionConduit>()
     /// The reactor's gate; nil for a free-standing subject (or a stub's).
     let gate: SerialGate?
     /// See `GateWork`; guarded by the gate's lock.
@@ -61,13 +61,13 @@ public final class ActionSubject<Element>: Subject {
     }
 
     func remove(_ conduit: ActionConduit) {
-        lock.withLock { conduits.removeAll { $0 === conduit } }
+        lock.withLock { conduits.remove(conduit) }
     }
 
     /// Drops every subscriber (the reactor went away).
     func detachAll() {
-        let dropped = lock.withLock { () -> ContiguousArray<ActionConduit> in
-            defer { conduits = [] }
+        let dropped = lock.withLock { () -> ConduitList<ActionConduit> in
+            defer { conduits = ConduitList() }
             return conduits
         }
         for conduit in dropped { conduit.cancel() }
@@ -80,11 +80,7 @@ extension ActionSubject: GateWork {
         let current = conduits
         lock.unlock()
         withUnsafePointer(to: value) { pointer in
-            var index = 0
-            while index < current.count {
-                current[index].offer(UnsafeRawPointer(pointer))
-                index += 1
-            }
+            for conduit in current { conduit.offer(UnsafeRawPointer(pointer)) }
         }
     }
 }
@@ -102,7 +98,10 @@ private final class ActionConduitOf<Element, Downstream: Subscriber>: ActionCond
 where Downstream.Input == Element, Downstream.Failure == Never {
     /// The subject's lock.
     private let lock: Mutex
-    private weak var subject: ActionSubject<Element>?
+    /// Held strongly until cancelled, as Combine's subjects' conduits hold theirs (a weak
+    /// reference would cost every reactor a side table); `cancel` (or the subject's
+    /// `detachAll`) breaks the cycle.
+    @exclusivity(unchecked) private var subject: ActionSubject<Element>?
     @exclusivity(unchecked) private var downstream: Box<Downstream>?
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none
 
@@ -141,6 +140,7 @@ where Downstream.Input == Element, Downstream.Failure == Never {
         let released = downstream
         downstream = nil
         let subject = self.subject
+        self.subject = nil
         lock.unlock()
         subject?.remove(self)
         withExtendedLifetime(released) {}

@@ -32,7 +32,12 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     /// `active` says whether it may still be called.
     private let target: Downstream
     @exclusivity(unchecked) private var active = true
-    @exclusivity(unchecked) private var upstreams: [Subscription?]
+    /// The upstreams' subscriptions by index: the first two in place (a reactor merges two,
+    /// its mutations and a global subject), the rest in `others`. (An array of all of them was
+    /// one more allocation per reactor.)
+    @exclusivity(unchecked) private var first: SubscriptionRef?
+    @exclusivity(unchecked) private var second: SubscriptionRef?
+    @exclusivity(unchecked) private var others: [SubscriptionRef?]
     @exclusivity(unchecked) private var remaining: Int
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none
     @exclusivity(unchecked) private var buffer: [Output] = []
@@ -40,7 +45,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
 
     init(downstream: Downstream, count: Int) {
         target = downstream
-        upstreams = Array(repeating: nil, count: count)
+        others = count > 2 ? Array(repeating: nil, count: count - 2) : []
         remaining = count
     }
 
@@ -59,7 +64,7 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     func receive(subscription: Subscription, index: Int) {
         let forward = lock.withLock { () -> Subscribers.Demand? in
             guard active else { return nil }
-            upstreams[index] = subscription
+            setUpstream(SubscriptionRef(subscription), at: index)
             return demand
         }
         guard let forward else {
@@ -96,18 +101,17 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
         switch completion {
         case .finished:
             lock.withLock {
-                upstreams[index] = nil
+                setUpstream(nil, at: index)
                 remaining -= 1
             }
             finishIfDone()
         case .failure:
-            let (wasActive, others) = lock.withLock { () -> (Bool, [Subscription]) in
-                upstreams[index] = nil
-                let others = upstreams.compactMap { $0 }
+            let (wasActive, cancelled) = lock.withLock { () -> (Bool, [SubscriptionRef]) in
+                setUpstream(nil, at: index)
                 defer { clear() }
-                return (active, others)
+                return (active, self.upstreams)
             }
-            for other in others { other.cancel() }
+            for upstream in cancelled { upstream.cancel() }
             if wasActive { deliveryLock.withLock { target.receive(completion: completion) } }
         }
     }
@@ -115,19 +119,19 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
     // MARK: From downstream
 
     func request(_ more: Subscribers.Demand) {
-        let upstreams = lock.withLock { () -> [Subscription] in
+        let upstreams = lock.withLock { () -> [SubscriptionRef] in
             guard active else { return [] }
             demand += more
-            return self.upstreams.compactMap { $0 }
+            return self.upstreams
         }
         drain()
         for upstream in upstreams { upstream.request(more) }
     }
 
     func cancel() {
-        let upstreams = lock.withLock { () -> [Subscription] in
+        let upstreams = lock.withLock { () -> [SubscriptionRef] in
             defer { clear() }
-            return self.upstreams.compactMap { $0 }
+            return self.upstreams
         }
         for upstream in upstreams { upstream.cancel() }
     }
@@ -169,21 +173,40 @@ private final class MergeSubscription<Downstream: Subscriber>: Subscription {
         if finish { target.receive(completion: .finished) }
     }
 
+    /// The upstreams' subscriptions held now. Under `lock`.
+    private var upstreams: [SubscriptionRef] {
+        [first, second].compactMap { $0 } + others.compactMap { $0 }
+    }
+
+    /// Under `lock`.
+    private func setUpstream(_ subscription: SubscriptionRef?, at index: Int) {
+        switch index {
+        case 0: first = subscription
+        case 1: second = subscription
+        default: others[index - 2] = subscription
+        }
+    }
+
     /// Under `lock`.
     private func clear() {
         active = false
-        upstreams = upstreams.map { _ in nil }
+        first = nil
+        second = nil
+        others = []
         buffer = []
         bufferHead = 0
     }
 }
 
-private final class MergeInner<Downstream: Subscriber>: Subscriber {
+/// A struct, held inside its upstream's subscription: a class was one more allocation per
+/// upstream.
+private struct MergeInner<Downstream: Subscriber>: Subscriber {
     typealias Input = Downstream.Input
     typealias Failure = Downstream.Failure
 
     private let parent: MergeSubscription<Downstream>
     private let index: Int
+    let combineIdentifier = CombineIdentifier()
 
     init(parent: MergeSubscription<Downstream>, index: Int) {
         self.parent = parent

@@ -2,7 +2,7 @@
 /// reactor's gate, so cancelling races neither a late subscription nor a value.
 class GatedSink<Action, Mutation, State> {
     let storage: ReactorStorage<Action, Mutation, State>
-    @exclusivity(unchecked) private var subscription: Subscription?
+    @exclusivity(unchecked) private var subscription: SubscriptionRef?
     @exclusivity(unchecked) private var cancelled = false
     @exclusivity(unchecked) var queuedInGate = 0
 
@@ -11,7 +11,7 @@ class GatedSink<Action, Mutation, State> {
     func receive(subscription: Subscription) {
         let accepted = storage.gate.withLock { () -> Bool in
             guard !cancelled, self.subscription == nil else { return false }
-            self.subscription = subscription
+            self.subscription = SubscriptionRef(subscription)
             return true
         }
         if accepted { subscription.request(.unlimited) } else { subscription.cancel() }
@@ -21,7 +21,7 @@ class GatedSink<Action, Mutation, State> {
     func receive(completion: Subscribers.Completion<Never>) {}
 
     func cancel() {
-        let subscription = storage.gate.withLock { () -> Subscription? in
+        let subscription = storage.gate.withLock { () -> SubscriptionRef? in
             cancelled = true
             defer { self.subscription = nil }
             return self.subscription

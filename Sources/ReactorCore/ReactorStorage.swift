@@ -29,15 +29,18 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
     // Guarded by the gate's lock.
     @exclusivity(unchecked) private var started = false
     @exclusivity(unchecked) private var tornDown = false
-    @exclusivity(unchecked) private var subscriptions: [Cancellable] = []
+    /// Whether transform(state:) is the identity and nothing else watches its argument, so
+    /// `reduceAndEmit` publishes itself. (Beside the other flags: they share a word.)
+    @exclusivity(unchecked) private var statesPassThrough = false
+    /// The pipeline's two ends, cancelled by `teardown`. (Fields, not an array of
+    /// `Cancellable`s: that array was one more allocation per reactor.)
+    @exclusivity(unchecked) private var reduceSink: GatedSink<Action, Mutation, State>?
+    @exclusivity(unchecked) private var stateSink: GatedSink<Action, Mutation, State>?
     @exclusivity(unchecked) private var stubCore: StubCore<Action, State>?
     @exclusivity(unchecked) private weak var effects: EffectTracking?
     /// The reduced states, before transform(state:). Written once while building, under the
     /// gate; read under the gate. Nil when states pass straight through.
     @exclusivity(unchecked) private var source: StateRelay<State>?
-    /// Whether transform(state:) is the identity and nothing else watches its argument, so
-    /// `reduceAndEmit` publishes itself.
-    @exclusivity(unchecked) private var statesPassThrough = false
 
     /// `initial`: the state to start from, `reactor.initialState` when nil.
     init<R: Reactor>(_ reactor: R, startingFrom initial: State?)
@@ -113,7 +116,7 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
             // between. (A transform that kept its argument takes the path below, so whoever
             // watches it sees each state in the same order as ever.)
             gate.withLock {
-                subscriptions = [reduceSink]
+                self.reduceSink = reduceSink
                 statesPassThrough = true
             }
             publish(initialState)
@@ -122,7 +125,8 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
             let stateSink = StateSink(self)
             gate.withLock {
                 self.source = source
-                subscriptions = [reduceSink, stateSink]
+                self.reduceSink = reduceSink
+                self.stateSink = stateSink
             }
             states.subscribe(stateSink)
         }
@@ -184,15 +188,19 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
     // MARK: Release
 
     override func teardown() {
-        let subscriptions = gate.withLock { () -> [Cancellable]? in
+        let sinks = gate.withLock { () -> (GatedSink<Action, Mutation, State>?, GatedSink<Action, Mutation, State>?)? in
             guard !tornDown else { return nil }
             tornDown = true
-            defer { self.subscriptions = [] }
-            return self.subscriptions
+            defer {
+                reduceSink = nil
+                stateSink = nil
+            }
+            return (reduceSink, stateSink)
         }
-        guard let subscriptions else { return }
+        guard let sinks else { return }
         gate.close()
-        for subscription in subscriptions { subscription.cancel() }
+        sinks.0?.cancel()
+        sinks.1?.cancel()
         action.detachAll()
         gate.withLock { source }?.detachAll()
         output.detachAll()

@@ -31,12 +31,11 @@ final class SerialGate {
     @exclusivity(unchecked) private var condition: Condition?
     @exclusivity(unchecked) private var busy = false
     @exclusivity(unchecked) private var closed = false
+    /// True while the holder reduces a mutation or delivers a state. Only the holder
+    /// touches it. (Beside the other flags: a word they share, not one of its own.)
+    @exclusivity(unchecked) var isEmitting = false
     @exclusivity(unchecked) private var waiters = 0
     @exclusivity(unchecked) private var queue: [() -> Void] = []
-
-    /// True while the holder reduces a mutation or delivers a state. Only the holder
-    /// touches it.
-    @exclusivity(unchecked) var isEmitting = false
 
     /// Small state shared with the gate's owner (current state, subscriber lists): one
     /// mutex per reactor instead of several.

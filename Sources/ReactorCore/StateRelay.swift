@@ -14,7 +14,7 @@ final class StateRelay<State>: Publisher {
     /// (`currentLatest`).
     @exclusivity(unchecked) private(set) var latest: State
     /// Guarded by the gate's lock.
-    @exclusivity(unchecked) private var conduits: ContiguousArray<StateConduit> = []
+    @exclusivity(unchecked) private var conduits = ConduitList<StateConduit>()
     @exclusivity(unchecked) private var detached = false
 
     /// Whether `latest` is a state that was sent (or the starting one) and is replayed.
@@ -41,11 +41,7 @@ final class StateRelay<State>: Publisher {
         gate.unlock()
         withExtendedLifetime(replaced) {}
         withUnsafePointer(to: state) { pointer in
-            var index = 0
-            while index < current.count {
-                current[index].offer(UnsafeRawPointer(pointer))
-                index += 1
-            }
+            for conduit in current { conduit.offer(UnsafeRawPointer(pointer)) }
         }
     }
 
@@ -72,15 +68,15 @@ final class StateRelay<State>: Publisher {
     }
 
     func remove(_ conduit: StateConduit) {
-        gate.withLock { conduits.removeAll { $0 === conduit } }
+        gate.withLock { conduits.remove(conduit) }
     }
 
     /// Drops every subscriber, without completing them (the reactor went away; ReactorKit
     /// doesn't complete its state stream either).
     func detachAll() {
-        let dropped = gate.withLock { () -> ContiguousArray<StateConduit> in
+        let dropped = gate.withLock { () -> ConduitList<StateConduit> in
             detached = true
-            defer { conduits = [] }
+            defer { conduits = ConduitList() }
             return conduits
         }
         for conduit in dropped { conduit.release() }
@@ -107,11 +103,12 @@ where Downstream.Input == State, Downstream.Failure == Never {
     /// Not optional (an optional of a generic type costs a metadata lookup per use);
     /// `active` says whether it may still be called.
     private let downstream: Downstream
-    @exclusivity(unchecked) private var active = true
     @exclusivity(unchecked) private var demand = Subscribers.Demand.none
+    @exclusivity(unchecked) var queuedInGate = 0
+    // The flags last, together: one word, not one each (the object fits malloc's 64-byte chunk).
+    @exclusivity(unchecked) private var active = true
     @exclusivity(unchecked) private var attached = false
     @exclusivity(unchecked) private var missedLatest = false
-    @exclusivity(unchecked) var queuedInGate = 0
 
     init(relay: StateRelay<State>, downstream: Downstream) {
         self.relay = relay
