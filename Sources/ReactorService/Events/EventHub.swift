@@ -77,13 +77,14 @@ final class EventHub: Sendable {
         /// A loaded session that no action, read or subscriber has used since: its last activity
         /// is still the stored one (a read of its history loads it without using it).
         var isUnusedSinceLoad = false
+        /// A thread is carrying out the outbox: another that adds to it leaves the work to it.
+        /// (Beside the other flags: a word they share, not one of its own.)
+        var isDelivering = false
         var lastActivity = ProcessClock.now
         /// The session's action log, when it keeps one (a follower's hub does not).
         let actionLog: SessionActionLog?
         /// Stream work made under the lock, in order, not yet taken by the delivering thread.
         var outbox: [StreamWork] = []
-        /// A thread is carrying out the outbox: another that adds to it leaves the work to it.
-        var isDelivering = false
     }
 
     private let state: Guarded<State>

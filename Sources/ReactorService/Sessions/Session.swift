@@ -258,11 +258,11 @@ private final class ReactorHeld<R: Reactor>: HeldReactor, Subscriber where R.Sta
     typealias Failure = Never
 
     /// The stream, taken as the session subscribes (while it is made); cancelled by `release`,
-    /// which breaks the stream's hold on the hub. (One enum, not an optional and a flag: eight
-    /// bytes fewer, which keep the object in malloc's 96-byte chunk.)
+    /// which breaks the stream's hold on the hub. (One enum, not an optional and a flag: the
+    /// object fits malloc's 64-byte chunk.)
     private enum Link {
         case waiting
-        case subscribed(any Subscription)
+        case subscribed(SubscriptionRef)
         case ended
     }
 
@@ -303,7 +303,7 @@ private final class ReactorHeld<R: Reactor>: HeldReactor, Subscriber where R.Sta
 
     func receive(subscription: any Subscription) {
         guard case .waiting = link else { return subscription.cancel() }
-        link = .subscribed(subscription)
+        link = .subscribed(SubscriptionRef(subscription))
         subscription.request(.unlimited)
     }
 
