@@ -74,11 +74,7 @@ struct IdempotentRequest: Sendable {
                 .problem(status: 400, detail: "header \(header) is sent \(count) times; send it once"))
         }
         guard (1...255).contains(key.utf8.count), isVisibleASCII(key) else {
-            // Not a count of what was sent otherwise: a byte outside ASCII arrives as U+FFFD.
-            let got =
-                isVisibleASCII(key)
-                ? "got \(key.utf8.count) characters"
-                : "this one holds a space, a control character or a byte outside ASCII"
+            let got = firstInvisibleCharacter(in: key) ?? "got \(key.utf8.count) characters"
             return .malformed(
                 .problem(
                     status: 400,
@@ -112,6 +108,22 @@ private func withoutTrailingWhitespace(_ value: String) -> String {
 }
 
 /// RFC 9110's VCHAR in ASCII alone, on the bytes in place where the string has them.
+/// What the first character that is not visible ASCII is, and where; nil when there is none.
+/// (Not a count of what was sent: a byte outside ASCII arrives as U+FFFD.)
+private func firstInvisibleCharacter(in text: String) -> String? {
+    for (offset, scalar) in text.unicodeScalars.enumerated() where !(0x21...0x7E).contains(scalar.value) {
+        let what =
+            switch scalar.value {
+            case 0x20: "a space"
+            case 0..<0x10: "a control character (0x0\(String(scalar.value, radix: 16, uppercase: true)))"
+            case 0x10..<0x20, 0x7F: "a control character (0x\(String(scalar.value, radix: 16, uppercase: true)))"
+            default: "outside ASCII"
+            }
+        return "its character \(offset + 1) is \(what)"
+    }
+    return nil
+}
+
 private func isVisibleASCII(_ text: String) -> Bool {
     let isVisible: (UInt8) -> Bool = { (0x21...0x7E).contains($0) }
     return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isVisible) } ?? text.utf8.allSatisfy(isVisible)
