@@ -61,6 +61,17 @@ def hmac_token_with(key_bytes, sub="alice"):
     return made
 
 
+def hs256_over(payload_text):
+    """HS256 with the test secret over a payload given as its exact JSON text (what PyJWT cannot make:
+    a claim twice, a number past a float's range)."""
+    header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    payload = b64(payload_text.encode())
+    signature = b64(hmac.new(SECRET.encode(), f"{header}.{payload}".encode(), hashlib.sha256).digest())
+    made = f"{header}.{payload}.{signature}"
+    TOKENS_SEEN.add(made)
+    return made
+
+
 class Server:
     def __init__(self, *args, admin_token=ADMIN_TOKEN, env=None):
         self.directory = tempfile.TemporaryDirectory(prefix="reactord-auth-")
@@ -280,6 +291,11 @@ def test_each_bad_token_is_401_invalid_token_with_the_reason():
         "two parts": ("abc.def", "three"),
         "not base64": ("a*b.c*d.e*f", "base64url"),
         "header not JSON": (b64(b"nope") + "." + b64(b"{}") + ".", "header"),
+        # RFC 7519 4: a claim twice is refused, not read as one of its values.
+        "a claim twice": (hs256_over('{"sub":"bob","sub":"alice","exp":%d,"iss":"https://issuer.example",'
+                                     '"aud":"reactord"}' % (now + 300)), "names 'sub' twice"),
+        "exp past a float": (hs256_over('{"sub":"alice","exp":1e400,"iss":"https://issuer.example",'
+                                        '"aud":"reactord"}'), "beyond the range of a 64-bit float"),
     }
     TOKENS_SEEN.update(bad for bad, _ in cases.values())
     try:
@@ -296,6 +312,17 @@ def test_each_bad_token_is_401_invalid_token_with_the_reason():
         problem = assert_problem(*server.request("POST", "/sessions", {}, headers={"Authorization": "Bearer"}), 401,
                                  challenge='Bearer error="invalid_token"')
         assert "empty" in problem["detail"], problem
+        # Two Authorization fields: which one a proxy read is anyone's guess, so neither is used.
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        connection.putrequest("GET", f"/sessions/{session}")
+        connection.putheader("Authorization", f"Bearer {token('mallory', **good)}")
+        connection.putheader("Authorization", f"Bearer {token('alice', **good)}")
+        connection.endheaders()
+        response = connection.getresponse()
+        problem = assert_problem(response.status, dict(response.getheaders()), response.read().decode(), 401,
+                                 challenge='Bearer error="invalid_token"')
+        connection.close()
+        assert "sent 2 times" in problem["detail"], problem
         # The leeway: expired 10 s ago is still accepted (default 30 s).
         assert server.request("GET", f"/sessions/{session}", bearer=token("alice", lifetime=-10, **good))[0] == 200
     finally:

@@ -35,6 +35,9 @@ struct CompactJWS {
         else {
             return .failure(TokenRejection(.malformed, "the token's parts are not base64url"))
         }
+        if let rejection = refusal(of: headerBytes, as: "header") ?? refusal(of: payloadBytes, as: "payload") {
+            return .failure(rejection)
+        }
         let decoder = JSONDecoder()
         guard let header = try? decoder.decode(Header.self, from: Data(headerBytes)) else {
             return .failure(TokenRejection(.malformed, "the token's header is not a JSON object with an 'alg' string"))
@@ -45,10 +48,31 @@ struct CompactJWS {
                     .malformed, "the token's header has 'crit' extensions, which this server does not understand"))
         }
         guard let claims = try? decoder.decode([String: ClaimValue].self, from: Data(payloadBytes)) else {
-            return .failure(TokenRejection(.malformed, "the token's payload is not a JSON object"))
+            // Strict JSON by now: an object JSONDecoder cannot read holds a number past a Double's range.
+            let isObject = payloadBytes.first { !JSONScan.isSpace($0) } == UInt8(ascii: "{")
+            return .failure(
+                TokenRejection(
+                    .malformed,
+                    isObject
+                        ? "the token's payload holds a number beyond the range of a 64-bit float"
+                        : "the token's payload is not a JSON object"))
         }
         let input = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
         return .success(CompactJWS(algorithm: header.alg, claims: claims, signature: signature, signingInput: input))
+    }
+
+    /// Why a part's JSON is refused before it is read: a name given twice (RFC 7519 4 lets a
+    /// reader take the last or refuse; JSONDecoder takes the first, so a gateway and this server
+    /// could read two subjects from one token) or nesting past the request parser's limit. Nil
+    /// for anything else, whose refusal the decoding below words.
+    private static func refusal(of json: [UInt8], as part: String) -> TokenRejection? {
+        switch RequestJSONDecoder.syntaxProblem(in: json) {
+        case let .duplicateKey(name)?: TokenRejection(.malformed, "the token's \(part) names '\(name)' twice")
+        case .tooDeep?:
+            TokenRejection(
+                .malformed, "the token's \(part) is nested deeper than \(RequestJSONDecoder.maxDepth) levels")
+        case .malformed?, nil: nil
+        }
     }
 
     /// Unpadded base64url (RFC 7515 2), as JWS writes it; nil for anything else.

@@ -93,7 +93,12 @@ final class SessionAccess: Sendable {
     }
 
     private static func bearer(in request: Request, queryToken: Bool) -> Result<Substring, TokenRejection> {
-        if let header = request.headers["Authorization"] {
+        if let (header, count) = request.headers.first("Authorization") {
+            // Which of several a proxy would read is anyone's guess: none is.
+            guard count == 1 else {
+                return .failure(
+                    TokenRejection(.malformed, "the Authorization header is sent \(count) times; send it once"))
+            }
             let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
             guard parts.first?.lowercased() == "bearer" else {
                 return .failure(TokenRejection(.malformed, "the Authorization header must use the Bearer scheme"))

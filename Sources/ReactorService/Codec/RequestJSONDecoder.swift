@@ -71,6 +71,10 @@ enum RequestJSONDecoder {
         return decode(parsed, key: nil, userInfo: userInfo, integerMismatch: &integerMismatch, read)
     }
 
+    /// Why `bytes` is no JSON this parser accepts; nil when it is (or when only `JSONDecoder`
+    /// can judge its names).
+    static func syntaxProblem(in bytes: [UInt8]) -> SyntaxProblem? { parse(bytes).1 }
+
     /// The body's value, or why it is no JSON this parser accepts (nil and nil: JSON whose
     /// names only `JSONDecoder` can judge).
     private static func parse(_ body: [UInt8]) -> (JSONValue?, SyntaxProblem?) {
