@@ -4,6 +4,7 @@
 #   Benchmarks/cost/session-memory.sh <release binary> [N=2000]
 # Prints bytes requested and malloc chunks (glibc: the size + 8, rounded up to 16, at least 32)
 # per session, then each site. RSS per session, at 100,000 sessions: bench.sh --only memory.
+# FRAMES=n names each site by its first n frames (callers joined by " <- ") instead of one.
 set -euo pipefail
 binary=$1
 sessions=${2:-2000}
@@ -28,13 +29,15 @@ PY
 sleep 1
 kill -TERM "$server"
 wait "$server" || true
-python3 - "$work/dhat.json" "$sessions" <<'PY'
-import json, re, subprocess, sys
+FRAMES=${FRAMES:-0} python3 - "$work/dhat.json" "$sessions" <<'PY'
+import json, os, re, subprocess, sys
 profile, sessions = json.load(open(sys.argv[1])), int(sys.argv[2])
 frames = profile["ftbl"]
 plumbing = ("malloc", "memalign", "swift_slowAlloc", "swift_allocObject", "ManagedBuffer", "_ContiguousArrayBuffer",
             "operator new", "allocateUninitialized", "$sSa", "swift_weakAssign", "RefCounts")
 rows, requested, chunks, blocks = [], 0, 0, 0
+depth = int(os.environ["FRAMES"])
+width = 150 * max(1, depth)
 for site in profile["pps"]:
     size, count = site.get("gb", 0), site.get("gbk", 0)
     if count < sessions:
@@ -47,12 +50,12 @@ for site in profile["pps"]:
     # A lock or a box says little by itself: name what made it too.
     holders = ("LockStorage", "Mutex", "Guarded", "Locked", "BoxC")
     maker = next((n for n in names if not any(h in n for h in holders)), "")
-    name = names[0] + (" in " + maker if maker != names[0] else "")
+    name = " <- ".join(names[:depth]) if depth else names[0] + (" in " + maker if maker != names[0] else "")
     rows.append((chunk / sessions, size / count, count / sessions, weak, name))
 print(f"per session: {requested / sessions:.0f} B requested in {blocks / sessions:.1f} blocks, "
       f"{chunks / sessions:.0f} B of malloc chunks")
 demangled = subprocess.run(["swift-demangle", "--simplified"], input="\n".join(row[4] for row in rows),
                            capture_output=True, text=True).stdout.splitlines()
 for (chunk, size, count, weak, _), name in sorted(zip(rows, demangled), key=lambda pair: -pair[0][0]):
-    print(f"{chunk:6.0f} B  {count:.1f} x {size:5.0f} B  {'weak side table, ' if weak else ''}{name[:150]}")
+    print(f"{chunk:6.0f} B  {count:.1f} x {size:5.0f} B  {'weak side table, ' if weak else ''}{name[:width]}")
 PY
