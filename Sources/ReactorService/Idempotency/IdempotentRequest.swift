@@ -107,7 +107,6 @@ private func withoutTrailingWhitespace(_ value: String) -> String {
     return utf8.count == value.utf8.count ? value : String(Substring(utf8))
 }
 
-/// RFC 9110's VCHAR in ASCII alone, on the bytes in place where the string has them.
 /// What the first character that is not visible ASCII is, and where; nil when there is none.
 /// (Not a count of what was sent: a byte outside ASCII arrives as U+FFFD.)
 private func firstInvisibleCharacter(in text: String) -> String? {
@@ -124,6 +123,7 @@ private func firstInvisibleCharacter(in text: String) -> String? {
     return nil
 }
 
+/// RFC 9110's VCHAR in ASCII alone, on the bytes in place where the string has them.
 private func isVisibleASCII(_ text: String) -> Bool {
     let isVisible: (UInt8) -> Bool = { (0x21...0x7E).contains($0) }
     return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isVisible) } ?? text.utf8.allSatisfy(isVisible)
