@@ -26,9 +26,14 @@ public struct TestResponse {
 /// A keep-alive HTTP/1.1 client on one loopback connection (reconnects after a close).
 public final class HTTPClient {
     public let port: UInt16
+    /// Seconds a response may take to start arriving.
+    private let timeout: Double
     private var socket: TestSocket?
 
-    public init(port: UInt16) { self.port = port }
+    public init(port: UInt16, timeout: Double = 5) {
+        self.port = port
+        self.timeout = timeout
+    }
 
     public func request(
         _ method: String, _ path: String, body: String? = nil,
@@ -42,7 +47,7 @@ public final class HTTPClient {
         headers: [String: String] = [:]
     ) throws -> TestResponse {
         if let idle = socket, idle.peerHasClosed { socket = nil }  // e.g. the server's idle timeout
-        let connection = try socket ?? TestSocket(port: port)
+        let connection = try socket ?? TestSocket(port: port, timeout: timeout)
         socket = connection
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
