@@ -294,6 +294,7 @@ def test_each_bad_token_is_401_invalid_token_with_the_reason():
         # RFC 7519 4: a claim twice is refused, not read as one of its values.
         "a claim twice": (hs256_over('{"sub":"bob","sub":"alice","exp":%d,"iss":"https://issuer.example",'
                                      '"aud":"reactord"}' % (now + 300)), "names 'sub' twice"),
+        "payload not JSON": (hs256_over('{"sub":"alice","exp":'), "payload is not a JSON object"),
         "exp past a float": (hs256_over('{"sub":"alice","exp":1e400,"iss":"https://issuer.example",'
                                         '"aud":"reactord"}'), "beyond the range of a 64-bit float"),
     }

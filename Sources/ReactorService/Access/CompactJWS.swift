@@ -35,7 +35,11 @@ struct CompactJWS {
         else {
             return .failure(TokenRejection(.malformed, "the token's parts are not base64url"))
         }
-        if let rejection = refusal(of: headerBytes, as: "header") ?? refusal(of: payloadBytes, as: "payload") {
+        let payloadProblem = RequestJSONDecoder.syntaxProblem(in: payloadBytes)
+        if let rejection =
+            refusal(for: RequestJSONDecoder.syntaxProblem(in: headerBytes), in: "header")
+            ?? refusal(for: payloadProblem, in: "payload")
+        {
             return .failure(rejection)
         }
         let decoder = JSONDecoder()
@@ -48,8 +52,9 @@ struct CompactJWS {
                     .malformed, "the token's header has 'crit' extensions, which this server does not understand"))
         }
         guard let claims = try? decoder.decode([String: ClaimValue].self, from: Data(payloadBytes)) else {
-            // Strict JSON by now: an object JSONDecoder cannot read holds a number past a Double's range.
-            let isObject = payloadBytes.first { !JSONScan.isSpace($0) } == UInt8(ascii: "{")
+            // Strict JSON that is an object, yet JSONDecoder cannot read it: a number past a Double's range.
+            let isObject =
+                payloadProblem == nil && payloadBytes.first { !JSONScan.isSpace($0) } == UInt8(ascii: "{")
             return .failure(
                 TokenRejection(
                     .malformed,
@@ -65,8 +70,8 @@ struct CompactJWS {
     /// reader take the last or refuse; JSONDecoder takes the first, so a gateway and this server
     /// could read two subjects from one token) or nesting past the request parser's limit. Nil
     /// for anything else, whose refusal the decoding below words.
-    private static func refusal(of json: [UInt8], as part: String) -> TokenRejection? {
-        switch RequestJSONDecoder.syntaxProblem(in: json) {
+    private static func refusal(for problem: RequestJSONDecoder.SyntaxProblem?, in part: String) -> TokenRejection? {
+        switch problem {
         case let .duplicateKey(name)?: TokenRejection(.malformed, "the token's \(part) names '\(name)' twice")
         case .tooDeep?:
             TokenRejection(
