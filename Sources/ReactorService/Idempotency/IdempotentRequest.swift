@@ -111,11 +111,11 @@ private func withoutTrailingWhitespace(_ value: String) -> String {
 /// (Not a count of what was sent: a byte outside ASCII arrives as U+FFFD.)
 private func firstInvisibleCharacter(in text: String) -> String? {
     for (offset, scalar) in text.unicodeScalars.enumerated() where !(0x21...0x7E).contains(scalar.value) {
+        let code = String(scalar.value, radix: 16, uppercase: true)
         let what =
             switch scalar.value {
             case 0x20: "a space"
-            case 0..<0x10: "a control character (0x0\(String(scalar.value, radix: 16, uppercase: true)))"
-            case 0x10..<0x20, 0x7F: "a control character (0x\(String(scalar.value, radix: 16, uppercase: true)))"
+            case 0..<0x20, 0x7F: "a control character (0x\(code.count == 1 ? "0" : "")\(code))"
             default: "outside ASCII"
             }
         return "its character \(offset + 1) is \(what)"
