@@ -164,11 +164,26 @@ final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    /// Calls `body` with a C array of copies of `strings` (nil stays NULL), freed afterwards.
+    /// Calls `body` with a C array of `strings` (nil stays NULL), copied, each after a NUL, into
+    /// one buffer that lives for the call.
     private static func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
-        let copies = strings.map { $0.flatMap { strdup($0) } }
-        defer { for copy in copies { free(copy) } }
-        return body(copies.map { $0.map { UnsafePointer($0) } })
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(strings.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 1 })
+        var starts: [Int?] = []
+        starts.reserveCapacity(strings.count)
+        for string in strings {
+            guard let string else {
+                starts.append(nil)
+                continue
+            }
+            starts.append(buffer.count)
+            buffer.append(contentsOf: string.utf8)
+            buffer.append(0)
+        }
+        return buffer.withUnsafeBufferPointer { bytes in
+            let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
+            return body(starts.map { $0.map { base + $0 } })
+        }
     }
 }
 

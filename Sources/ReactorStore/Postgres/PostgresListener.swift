@@ -111,36 +111,48 @@ final class PostgresListener: Sendable {
     }
 
     /// `e <seq> <sentAt> <id>` and the events `carried` writes, `d <reason> <id>` (the reason may
-    /// hold spaces; ids never do) or `u <version>`.
+    /// hold spaces; ids never do) or `u <version>`. Read from the bytes: every node reads every
+    /// commit's notification, its events' JSON included.
     static func parse(_ payload: String) -> StoreWakeup? {
-        var lines = payload.split(separator: "\n", omittingEmptySubsequences: false)
-        let parts = lines.removeFirst().split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
-        switch parts.first {
+        var payload = payload
+        return payload.withUTF8 { bytes in parse(bytes[...]) }
+    }
+
+    private static func parse(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> StoreWakeup? {
+        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        let parts = lines[0].split(separator: UInt8(ascii: " "), maxSplits: 3, omittingEmptySubsequences: false)
+        switch parts.first.map(text) {
         case "e":
-            guard parts.count == 4, let seq = UInt64(parts[1]), let sentAt = Double(parts[2]) else { return nil }
+            guard parts.count == 4, let seq = UInt64(text(parts[1])), let sentAt = Double(text(parts[2])) else {
+                return nil
+            }
             var carried: [StoredEvent] = []
-            for line in lines {
-                let fields = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-                guard fields.count == 3, let eventSeq = UInt64(fields[0]) else {
+            for line in lines.dropFirst() {
+                let fields = line.split(separator: UInt8(ascii: " "), maxSplits: 2, omittingEmptySubsequences: false)
+                guard fields.count == 3, let eventSeq = UInt64(text(fields[0])) else {
                     carried = []  // not ours to guess: the table has them
                     break
                 }
                 carried.append(
                     StoredEvent(
-                        seq: eventSeq, pulse: fields[1] == "-" ? nil : String(fields[1]),
-                        json: Array(fields[2].utf8)))
+                        seq: eventSeq, pulse: fields[1].elementsEqual("-".utf8) ? nil : text(fields[1]),
+                        json: Array(fields[2])))
             }
-            return .events(session: String(parts[3]), seq: seq, sentAt: sentAt, carried: carried)
+            return .events(session: text(parts[3]), seq: seq, sentAt: sentAt, carried: carried)
         case "d":
-            guard lines.isEmpty else { return nil }
-            let rest = payload.dropFirst(2)
-            guard let space = rest.lastIndex(of: " ") else { return nil }
-            return .ended(session: String(rest[rest.index(after: space)...]), reason: String(rest[..<space]))
+            guard lines.count == 1 else { return nil }
+            let rest = bytes.dropFirst(2)
+            guard let space = rest.lastIndex(of: UInt8(ascii: " ")) else { return nil }
+            return .ended(session: text(rest[(space + 1)...]), reason: text(rest[..<space]))
         case "u":
-            guard parts.count == 2, let version = UInt64(parts[1]) else { return nil }
+            guard parts.count == 2, let version = UInt64(text(parts[1])) else { return nil }
             return .user(version: version)
         default:
             return nil
         }
+    }
+
+    private static func text(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        String(decoding: bytes, as: UTF8.self)
     }
 }

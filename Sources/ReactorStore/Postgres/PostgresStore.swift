@@ -1012,28 +1012,34 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             subject: rows.string(row, 6), idempotencyKey: rows.string(row, 7), time: rows.double(row, 8) ?? 0)
     }
 
-    /// A PostgreSQL array literal of `items` (NULL for nil), every element quoted.
+    /// A PostgreSQL array literal of `items` (NULL for nil), every element quoted. Made from
+    /// the bytes: the states and events in a commit's arrays are JSON, full of quotes to escape.
     static func array(_ items: [String?]) -> String {
-        var text = "{"
+        if items.isEmpty { return "{}" }  // most of a commit's columns
+        var text: [UInt8] = []
         text.reserveCapacity(items.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
+        text.append(UInt8(ascii: "{"))
         for (index, item) in items.enumerated() {
-            if index > 0 { text += "," }
-            guard let item else {
-                text += "NULL"
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            guard var item else {
+                text.append(contentsOf: "NULL".utf8)
                 continue
             }
-            text += "\""
-            if item.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                for character in item.unicodeScalars {
-                    if character == "\"" || character == "\\" { text += "\\" }
-                    text.unicodeScalars.append(character)
+            text.append(UInt8(ascii: "\""))
+            item.withUTF8 { bytes in
+                var run = 0
+                for (offset, byte) in bytes.enumerated() where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                {
+                    text.append(contentsOf: bytes[run..<offset])
+                    text.append(UInt8(ascii: "\\"))
+                    run = offset
                 }
-            } else {
-                text += item
+                text.append(contentsOf: bytes[run...])
             }
-            text += "\""
+            text.append(UInt8(ascii: "\""))
         }
-        return text + "}"
+        text.append(UInt8(ascii: "}"))
+        return String(decoding: text, as: UTF8.self)
     }
 
     static func array(strings items: [String]) -> String { array(items.map(Optional.some)) }
