@@ -11,12 +11,9 @@ import time
 from conftest import Node
 
 # A keyed action's change is one statement, which commits by itself (its answer is kept by it):
-# the statement, then the Sync that has it run, is "the commit sent". A node prepares its
-# statements: the text goes once per connection, in a Parse message that names the statement;
-# after that, a Bind message names it.
+# the statement, then the Sync that has it run, is "the commit sent".
 WRITE = b"INSERT INTO reactord_answers"
 SYNC = b"S\x00\x00\x00\x04"
-PARSE = re.compile(rb"P....([^\x00]+)\x00[^\x00]*" + WRITE, re.DOTALL)
 
 
 class CommitCuttingProxy:
@@ -27,7 +24,6 @@ class CommitCuttingProxy:
         self.target = port
         self.armed = threading.Event()
         self.cuts = 0
-        self.writes = set()   # the names of the prepared statements that write an answer
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -50,9 +46,7 @@ class CommitCuttingProxy:
                 if not data:
                     break
                 sink.sendall(data)
-                if from_client:
-                    self.writes.update(PARSE.findall(data))
-                writing = writing or (from_client and self.armed.is_set() and self._writes(data))
+                writing = writing or (from_client and WRITE in data and self.armed.is_set())
                 if writing and SYNC in data:
                     self.armed.clear()
                     time.sleep(0.3)   # PostgreSQL's reply is never relayed
@@ -66,9 +60,6 @@ class CommitCuttingProxy:
             except OSError:
                 pass
             end.close()
-
-    def _writes(self, data):
-        return WRITE in data or any(b"\x00" + name + b"\x00" in data for name in self.writes)
 
     def close(self):
         self.listener.close()

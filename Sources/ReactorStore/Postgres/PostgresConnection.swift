@@ -20,8 +20,6 @@ final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
     /// Scrubbed from every message: libpq seldom repeats a password, but a DSN in an error can.
     private let secrets: [String]
-    /// The names of the statements prepared on this connection (they live as long as it does).
-    private var prepared: Set<String> = []
 
     /// Connects with a `postgres://` URI (libpq passes `sslmode` and the rest through).
     init(uri: String, secrets: [String], connectTimeout: Int = 5) throws(PostgresError) {
@@ -50,10 +48,6 @@ final class PostgresConnection: @unchecked Sendable {
             // deinit finishes the connection
             throw PostgresError(message: message.trimmingTrailingNewlines, sqlState: nil, connectionLost: true)
         }
-        // A prepared statement is planned once, not for each set of values: left to choose,
-        // PostgreSQL keeps planning the group commit's statement anew for every commit. Every
-        // statement reactord prepares finds its rows by key, which a generic plan does as well.
-        try execute("SET plan_cache_mode = force_generic_plan")
     }
 
     deinit { PQfinish(handle) }
@@ -87,10 +81,6 @@ final class PostgresConnection: @unchecked Sendable {
                 PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
             }
         }
-        return try checked(result)
-    }
-
-    private func checked(_ result: OpaquePointer?) throws(PostgresError) -> PostgresResult {
         guard let result else { throw failure(nil) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
@@ -99,23 +89,6 @@ final class PostgresConnection: @unchecked Sendable {
             throw error
         }
         return PostgresResult(result)
-    }
-
-    /// Runs `statement` with text parameters `$1…` (nil is NULL), parsed and planned by the
-    /// server once per connection: a group commit's statement costs PostgreSQL more to plan
-    /// than to run (BENCHMARKS.md, "Statements prepared once per connection").
-    @discardableResult
-    func execute(_ statement: PostgresStatement, _ parameters: [String?]) throws(PostgresError) -> PostgresResult {
-        if !prepared.contains(statement.name) {
-            guard let result = PQprepare(handle, statement.name, statement.text, 0, nil) else { throw failure(nil) }
-            defer { PQclear(result) }
-            guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw failure(result) }
-            prepared.insert(statement.name)
-        }
-        let result = Self.withCStrings(parameters) { pointers in
-            PQexecPrepared(handle, statement.name, Int32(parameters.count), pointers, nil, nil, 0)
-        }
-        return try checked(result)
     }
 
     /// The socket to poll for notifications.
@@ -184,20 +157,6 @@ final class PostgresConnection: @unchecked Sendable {
             let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
             return body(starts.map { $0.map { base + $0 } })
         }
-    }
-}
-
-/// A statement prepared on each connection the first time it runs there, by a name made from
-/// its text (so two statements of the same text share one).
-struct PostgresStatement: Sendable {
-    let name: String
-    let text: String
-
-    init(_ text: String) {
-        self.text = text
-        // FNV-1a: a name that is the same on every connection and every node.
-        let hash = text.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
-        name = "reactord_" + String(hash, radix: 16)
     }
 }
 

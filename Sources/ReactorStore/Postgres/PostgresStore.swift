@@ -127,15 +127,14 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     package func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? {
         try reading { connection in
-            let rows = try connection.execute(Self.findAnswer, [scope, key])
+            let rows = try connection.execute(
+                "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
+                [scope, key])
             return rows.count > 0 ? Self.storedAnswer(scope: scope, key: key, rows) : nil
         }
     }
 
-    private static let findAnswer = PostgresStatement(
-        "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2")
-
-    /// The first row of `findAnswer` as an answer.
+    /// The first row of `SELECT request, status, headers, body, expires` as an answer.
     private static func storedAnswer(scope: String, key: String, _ rows: PostgresResult) -> StoredAnswer {
         StoredAnswer(
             scope: scope, key: key, request: rows.string(0, 0) ?? "", status: Int(rows.int64(0, 1) ?? 0),
@@ -163,25 +162,24 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             // snapshot) is not returned by the SELECT: then the next round decides.
             for _ in 0..<5 {
                 let claimed = try connection.execute(
-                    Self.insertClaim, [scope, key, request, Self.claimBody(token), String(duration), Self.claimHeaders])
+                    """
+                    INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
+                    VALUES ($1, $2, $3, \(StoredAnswer.claimStatus), $6, $4, extract(epoch FROM now()) + $5)
+                    ON CONFLICT (scope, key) DO UPDATE SET
+                        request = excluded.request, body = excluded.body, expires = excluded.expires
+                    WHERE reactord_answers.status = \(StoredAnswer.claimStatus)
+                        AND reactord_answers.expires < extract(epoch FROM now())
+                    RETURNING 1
+                    """, [scope, key, request, Self.claimBody(token), String(duration), Self.claimHeaders])
                 if claimed.count > 0 { return nil }
-                let rows = try connection.execute(Self.findAnswer, [scope, key])
+                let rows = try connection.execute(
+                    "SELECT request, status, headers, body, expires FROM reactord_answers WHERE scope = $1 AND key = $2",
+                    [scope, key])
                 if rows.count > 0 { return Self.storedAnswer(scope: scope, key: key, rows) }
             }
             throw StoreError.unavailable("the idempotency key could not be claimed", cause: "\(name): it kept changing")
         }
     }
-
-    private static let insertClaim = PostgresStatement(
-        """
-        INSERT INTO reactord_answers (scope, key, request, status, headers, body, expires)
-        VALUES ($1, $2, $3, \(StoredAnswer.claimStatus), $6, $4, extract(epoch FROM now()) + $5)
-        ON CONFLICT (scope, key) DO UPDATE SET
-            request = excluded.request, body = excluded.body, expires = excluded.expires
-        WHERE reactord_answers.status = \(StoredAnswer.claimStatus)
-            AND reactord_answers.expires < extract(epoch FROM now())
-        RETURNING 1
-        """)
 
     /// A claim's row as the 409 answer it stands for, its run's token inside (what releases and
     /// replaces match it by).
@@ -218,7 +216,9 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             if transaction {
                 try connection.execute("BEGIN")
                 // A transaction of several statements takes all its rows' locks first, in order.
-                try connection.execute(Self.lockSessions, [Self.array(strings: Self.sessionIDs(of: steps))])
+                try connection.execute(
+                    "SELECT 1 FROM (\(Self.lockedInOrder("id = ANY($1::text[])"))) l",
+                    [Self.array(strings: Self.sessionIDs(of: steps))])
             }
             for step in steps {
                 switch step {
@@ -367,7 +367,22 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             let started = monotonicNow()
             let claimed: (StoredSession?, Int64, String?, Bool) = try reading { connection in
                 let rows = try connection.execute(
-                    Self.claimSession,
+                    """
+                    WITH c AS (
+                        UPDATE reactord_sessions
+                        SET holder = $2, holder_address = $3,
+                            fence = CASE WHEN holder = $2 THEN fence ELSE fence + 1 END,
+                            lease_until = now() + $4::float8 * interval '1 second'
+                        WHERE id = $1 AND (holder IS NULL OR holder = $2 OR lease_until < now()
+                                           OR (holder_address = $3 AND $3 <> '' AND
+                                               lease_until - $4::float8 * interval '1 second' < to_timestamp($6)))
+                            AND (NOT $7::bool OR holder_address = $3)
+                        RETURNING kind, owner, state, version, created_at, last_active, fence)
+                    SELECT c.kind, c.owner, c.state, c.version, c.created_at, c.last_active, e.seq, e.pulse, e.data,
+                           (SELECT max(number) FROM reactord_action_log WHERE session = $1), c.fence
+                    FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
+                    ORDER BY e.seq
+                    """,
                     [
                         id, nodeID, address, String(leaseDuration), String(historyLength), String(openedAt),
                         onlyAtThisAddress ? "true" : "false",
@@ -397,24 +412,6 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         throw .unavailable("could not claim session \(id): its lease kept changing hands")
     }
 
-    private static let claimSession = PostgresStatement(
-        """
-        WITH c AS (
-            UPDATE reactord_sessions
-            SET holder = $2, holder_address = $3,
-                fence = CASE WHEN holder = $2 THEN fence ELSE fence + 1 END,
-                lease_until = now() + $4::float8 * interval '1 second'
-            WHERE id = $1 AND (holder IS NULL OR holder = $2 OR lease_until < now()
-                               OR (holder_address = $3 AND $3 <> '' AND
-                                   lease_until - $4::float8 * interval '1 second' < to_timestamp($6)))
-                AND (NOT $7::bool OR holder_address = $3)
-            RETURNING kind, owner, state, version, created_at, last_active, fence)
-        SELECT c.kind, c.owner, c.state, c.version, c.created_at, c.last_active, e.seq, e.pulse, e.data,
-               (SELECT max(number) FROM reactord_action_log WHERE session = $1), c.fence
-        FROM c LEFT JOIN reactord_events e ON e.session = $1 AND e.seq > c.version - $5
-        ORDER BY e.seq
-        """)
-
     package func holds(_ id: String) -> Bool {
         leaseLock.lock()
         defer { leaseLock.unlock() }
@@ -431,7 +428,11 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         // Only leases this node still counts as its own: one it let go of locally runs out.
         let renewed: [String: Int64] = try reading { connection in
             let rows = try connection.execute(
-                Self.renewHeldLeases, [nodeID, String(leaseDuration), Self.array(strings: held.map(\.0))])
+                """
+                UPDATE reactord_sessions s SET lease_until = now() + $2::float8 * interval '1 second'
+                FROM (\(Self.lockedInOrder("holder = $1 AND id = ANY($3::text[])"))) l
+                WHERE s.id = l.id RETURNING s.id, s.fence
+                """, [nodeID, String(leaseDuration), Self.array(strings: held.map(\.0))])
             var renewed: [String: Int64] = [:]
             for row in 0..<rows.count { renewed[rows.string(row, 0) ?? ""] = rows.int64(row, 1) }
             return renewed
@@ -452,13 +453,6 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         return lost
     }
 
-    private static let renewHeldLeases = PostgresStatement(
-        """
-        UPDATE reactord_sessions s SET lease_until = now() + $2::float8 * interval '1 second'
-        FROM (\(lockedInOrder("holder = $1 AND id = ANY($3::text[])"))) l
-        WHERE s.id = l.id RETURNING s.id, s.fence
-        """)
-
     package func release(_ ids: [String]) {
         leaseLock.lock()
         for id in ids { leases[id] = nil }
@@ -469,7 +463,14 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
     package func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents? {
         try reading { connection in
             // One statement, one snapshot: the events and the state agree.
-            let rows = try connection.execute(Self.eventsAfter, [id, String(seq), String(limit)])
+            let rows = try connection.execute(
+                """
+                SELECT s.state, s.version, e.seq, e.pulse, e.data FROM reactord_sessions s
+                LEFT JOIN LATERAL (
+                    SELECT seq, pulse, data FROM reactord_events
+                    WHERE session = s.id AND seq > $2 ORDER BY seq LIMIT $3) e ON true
+                WHERE s.id = $1 ORDER BY e.seq
+                """, [id, String(seq), String(limit)])
             guard rows.count > 0 else { return nil }
             var result = SessionEvents(
                 version: try storedCount(rows.int64(0, 1) ?? 0, "version"),
@@ -483,15 +484,6 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             return result
         }
     }
-
-    private static let eventsAfter = PostgresStatement(
-        """
-        SELECT s.state, s.version, e.seq, e.pulse, e.data FROM reactord_sessions s
-        LEFT JOIN LATERAL (
-            SELECT seq, pulse, data FROM reactord_events
-            WHERE session = s.id AND seq > $2 ORDER BY seq LIMIT $3) e ON true
-        WHERE s.id = $1 ORDER BY e.seq
-        """)
 
     package func versions(of ids: [String]) throws(StoreError) -> [String: UInt64] {
         if ids.isEmpty { return [:] }
@@ -568,9 +560,6 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         "SELECT id FROM reactord_sessions WHERE \(condition) ORDER BY id FOR UPDATE"
     }
 
-    private static let lockSessions = PostgresStatement(
-        "SELECT 1 FROM (\(lockedInOrder("id = ANY($1::text[])"))) l")
-
     private static func sessionIDs(of steps: [Step]) -> [String] {
         var ids: [String] = []
         for step in steps {
@@ -638,8 +627,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     private static let trimStep: Int64 = 64
 
-    private static let writeSessions = PostgresStatement(
-        """
+    private static let writeSessions = """
         WITH u AS (
             SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[], $8::float8[], $9::bigint[])
                 AS u(id, state, version, last_active, fence)),
@@ -693,7 +681,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         SELECT w.id, CASE WHEN x.seq IS NOT NULL
                           THEN pg_notify('reactord', 'e ' || x.seq || ' ' || $4 || ' ' || w.id || x.carried) END
         FROM written w LEFT JOIN unnest($23::text[], $24::bigint[], $33::text[]) AS x(id, seq, carried) ON x.id = w.id
-        """)
+        """
 
     /// Every session write of the batch in one statement: the fence check in the UPDATE's
     /// WHERE, events, answers and action log entries inserted only for the sessions it wrote,
@@ -814,19 +802,15 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
     private func keep(_ answers: [StoredAnswer], on connection: PostgresConnection) throws {
         if answers.isEmpty { return }
         try connection.execute(
-            Self.keepAnswers,
-            (Self.columns(of: answers) + [answers.map { $0.claim.map(Self.claimBody) }]).map(Self.array))
+            """
+            WITH answers AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[],
+                                     $7::float8[], $8::text[])
+                    AS a(scope, key, request, status, headers, body, expires, claim)),
+            \(Self.keeping("answers"))
+            SELECT 1
+            """, (Self.columns(of: answers) + [answers.map { $0.claim.map(Self.claimBody) }]).map(Self.array))
     }
-
-    private static let keepAnswers = PostgresStatement(
-        """
-        WITH answers AS (
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[],
-                                 $7::float8[], $8::text[])
-                AS a(scope, key, request, status, headers, body, expires, claim)),
-        \(keeping("answers"))
-        SELECT 1
-        """)
 
     /// The CTEs that keep the answers of the relation `answers` (an answer's columns and its
     /// `claim`). A key kept already keeps its first answer; a claimed key's answer replaces its
