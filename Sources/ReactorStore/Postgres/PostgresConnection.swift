@@ -137,8 +137,8 @@ final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    /// Calls `body` with a C array of `strings` (nil stays NULL), copied, each after a NUL, into
-    /// one buffer that lives for the call.
+    /// Calls `body` with a C array of `strings` (nil stays NULL), copied, each ended by a NUL,
+    /// into one buffer that lives for the call.
     private static func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(strings.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 1 })
@@ -154,7 +154,8 @@ final class PostgresConnection: @unchecked Sendable {
             buffer.append(0)
         }
         return buffer.withUnsafeBufferPointer { bytes in
-            let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
+            guard let start = bytes.baseAddress else { return body(starts.map { _ in nil }) }  // all nil
+            let base = UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self)
             return body(starts.map { $0.map { base + $0 } })
         }
     }
