@@ -14,6 +14,7 @@
 # ACCESS_LOG=on LOG_LEVEL=info counts what the access log adds (its lines go to a file).
 # ROUTE=session sends the actions to POST /sessions/{id}/actions (the client's route) instead.
 # PROFILE_DIR=dir keeps each binary's callgrind profile there (for callgrind_annotate --inclusive=yes).
+# STORE=<--store value> runs on another store than memory (postgres-action-cost.sh passes a DSN).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 N=${N:-3000}
@@ -27,7 +28,7 @@ free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0)
 start() {   # start PORT [wrapper...] — reactord on PORT, waits for /healthz (valgrind is slow to start)
     local port=$1; shift
     "$@" "$BIN" --port "$port" --host 127.0.0.1 --admin-token bench --threads 1 --log-level "${LOG_LEVEL:-warning}" \
-        --session-create-rate 0 --connections-per-ip 0 --store memory --access-log "${ACCESS_LOG:-off}" >/dev/null 2>"$WORK/server.err" &
+        --session-create-rate 0 --connections-per-ip 0 --store "${STORE:-memory}" --access-log "${ACCESS_LOG:-off}" >/dev/null 2>"$WORK/server.err" &
     PID=$!
     for _ in $(seq 300); do curl -s -o /dev/null "localhost:$port/healthz" && break; sleep 0.2; done
     "$HERE/../load/sseload" sessions -p "$port" -c 64 -k 4 --out "$WORK/sessions.txt" -q >/dev/null
