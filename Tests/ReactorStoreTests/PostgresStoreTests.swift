@@ -617,6 +617,41 @@ final class PostgresStoreTests: XCTestCase {
             }, "wake-ups flow again")
     }
 
+    /// A server that stops answering (its backends frozen, as a partition that drops nothing
+    /// leaves them) fails the call within the answer timeout instead of holding its thread, and
+    /// the store works again once the server answers.
+    func testAServerThatStopsAnsweringIsAnErrorWithinTheTimeout() throws {
+        let dsn = try database()
+        let store = try open(dsn)
+        try store.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        XCTAssertEqual(try store.sessionCount(), 1)
+        let admin = try PostgresConnection(uri: dsn, secrets: [])
+        let rows = try admin.execute(
+            """
+            SELECT pid FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'reactord' AND pid <> pg_backend_pid()
+            """)
+        let backends = (0..<rows.count).compactMap { rows.int64($0, 0) }.map { pid_t($0) }
+        XCTAssertFalse(backends.isEmpty)
+        for backend in backends { XCTAssertEqual(kill(backend, SIGSTOP), 0) }
+        var resumed = false
+        defer { if !resumed { for backend in backends { kill(backend, SIGCONT) } } }
+
+        let started = Date()
+        XCTAssertThrowsError(try store.commit([write("s1", version: 1, events: [event(1)])], historyLength: 10)) {
+            guard case .outcomeUnknown? = $0 as? StoreError else { return XCTFail("\($0)") }
+        }
+        XCTAssertThrowsError(try store.sessionCount())
+        XCTAssertLessThan(Date().timeIntervalSince(started), 2 * PostgresConnection.answerTimeout + 3)
+
+        for backend in backends { kill(backend, SIGCONT) }
+        resumed = true
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? store.sessionCount()) == 1 }, "reads work again")
+        let version = try XCTUnwrap(try store.session("s1", historyLength: 10)).version
+        XCTAssertEqual(
+            try store.commit([write("s1", version: version + 1, events: [event(version + 1)])], historyLength: 10), [])
+    }
+
     // MARK: - Speed
 
     /// Round trips per commit do not grow with the batch: prints the latency of a batch of 1
@@ -627,7 +662,7 @@ final class PostgresStoreTests: XCTestCase {
         try store.commit(ids.map { write($0, version: 0, isNew: true) }, historyLength: 100)
         var version: UInt64 = 0
         func measure(_ count: Int, rounds: Int) throws -> Double {
-            let start = monotonicNow()
+            let start = TestSupport.monotonicNow()
             for _ in 0..<rounds {
                 version += 1
                 let refused = try store.commit(
@@ -635,7 +670,7 @@ final class PostgresStoreTests: XCTestCase {
                     historyLength: 100)
                 XCTAssertEqual(refused, [])
             }
-            return (monotonicNow() - start) / Double(rounds)
+            return (TestSupport.monotonicNow() - start) / Double(rounds)
         }
         _ = try measure(64, rounds: 5)
         let one = try measure(1, rounds: 200)

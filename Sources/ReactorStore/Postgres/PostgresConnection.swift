@@ -52,7 +52,15 @@ final class PostgresConnection: @unchecked Sendable {
 
     deinit { PQfinish(handle) }
 
-    var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
+    /// Given up on: PostgreSQL did not answer a statement in time (it may still run it).
+    private(set) var timedOut = false
+
+    var isBroken: Bool { timedOut || PQstatus(handle) != CONNECTION_OK }
+
+    /// How long a statement may wait for PostgreSQL's answer before its connection is given up:
+    /// a server that stops answering (a frozen backend, a partition that drops nothing) would
+    /// otherwise hold the request's thread, and the requests queued behind it, for as long.
+    static let answerTimeout: Double = 5
 
     /// False when the server has closed this idle connection meanwhile (a restart, an
     /// administrator, an idle timeout): its farewell and the end of the stream wait on the
@@ -69,17 +77,28 @@ final class PostgresConnection: @unchecked Sendable {
         return !isBroken
     }
 
-    /// Runs one statement with text parameters `$1…` (nil is NULL).
+    /// Runs one statement with text parameters `$1…` (nil is NULL); past `timeout` seconds
+    /// without an answer (nil: none) the connection is given up and the error says so.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresResult {
-        let result: OpaquePointer?
+    func execute(_ sql: String, _ parameters: [String?] = [], timeout: Double? = answerTimeout) throws(PostgresError)
+        -> PostgresResult
+    {
+        let sent: Int32
         if parameters.isEmpty {
             // Without parameters libpq takes several statements at once (the schema's migrations).
-            result = PQexec(handle, sql)
+            sent = PQsendQuery(handle, sql)
         } else {
-            result = Self.withCStrings(parameters) { pointers in
-                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            sent = Self.withCStrings(parameters) { pointers in
+                PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
             }
+        }
+        guard sent == 1 else { throw failure(nil) }
+        try awaitAnswer(within: timeout)
+        // The last result, as PQexec returns it (an error ends the statements before it).
+        var result: OpaquePointer?
+        while let next = PQgetResult(handle) {
+            if let result { PQclear(result) }
+            result = next
         }
         guard let result else { throw failure(nil) }
         let status = PQresultStatus(result)
@@ -89,6 +108,23 @@ final class PostgresConnection: @unchecked Sendable {
             throw error
         }
         return PostgresResult(result)
+    }
+
+    private func awaitAnswer(within timeout: Double?) throws(PostgresError) {
+        let deadline = timeout.map { monotonicNow() + $0 }
+        while PQisBusy(handle) == 1 {
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let wait = deadline.map { Int32(max(0, ($0 - monotonicNow()) * 1000).rounded(.up)) } ?? -1
+            let ready = poll(&descriptor, 1, wait)
+            if ready == 0 {
+                timedOut = true
+                throw PostgresError(
+                    message: "PostgreSQL did not answer within \(Int(timeout ?? 0)) s", sqlState: nil,
+                    connectionLost: true)
+            }
+            if ready < 0 && errno != EINTR { throw failure(nil) }
+            if ready > 0 && PQconsumeInput(handle) != 1 { throw failure(nil) }
+        }
     }
 
     /// The socket to poll for notifications.

@@ -61,13 +61,20 @@ final class PostgresPool: Sendable {
     }
 
     private func giveBack(_ connection: PostgresConnection?) {
-        state.withLock { state in
+        let dropped = state.withLock { state -> [PostgresConnection] in
             if let connection, !connection.isBroken, !state.closed {
                 state.idle.append(connection)
-            } else {
-                state.opened -= 1
+                return []
             }
+            state.opened -= 1
+            // One that stopped answering: the idle ones reach the same server, likely as stuck,
+            // and each would hold its next caller for the whole timeout.
+            guard connection?.timedOut == true else { return [] }
+            let idle = state.idle
+            state.idle = []
+            state.opened -= idle.count
+            return idle
         }
-        available.signal()
+        if dropped.isEmpty { available.signal() } else { available.broadcast() }
     }
 }

@@ -87,9 +87,10 @@ enum PostgresSchema {
     /// Brings the database up to date, or refuses one a newer reactord wrote; `database`
     /// names it in the refusal.
     static func migrate(_ connection: PostgresConnection, database: String) throws {
-        try connection.execute("BEGIN")
+        // Without a time limit: another node's migration holds the lock, and a migration may be long.
+        try connection.execute("BEGIN", timeout: nil)
         do {
-            try connection.execute("SELECT pg_advisory_xact_lock($1)", [String(migrationLock)])
+            try connection.execute("SELECT pg_advisory_xact_lock($1)", [String(migrationLock)], timeout: nil)
             let exists = try connection.execute("SELECT to_regclass('reactord_schema') IS NOT NULL")
             var version = 0
             if exists.bool(0, 0) {
@@ -104,11 +105,11 @@ enum PostgresSchema {
                     "\(database) was written by a newer reactord (schema version \(version); "
                         + "this one knows \(currentVersion)); left untouched")
             }
-            for migration in migrations[version...] { try connection.execute(migration) }
+            for migration in migrations[version...] { try connection.execute(migration, timeout: nil) }
             if version < currentVersion {
                 try connection.execute("UPDATE reactord_schema SET version = $1", [String(currentVersion)])
             }
-            try connection.execute("COMMIT")
+            try connection.execute("COMMIT", timeout: nil)
         } catch {
             _ = try? connection.execute("ROLLBACK")
             throw error
