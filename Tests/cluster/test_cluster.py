@@ -457,7 +457,10 @@ def test_an_unloaded_session_gives_its_lease_back_and_any_node_takes_it(postgres
         while json.loads(first.request("GET", "/healthz")[1])["loaded_sessions"] != 0:
             assert time.monotonic() < deadline, "unloaded once idle"
             time.sleep(0.05)
-        assert cluster.holder_port(session) is None, "its lease went back with it"
+        # Given back just after it leaves the table (one statement to PostgreSQL).
+        while cluster.holder_port(session) is not None:
+            assert time.monotonic() < deadline, "its lease went back with it"
+            time.sleep(0.05)
         status, body, _ = second.act(session, {"type": "increase"})
         assert status == 200 and json.loads(body)["state"]["count"] == 2, body
         assert cluster.node_holding(session) is second, "taken by the node its request reached, not forwarded"
