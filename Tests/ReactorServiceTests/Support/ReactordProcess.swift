@@ -26,11 +26,12 @@ final class ReactordProcess {
     }
 
     deinit {
-        stderr.fileHandleForReading.readabilityHandler = nil
         if process.isRunning {
             process.terminate()
+            // Still draining: it flushes its log as it exits, and would block on a full pipe.
             process.waitUntilExit()
         }
+        stderr.fileHandleForReading.readabilityHandler = nil
     }
 
     /// Waits up to `timeout` seconds for the process to exit; its status, or nil.
