@@ -627,62 +627,6 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     private static let trimStep: Int64 = 64
 
-    private static let writeSessions = """
-        WITH u AS (
-            SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[], $8::float8[], $9::bigint[])
-                AS u(id, state, version, last_active, fence)),
-        updated AS (
-            UPDATE reactord_sessions s
-            SET state = u.state, version = u.version, last_active = coalesce(u.last_active, s.last_active)
-            FROM u, (\(lockedInOrder("id = ANY($5::text[])"))) l
-            WHERE s.id = u.id AND l.id = u.id AND s.holder = $1 AND s.fence = u.fence
-            RETURNING s.id),
-        inserted AS (
-            INSERT INTO reactord_sessions
-                (id, kind, owner, state, version, created_at, last_active, holder, holder_address, lease_until, fence)
-            SELECT n.id, n.kind, n.owner, n.state, n.version, n.created_at, n.last_active, $1, $2,
-                   now() + $3::float8 * interval '1 second', 1
-            FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::float8[], $16::float8[])
-                AS n(id, kind, owner, state, version, created_at, last_active)
-            ON CONFLICT (id) DO NOTHING
-            RETURNING id),
-        written AS (SELECT id FROM updated UNION ALL SELECT id FROM inserted),
-        added AS (
-            INSERT INTO reactord_events (session, seq, pulse, data)
-            SELECT e.session, e.seq, e.pulse, e.data
-            FROM unnest($17::text[], $18::bigint[], $19::text[], $20::text[]) AS e(session, seq, pulse, data)
-            WHERE e.session IN (SELECT id FROM written)
-            ON CONFLICT (session, seq) DO UPDATE SET pulse = excluded.pulse, data = excluded.data),
-        trimmed AS (
-            DELETE FROM reactord_events d USING unnest($21::text[], $22::bigint[]) AS t(session, upto)
-            WHERE d.session = t.session AND d.seq <= t.upto AND t.session IN (SELECT id FROM written)),
-        answers AS (
-            SELECT a.* FROM unnest($25::text[], $26::text[], $27::text[], $28::integer[], $29::text[], $30::text[],
-                                   $31::float8[], $46::text[], $32::text[])
-                AS a(scope, key, request, status, headers, body, expires, claim, session)
-            WHERE a.session IN (SELECT id FROM written)),
-        \(keeping("answers")),
-        logged AS (
-            INSERT INTO reactord_action_log
-                (session, number, cause, origin, first_version, version, action, subject, idempotency_key, time)
-            SELECT l.session, l.number, l.cause, l.origin, l.first_version, l.version, l.action, l.subject,
-                   l.idempotency_key, l.time
-            FROM unnest($34::text[], $35::bigint[], $36::text[], $37::bigint[], $38::bigint[], $39::bigint[], $40::text[],
-                        $41::text[], $42::text[], $43::float8[])
-                AS l(session, number, cause, origin, first_version, version, action, subject, idempotency_key, time)
-            WHERE l.session IN (SELECT id FROM written)
-            ON CONFLICT (session, number) DO UPDATE SET
-                cause = excluded.cause, origin = excluded.origin, first_version = excluded.first_version,
-                version = excluded.version, action = excluded.action, subject = excluded.subject,
-                idempotency_key = excluded.idempotency_key, time = excluded.time),
-        log_trimmed AS (
-            DELETE FROM reactord_action_log d USING unnest($44::text[], $45::bigint[]) AS t(session, upto)
-            WHERE d.session = t.session AND d.number <= t.upto AND t.session IN (SELECT id FROM written))
-        SELECT w.id, CASE WHEN x.seq IS NOT NULL
-                          THEN pg_notify('reactord', 'e ' || x.seq || ' ' || $4 || ' ' || w.id || x.carried) END
-        FROM written w LEFT JOIN unnest($23::text[], $24::bigint[], $33::text[]) AS x(id, seq, carried) ON x.id = w.id
-        """
-
     /// Every session write of the batch in one statement: the fence check in the UPDATE's
     /// WHERE, events, answers and action log entries inserted only for the sessions it wrote,
     /// one notification per session.
@@ -694,37 +638,26 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         let fences = writes.map { $0.isNew ? 0 : leases[$0.id]?.fence }
         let address = self.address
         leaseLock.unlock()
-        var updates = (
-            ids: [String?](), states: [String?](), versions: [String?](), lastActive: [String?](),
-            fences: [String?]()
-        )
-        var news = (
-            ids: [String?](), kinds: [String?](), owners: [String?](), states: [String?](), versions: [String?](),
-            createdAt: [String?](), lastActive: [String?]()
-        )
-        var events = (sessions: [String?](), seqs: [String?](), pulses: [String?](), data: [String?]())
-        var trims = (sessions: [String?](), upto: [String?]())
-        var notify = (ids: [String?](), seqs: [String?](), carried: [String?]())
+        var statement = SessionWriteStatement()
         var answers: [StoredAnswer] = []
         var logged: [(session: String, entry: LoggedAction)] = []
-        var logTrims = (sessions: [String?](), upto: [String?]())
         var sent: [String] = []
         for (write, fence) in zip(writes, fences) {
             let version = Int64(clamping: write.version)
             if write.isNew {
-                news.ids.append(write.id)
-                news.kinds.append(write.kind)
-                news.owners.append(write.owner)
-                news.states.append(String(decoding: write.stateJSON, as: UTF8.self))
-                news.versions.append(String(version))
-                news.createdAt.append(String(write.createdAt))
-                news.lastActive.append(String(write.lastActive ?? write.createdAt))
+                statement.news.ids.append(write.id)
+                statement.news.kinds.append(write.kind)
+                statement.news.owners.append(write.owner)
+                statement.news.states.append(String(decoding: write.stateJSON, as: UTF8.self))
+                statement.news.versions.append(String(version))
+                statement.news.createdAt.append(String(write.createdAt))
+                statement.news.lastActive.append(String(write.lastActive ?? write.createdAt))
             } else if let fence {
-                updates.ids.append(write.id)
-                updates.states.append(String(decoding: write.stateJSON, as: UTF8.self))
-                updates.versions.append(String(version))
-                updates.lastActive.append(write.lastActive.map { String($0) })
-                updates.fences.append(String(fence))
+                statement.updates.ids.append(write.id)
+                statement.updates.states.append(String(decoding: write.stateJSON, as: UTF8.self))
+                statement.updates.versions.append(String(version))
+                statement.updates.lastActive.append(write.lastActive.map { String($0) })
+                statement.updates.fences.append(String(fence))
             } else {
                 // This node does not hold it (never took it, or lost it): nothing of it is written.
                 outcome.refused.insert(write.id)
@@ -743,8 +676,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 let previous = Int64(clamping: first.number) - 1 - Int64(actionLogLength)
                 let trim = oldestKept > 0 && oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep
                 if trim {
-                    logTrims.sessions.append(write.id)
-                    logTrims.upto.append(String(oldestKept))
+                    statement.logTrims.sessions.append(write.id)
+                    statement.logTrims.upto.append(String(oldestKept))
                 }
                 // One row per number (a later entry replaces an earlier one, as in the SQLite
                 // engine): one statement may not update a row twice.
@@ -755,37 +688,35 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 }
             }
             guard let last = write.events.last else { continue }
-            notify.ids.append(write.id)
-            notify.seqs.append(String(last.seq))
-            notify.carried.append(write.version == last.seq ? PostgresListener.carried(write.events) : "")
+            statement.notify.ids.append(write.id)
+            statement.notify.seqs.append(String(last.seq))
+            statement.notify.carried.append(write.version == last.seq ? PostgresListener.carried(write.events) : "")
             guard historyLength > 0 else { continue }
             // Only what the history keeps: the trim below never meets a row inserted here.
             let oldestKept = version - Int64(historyLength)
             for event in write.events where Int64(clamping: event.seq) > oldestKept {
-                events.sessions.append(write.id)
-                events.seqs.append(String(event.seq))
-                events.pulses.append(event.pulse)
-                events.data.append(String(decoding: event.json, as: UTF8.self))
+                statement.events.sessions.append(write.id)
+                statement.events.seqs.append(String(event.seq))
+                statement.events.pulses.append(event.pulse)
+                statement.events.data.append(String(decoding: event.json, as: UTF8.self))
             }
             // Trimmed in steps of `trimStep` events, as the SQLite engine does.
             let previous = Int64(clamping: write.events[0].seq) - 1 - Int64(historyLength)
             if oldestKept > 0, oldestKept / Self.trimStep != max(previous, 0) / Self.trimStep {
-                trims.sessions.append(write.id)
-                trims.upto.append(String(oldestKept))
+                statement.trims.sessions.append(write.id)
+                statement.trims.upto.append(String(oldestKept))
             }
         }
         if sent.isEmpty { return }
         let started = monotonicNow()
-        let columns: [[String?]] =
-            [
-                updates.ids, updates.states, updates.versions, updates.lastActive, updates.fences,
-                news.ids, news.kinds, news.owners, news.states, news.versions, news.createdAt, news.lastActive,
-                events.sessions, events.seqs, events.pulses, events.data,
-                trims.sessions, trims.upto, notify.ids, notify.seqs,
-            ] + Self.columns(of: answers) + [answers.map(\.session), notify.carried] + Self.columns(of: logged)
-            + [logTrims.sessions, logTrims.upto, answers.map { $0.claim.map(Self.claimBody) }]
-        let parameters: [String?] = [nodeID, address, String(leaseDuration), Self.sentAt()] + columns.map(Self.array)
-        let rows = try connection.execute(Self.writeSessions, parameters)
+        statement.answers = (
+            Self.columns(of: answers), answers.map { $0.claim.map(Self.claimBody) }, answers.map(\.session)
+        )
+        statement.logged = Self.columns(of: logged)
+        let (sql, parameters) = statement.sql(
+            node: nodeID, address: address, leaseDuration: leaseDuration, sentAt: Self.sentAt(),
+            lockedInOrder: Self.lockedInOrder, keeping: Self.keeping)
+        let rows = try connection.execute(sql, parameters)
         var written = Set<String>()
         for row in 0..<rows.count { written.insert(rows.string(row, 0) ?? "") }
         for (write, fence) in zip(writes, fences) where fence != nil {
