@@ -20,6 +20,8 @@ final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
     /// Scrubbed from every message: libpq seldom repeats a password, but a DSN in an error can.
     private let secrets: [String]
+    /// The names of the statements prepared on this connection (they last as long as it does).
+    private var prepared: Set<String> = []
 
     /// Connects with a `postgres://` URI (libpq passes `sslmode` and the rest through).
     init(uri: String, secrets: [String], connectTimeout: Int = 5) throws(PostgresError) {
@@ -83,16 +85,37 @@ final class PostgresConnection: @unchecked Sendable {
     func execute(_ sql: String, _ parameters: [String?] = [], timeout: Double? = answerTimeout) throws(PostgresError)
         -> PostgresResult
     {
-        let sent: Int32
         if parameters.isEmpty {
             // Without parameters libpq takes several statements at once (the schema's migrations).
-            sent = PQsendQuery(handle, sql)
-        } else {
-            sent = Self.withCStrings(parameters) { pointers in
+            return try run(within: timeout) { PQsendQuery(handle, sql) }
+        }
+        return try run(within: timeout) {
+            Self.withCStrings(parameters) { pointers in
                 PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
             }
         }
-        guard sent == 1 else { throw failure(nil) }
+    }
+
+    /// Runs `sql` as the statement prepared on this connection under `name`, preparing it the
+    /// first time: PostgreSQL parses, analyses and (with `plan_cache_mode` set so) plans it once.
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [String?], preparedAs name: String) throws(PostgresError)
+        -> PostgresResult
+    {
+        if !prepared.contains(name) {
+            try run(within: Self.answerTimeout) { PQsendPrepare(handle, name, sql, 0, nil) }
+            prepared.insert(name)
+        }
+        return try run(within: Self.answerTimeout) {
+            Self.withCStrings(parameters) { pointers in
+                PQsendQueryPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0)
+            }
+        }
+    }
+
+    @discardableResult
+    private func run(within timeout: Double?, _ send: () -> Int32) throws(PostgresError) -> PostgresResult {
+        guard send() == 1 else { throw failure(nil) }
         try awaitAnswer(within: timeout)
         // The last result, as PQexec returns it (an error ends the statements before it).
         var result: OpaquePointer?

@@ -18,15 +18,19 @@ struct SessionWriteStatement {
     var logged: [[String?]] = []
     var logTrims = (sessions: [String?](), upto: [String?]())
 
-    /// The statement and its parameters: every write fenced by the UPDATE's WHERE, the rows of
-    /// the other parts kept only for the sessions it wrote, one notification per session. It
-    /// returns the ids written.
+    /// The statement, its parameters and a name that is the same for every statement of the
+    /// same parts: every write fenced by the UPDATE's WHERE, the rows of the other parts kept
+    /// only for the sessions it wrote, one notification per session. It returns the ids written.
     func sql(
         node: String, address: String, leaseDuration: Double, sentAt: String,
         lockedInOrder: (String) -> String, keeping: (String) -> String
-    ) -> (text: String, parameters: [String?]) {
+    ) -> (text: String, parameters: [String?], name: String) {
         var p = Parameters()
         var parts: [String] = []
+        let present = [
+            updates.ids, news.ids, events.sessions, trims.sessions, answers.sessions, logged.first ?? [],
+            logTrims.sessions, notify.ids,
+        ].map { $0.isEmpty ? "0" : "1" }
         var written: [String] = []
         let holder = p.bind(node)
         if !updates.ids.isEmpty {
@@ -141,7 +145,10 @@ struct SessionWriteStatement {
             LEFT JOIN unnest(\(p.array(notify.ids, "text")), \(p.array(notify.seqs, "bigint")),
                              \(p.array(notify.carried, "text"))) AS x(id, seq, carried) ON x.id = w.id
             """
-        return ("WITH " + parts.joined(separator: ",\n") + "\n" + result, p.values)
+        return (
+            "WITH " + parts.joined(separator: ",\n") + "\n" + result, p.values,
+            "reactord_write_" + present.joined()
+        )
     }
 }
 
