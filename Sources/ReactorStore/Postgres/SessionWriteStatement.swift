@@ -1,6 +1,6 @@
 /// The one statement that writes a batch's sessions, built from only the parts the batch has
-/// rows for: PostgreSQL plans and runs every CTE of a statement on each call, even one over an
-/// empty array, and most batches are updates with their events and log entries alone.
+/// rows for: PostgreSQL runs every CTE of a statement, even one over an empty array, and most
+/// batches are updates with their events and log entries alone.
 struct SessionWriteStatement {
     var updates = (
         ids: [String?](), states: [String?](), versions: [String?](), lastActive: [String?](), fences: [String?]()
