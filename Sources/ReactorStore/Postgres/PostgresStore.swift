@@ -837,8 +837,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             // values, it costs PostgreSQL a third less a commit. Its plan is made while the tables
             // may still be small, where a scan looks cheaper than an index; on this connection
             // every statement finds its rows through an index: none is to scan a table.
-            try fresh.execute("SET plan_cache_mode = force_generic_plan")
-            try fresh.execute("SET enable_seqscan = off")
+            try fresh.execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off")
             writer = fresh
             return fresh
         } catch {
