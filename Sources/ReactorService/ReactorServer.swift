@@ -162,17 +162,8 @@ public final class ReactorServer: Sendable {
         // libmicrohttpd's own answers (414, 431, ...) made this server's, with its fields (CORS).
         _ = mhd_own_answers_install(OwnAnswers.handler)
         try context.openStore()
-        if let engine = context.persistence?.engine {
-            // Reachable: a one-row read on the store's reader connection answers.
-            addReadinessCheck(
-                ReadinessCheck("store") {
-                    do throws(StoreError) {
-                        _ = try engine.loadUser()
-                        return nil
-                    } catch {
-                        return "the store does not answer: \(error.detail)"
-                    }
-                })
+        if let probe = context.persistence?.probe {
+            addReadinessCheck(ReadinessCheck("store") { probe.unreachableReason() })
         }
         let cluster = context.cluster
         // Where other nodes reach this one: before listening when the port is known, else after.

@@ -2,6 +2,7 @@
 any session, one state and one history per session, the global user once per change on every
 node, and what kill -9, SIGSTOP and a stopped database look like to clients."""
 import json
+import os
 import random
 import re
 import signal
@@ -407,6 +408,53 @@ def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
             assert status == 200, body
         assert made.nodes[1].logged("the store works again"), made.nodes[1].output()
         assert all(node.process.poll() is None for node in made.nodes), "nothing crashed"
+    finally:
+        made.close()
+
+
+def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postgres):
+    """PostgreSQL's backends stopped (SIGSTOP): /readyz answers 503 long before a statement's
+    5 s timeout, /healthz as soon, and while they wait the node's other routes still answer."""
+    made = Cluster(postgres, 1)
+    try:
+        node = made.nodes[0]
+        node.create()
+        # The node's backends and the postmaster: no new connection answers either.
+        pids = made.postgres.sql(
+            made.dsn, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND application_name = 'reactord'").split()
+        assert pids
+        with open(os.path.join(made.postgres.directory, "data", "postmaster.pid")) as pid_file:
+            pids.append(pid_file.readline().strip())
+        for pid in pids:
+            os.kill(int(pid), signal.SIGSTOP)
+        try:
+            answers = {}
+
+            def probe(path):
+                started = time.monotonic()
+                answers[path] = (node.request("GET", path, timeout=20)[0], time.monotonic() - started)
+
+            probes = [threading.Thread(target=probe, args=(path,)) for path in ("/readyz", "/healthz")]
+            for thread in probes:
+                thread.start()
+            time.sleep(0.1)
+            started = time.monotonic()
+            assert node.request("GET", "/metrics", timeout=5)[0] == 200
+            metrics_took = time.monotonic() - started
+            for thread in probes:
+                thread.join(timeout=20)
+            assert answers["/readyz"][0] == 503 and answers["/readyz"][1] < 3, answers
+            assert metrics_took < 0.9, ("libmicrohttpd's thread waited on the probes", metrics_took)
+            assert answers["/healthz"][0] == 503 and answers["/healthz"][1] < 3, answers
+        finally:
+            for pid in pids:
+                os.kill(int(pid), signal.SIGCONT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and node.request("GET", "/readyz")[0] != 200:
+            time.sleep(0.2)
+        assert node.request("GET", "/readyz")[0] == 200
+        assert node.request("GET", "/healthz")[0] == 200
     finally:
         made.close()
 

@@ -1,9 +1,10 @@
 import ConcurrencyPrimitives
+import Dispatch
 import MicroHTTP
 
 /// One condition `/readyz` asks about: `nil` when it holds, else why not (the 503's detail).
-/// Runs on libmicrohttpd's thread for each `/readyz`: keep it quick (a cached flag, a ping
-/// with a short timeout), never blocking for long.
+/// Runs for each `/readyz`, off libmicrohttpd's threads, one check after the other: keep it
+/// quick (a cached flag, a ping with a short timeout), since a probe waits for all of them.
 public struct ReadinessCheck: Sendable {
     /// The check's name: the start of the 503's detail, and what a later check of the same
     /// name replaces.
@@ -49,21 +50,24 @@ final class Readiness: Sendable {
 extension RouteTable {
     mutating func addReadinessRoute() {
         let context = context
+        // Checks may wait on the store (up to a second): off libmicrohttpd's thread.
         add(.GET, "/readyz") { _ in
-            if let reason = context.readiness.notReadyReason(stopping: context.isStopping) {
-                return .response(
-                    .problem(
-                        status: 503, detail: "not ready: \(reason)",
-                        headers: HTTPHeaders([("Retry-After", "1")])))
+            .deferred { responder in
+                DispatchQueue.global().async { responder.respond(Self.readiness(context)) }
             }
-            let checks = context.readiness.names.map { ($0, JSONText.string("ok")) }
-            return .response(
-                .json(
-                    JSONText.object([
-                        ("status", JSONText.string("ready")),
-                        ("checks", JSONText.object(checks)),
-                    ])))
         }
+    }
+
+    private static func readiness(_ context: ServiceContext) -> Response {
+        if let reason = context.readiness.notReadyReason(stopping: context.isStopping) {
+            return .problem(status: 503, detail: "not ready: \(reason)", headers: HTTPHeaders([("Retry-After", "1")]))
+        }
+        let checks = context.readiness.names.map { ($0, JSONText.string("ok")) }
+        return .json(
+            JSONText.object([
+                ("status", JSONText.string("ready")),
+                ("checks", JSONText.object(checks)),
+            ]))
     }
 }
 

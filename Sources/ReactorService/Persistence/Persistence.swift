@@ -71,9 +71,12 @@ final class Persistence: Sendable {
     /// Where every failure of the store is logged (the cluster's lease renewals too): one
     /// outage, one warning every 10 s.
     let failures: StoreFailureLog
+    /// Whether the store answers, for `/readyz` (and a cluster node's `/healthz`).
+    let probe: StoreProbe
 
     init(engine: any StoreEngine, historyLength: Int, actionLogLength: Int = 0, logger: Logger) {
         self.engine = engine
+        probe = StoreProbe(engine: engine)
         self.historyLength = historyLength
         failures = StoreFailureLog(logger: logger)
         journal = Journal(

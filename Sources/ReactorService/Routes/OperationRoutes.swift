@@ -1,5 +1,5 @@
+import Dispatch
 import MicroHTTP
-import ReactorStore
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -15,26 +15,19 @@ extension RouteTable {
             guard !context.isStopping else { return .response(Problems.stopping) }
             // A cluster node is of no use without its shared store: it reports it here too, so a
             // balancer's health check takes it out while PostgreSQL is unreachable.
-            if let store = context.cluster?.store {
-                do throws(StoreError) {
-                    _ = try store.loadUser()
-                } catch {
-                    return .response(
-                        .problem(
-                            status: 503, detail: "the shared store does not answer: \(error.detail)",
-                            headers: HTTPHeaders([("Retry-After", "1")])))
+            guard context.cluster != nil, let probe = context.persistence?.probe else {
+                return .response(Self.health(context))
+            }
+            return .deferred { responder in
+                DispatchQueue.global().async {
+                    if let reason = probe.unreachableReason() {
+                        responder.respond(
+                            .problem(status: 503, detail: reason, headers: HTTPHeaders([("Retry-After", "1")])))
+                    } else {
+                        responder.respond(Self.health(context))
+                    }
                 }
             }
-            // `sessions`: stored ones with a durable store (loaded or not), else those in memory.
-            var fields = [
-                ("status", JSONText.string("ok")),
-                ("sessions", Array(String(context.sessions.sessionCount).utf8)),
-                ("loaded_sessions", Array(String(context.sessions.loadedSessionCount).utf8)),
-            ]
-            if let stored = context.sessions.storedSessionCount {
-                fields.append(("stored_sessions", Array(String(stored).utf8)))
-            }
-            return .response(.json(JSONText.object(fields)))
         }
         add(.GET, "/metrics") { _ in
             context.metrics.setCensus(context.sessions.census(), kinds: context.registry.names)
@@ -66,5 +59,19 @@ extension RouteTable {
                     status: 200, headers: HTTPHeaders([("Content-Type", "application/yaml")]),
                     body: context.openAPISpec(template: template)))
         }
+    }
+
+    /// The process is alive: its session counts (stored ones with a durable store, loaded or
+    /// not; else those in memory).
+    private static func health(_ context: ServiceContext) -> Response {
+        var fields = [
+            ("status", JSONText.string("ok")),
+            ("sessions", Array(String(context.sessions.sessionCount).utf8)),
+            ("loaded_sessions", Array(String(context.sessions.loadedSessionCount).utf8)),
+        ]
+        if let stored = context.sessions.storedSessionCount {
+            fields.append(("stored_sessions", Array(String(stored).utf8)))
+        }
+        return .json(JSONText.object(fields))
     }
 }
