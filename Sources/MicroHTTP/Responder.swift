@@ -81,15 +81,17 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
     }
 
     /// The first answer wins; it resumes the connection so MHD calls the handler again.
+    /// `answer` is made only when it wins (the responder's fallback 500 is never made for a
+    /// request already answered).
     @discardableResult
-    func answer(_ answer: Response) -> Bool {
+    func answer(_ answer: @autoclosure () -> Response) -> Bool {
         lock.lock()
         if answered || completed {
             lock.unlock()
             return false
         }
         answered = true
-        response = answer
+        response = answer()
         if suspended {
             suspended = false
             if let batch = ResumeBatch.current {

@@ -30,6 +30,7 @@ final class RequestTests: XCTestCase {
             router.add(.GET, "/now") { _ in
                 .deferred { responder in responder.respond(.json(Array("{\"late\":false}".utf8), status: 202)) }
             }
+            router.add(.GET, "/forgotten") { _ in .deferred { _ in } }
             router.add(.GET, "/later") { _ in
                 .deferred { responder in
                     DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) {
@@ -174,6 +175,18 @@ final class RequestTests: XCTestCase {
             XCTAssertEqual(response.status, 202)
             XCTAssertEqual(response.bodyText, "{\"late\":true}")
         }
+    }
+
+    /// A handler that drops its responder unanswered: the request is answered 500, not held.
+    func testADeferredReplyDroppedUnansweredIsA500() throws {
+        let server = try echoServer()
+        defer { server.stop() }
+        let client = try TestClient(port: server.port)
+        let forgotten = try XCTUnwrap(client.request("GET", "/forgotten"))
+        XCTAssertEqual(forgotten.status, 500)
+        XCTAssertTrue(forgotten.bodyText.contains("finished without answering"), forgotten.bodyText)
+        let answered = try XCTUnwrap(client.request("GET", "/now"))
+        XCTAssertEqual(answered.status, 202, "the connection serves on")
     }
 
     /// A client may send its request and then its end of the stream (`shutdown(SHUT_WR)`, as
