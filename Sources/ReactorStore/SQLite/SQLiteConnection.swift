@@ -88,11 +88,12 @@ final class SQLiteConnection {
     /// A statement `body` left on a row is reset with it: it would keep this connection's read
     /// snapshot, and with it every frame of the WAL after it, for as long as it stays there.
     func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        // Prepared once: `execute` would parse each text again, on every commit.
+        try statement("BEGIN IMMEDIATE").run()
         do {
             let result = try body()
             resetBusyStatements()
-            try execute("COMMIT")
+            try statement("COMMIT").run()
             return result
         } catch {
             resetBusyStatements()
