@@ -123,6 +123,9 @@ final class EdgeGuardTests: XCTestCase {
         XCTAssertEqual(refusal?.header("Retry-After"), "1")
         XCTAssertTrue(refusal?.bodyText.contains("at most 3") ?? false, refusal?.bodyText ?? "")
         XCTAssertTrue(over.isClosedByPeer(timeout: 5))
+        // The server counts it out a moment after the client sees the close: counted still, it
+        // would take a refusal slot's place and let `dropped` below have one.
+        XCTAssertTrue(waitUntil(timeout: 5) { server.edge.connections(from: "127.0.0.1") == 3 })
 
         // Past the refusal slots: closed at once, unanswered.
         var waiting = try (0..<EdgeGuard.refusalSlots).map { _ in try TestClient(port: server.port, receiveTimeout: 5) }
