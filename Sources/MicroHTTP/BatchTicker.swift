@@ -9,6 +9,8 @@ import Darwin
 /// Ends libmicrohttpd's wait after a full batch of 128 ready connections (see
 /// `mhd_shim_batch_ticker_create`): a periodic timer, and at each of its ticks one event in
 /// every daemon's epoll set, through that daemon's nudge (`mhd_shim_batch_nudge_create`).
+/// The fallback, bounding that wait at 50 ms: this package's `epoll_wait` (full_batch.c) ends
+/// it at once where the executable's definition is the one libmicrohttpd calls.
 ///
 /// One thread at a time calls `tick()` when `timer` is readable: the acceptor's while it runs,
 /// then the thread that stops the server, so that a stop's drain has the ticks too.

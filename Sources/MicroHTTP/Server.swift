@@ -111,7 +111,7 @@ public final class HTTPServer: @unchecked Sendable {
             started.append(daemon)
         }
         let allStarted = started.count == threads
-        let ticker = allStarted ? BatchTicker(daemons: started) : nil
+        let ticker = allStarted && configuration.batchTicker ? BatchTicker(daemons: started) : nil
         let accepting =
             allStarted
             ? Acceptor(listener: listener.socket, daemons: started, edge: edge, ticker: ticker, gate: self)

@@ -67,6 +67,11 @@ public struct HTTPServerConfiguration: Sendable {
     /// so far and `hasAllFields` false (see `OwnAnswers`).
     public var decorate: (@Sendable (RequestHead, inout Response) -> Void)?
 
+    /// Whether the daemons get the 50 ms nudges of `BatchTicker`, the fallback for a full batch of
+    /// 128 ready connections when `epoll_wait` is not this package's (full_batch.c). Internal:
+    /// a test turns it off to show the batch is served without it.
+    var batchTicker = true
+
     public init() {}
 }
 
