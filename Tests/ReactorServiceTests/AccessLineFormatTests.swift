@@ -91,6 +91,19 @@ final class AccessLineFormatTests: XCTestCase {
         XCTAssertEqual(line.filter { $0 == "\n" }.count, 1, line)
     }
 
+    /// The session an answer is about, found among its first 96 bytes, its id within 64 more.
+    func testTheSessionIsFoundNearTheStartOfTheAnswer() {
+        func found(_ body: String) -> String? { AccessLog.sessionID(in: Array(body.utf8)) }
+        XCTAssertEqual(found(#"{"session":"abc","version":1}"#), "abc")
+        XCTAssertEqual(found(#"{"version":1,"session":"a-b_c"}"#), "a-b_c")
+        XCTAssertEqual(found(#"{"session":""}"#), "")
+        XCTAssertNil(found(#"{"version":1}"#))
+        XCTAssertNil(found(#"{"session":"unterminated"#))
+        XCTAssertNil(found(#"{"session""#), "no room for an id")
+        XCTAssertNil(found(String(repeating: " ", count: 90) + #""session":"late""#), "past the first 96 bytes")
+        XCTAssertNil(found(#"{"session":""# + String(repeating: "x", count: 70) + #""}"#), "an id past 64 bytes")
+    }
+
     func testADecodedPathOrSessionIdCannotBreakTheLine() {
         // libmicrohttpd decodes the path: `/sessions/a%0Astatus=200 x` arrives with a line break in it.
         let id = "a\nstatus=200 x"
