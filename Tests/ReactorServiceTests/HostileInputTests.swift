@@ -161,6 +161,20 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    /// An object of many members costs time in proportion to them: a quadratic check of repeated
+    /// names held libmicrohttpd's thread for 16 s at 40,000 (release), every other client waiting.
+    func testAnObjectOfFortyThousandMembersIsAnsweredPromptly() throws {
+        let members = (0..<40_000).map { #""k\#($0)":1"# }.joined(separator: ",")
+        let started = Date()
+        let answer = try raw(
+            post("/action", Array((#"{"session":"\#(session)","action":{"type":"increase","# + members + "}}").utf8)),
+            timeout: 10)
+        XCTAssertEqual(answer?.status, 200)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+        let repeated = #"{"session":"\#(session)","action":{"type":"increase","# + members + #","k7":2}}"#
+        assertProblem(try raw(post("/action", Array(repeated.utf8)), timeout: 10), 400, mentions: ["'k7' twice"])
+    }
+
     func testWrongShapeAndTypesAre422() throws {
         let cases: [(String, [String])] = [
             ("[]", ["object"]), ("42", ["object"]), (#""text""#, ["object"]), ("null", []),

@@ -77,6 +77,21 @@ final class RequestJSONDecoderTests: XCTestCase {
         XCTAssertNil(fast(Data.self, #""AQID""#))
     }
 
+    /// Past the first few members an object's names are looked up in sets: a repeated or a
+    /// canonically equal name is still found there, wherever it is, and distinct names pass.
+    func testManyMembersFindARepeatedNameAnywhere() {
+        let padding = (0..<40).map { #""p\#($0)":\#($0)"# }.joined(separator: ",")
+        let many = #"{"name":"a","count":1,"# + padding + "}"
+        XCTAssertEqual(fast(Sample.self, many), Sample(name: "a", count: 1))
+        let head = #"{"name":"a","count":1,"#
+        XCTAssertNil(fast(Sample.self, head + padding + #","p39":0}"#), "a repeat past the scan")
+        XCTAssertNil(fast(Sample.self, head + padding + #","count":2}"#), "a repeat of an early name")
+        XCTAssertNil(
+            fast(Sample.self, #"{"name":"a","count":1,"# + padding + #","\u00e9":1,"e\u0301":2}"#),
+            "two names, canonically one String")
+        XCTAssertNil(fast(Sample.self, #"{"name":"a","count":1,"\u00e9":1,"# + padding + #","e\u0301":2}"#))
+    }
+
     /// A type that swallows a refusal and tries something else must not get a value
     /// JSONDecoder would not give.
     struct Fallible: Decodable, Equatable {

@@ -235,6 +235,7 @@ private struct JSONParser {
         defer { depth -= 1 }
         index += 1
         var members: [(key: String, value: JSONValue)] = []
+        var names = MemberNames()
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -249,15 +250,10 @@ private struct JSONParser {
             skipWhitespace()
             guard let value = parseValue() else { return nil }
             // A duplicate key is refused once the rest is known to be JSON.
-            // Names compare as JSON compares them, code unit by code unit: "é" and "e\u{301}" are
-            // two names, but String's == (which reading a member by name uses) takes them for
-            // one, so such a pair is left to JSONDecoder.
-            if members.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
-                if duplicateKey == nil { duplicateKey = key }
-            } else if members.contains(where: { $0.key == key }) {
-                metEquivalentKeys = true
-            } else {
-                members.append((key, value))
+            switch names.add(key, among: members) {
+            case .new: members.append((key, value))
+            case .duplicate: if duplicateKey == nil { duplicateKey = key }
+            case .equivalent: metEquivalentKeys = true
             }
             skipWhitespace()
             guard index < bytes.count else { return nil }
@@ -725,5 +721,35 @@ private struct SingleContainer: SingleValueDecodingContainer {
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
         // The value decodes from this same decoder (no new level in the path), as in JSONDecoder.
         try decoder.decodeValue(T.self, value) { decoder }
+    }
+}
+
+/// The names met in one object, to refuse a repeated one. Names compare as JSON compares them,
+/// code unit by code unit: "é" and "e\u{301}" are two names, but String's == (which reading a
+/// member by name uses) takes them for one, so such a pair is told apart (`equivalent`) and
+/// left to JSONDecoder. A few members are compared in turn; past that, sets, so that a body of
+/// many thousand names costs time in proportion to them, not to their square (which held
+/// libmicrohttpd's thread for seconds).
+private struct MemberNames {
+    enum Met { case new, duplicate, equivalent }
+
+    private static let scanned = 16
+    private var exact: Set<Bytewise<String>> = []
+    private var equal: Set<String> = []
+
+    mutating func add(_ key: String, among members: [(key: String, value: JSONValue)]) -> Met {
+        if members.count < Self.scanned {
+            if members.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) { return .duplicate }
+            if members.contains(where: { $0.key == key }) { return .equivalent }
+            if members.count == Self.scanned - 1 {  // the next name is looked up in the sets
+                exact = Set(members.map { Bytewise($0.key) } + [Bytewise(key)])
+                equal = Set(members.map(\.key) + [key])
+            }
+            return .new
+        }
+        if exact.contains(Bytewise(key)) { return .duplicate }
+        if !equal.insert(key).inserted { return .equivalent }
+        exact.insert(Bytewise(key))
+        return .new
     }
 }
