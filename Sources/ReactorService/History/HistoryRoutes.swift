@@ -1,3 +1,4 @@
+import Dispatch
 import MicroHTTP
 import ReactorStore
 
@@ -55,7 +56,7 @@ extension RouteTable {
                 case let .success(found): limit = ndjson ? HistoryJSON.largestPage : found
                 case let .failure(refusal): return .response(refusal.response)
                 }
-                return Self.answer(afterCommitOf: session.hub, context) { [after, limit] _ in
+                return Self.answerOffThread(afterCommitOf: session.hub, context) { [after, limit] _ in
                     let read = { (after: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] in
                         guard let engine = context.persistence?.engine else {
                             return session.hub.loggedActions(after: after, limit: limit)
@@ -253,5 +254,22 @@ extension RouteTable {
             return nil
         }
         return Number(text)
+    }
+}
+
+extension RouteTable {
+    /// As `answer(afterCommitOf:_:_:)`, but the answer is made on a dispatch thread: a page of
+    /// the action log, and above all its export (up to 64 MiB read and written), would hold
+    /// every other client of libmicrohttpd's thread, or every commit of the journal's, meanwhile.
+    static func answerOffThread(
+        afterCommitOf hub: EventHub, _ context: ServiceContext,
+        _ response: @escaping @Sendable (StoreError?) -> Response
+    ) -> Reply {
+        .deferred { responder in
+            let answer: Journal.Completion = { failure in
+                DispatchQueue.global().async { responder.respond(response(failure)) }
+            }
+            if context.persistence == nil { answer(nil) } else { hub.whenCommitted(answer) }
+        }
     }
 }
