@@ -1,5 +1,4 @@
 import ConcurrencyPrimitives
-import Dispatch
 import MicroHTTP
 
 /// One condition `/readyz` asks about: `nil` when it holds, else why not (the 503's detail).
@@ -51,11 +50,7 @@ extension RouteTable {
     mutating func addReadinessRoute() {
         let context = context
         // Checks may wait on the store (up to a second): off libmicrohttpd's thread.
-        add(.GET, "/readyz") { _ in
-            .deferred { responder in
-                DispatchQueue.global().async { responder.respond(Self.readiness(context)) }
-            }
-        }
+        add(.GET, "/readyz") { _ in Self.answerOffThread { Self.readiness(context) } }
     }
 
     private static func readiness(_ context: ServiceContext) -> Response {

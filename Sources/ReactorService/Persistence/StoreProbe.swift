@@ -3,7 +3,7 @@ import Dispatch
 import ReactorStore
 
 /// Whether the store answers, for `/readyz` and a cluster node's `/healthz`. At most one check
-/// runs at a time, on a thread of its own; a probe that comes while one runs waits for that one.
+/// runs at a time, on a dispatch thread; a probe that comes while one runs waits for that one.
 /// A probe waits at most `limit`: a store that stopped answering (PostgreSQL frozen) is a 503
 /// within a second, not after a statement's own timeout, and probes do not pile up behind it.
 final class StoreProbe: Sendable {

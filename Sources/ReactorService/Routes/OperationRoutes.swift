@@ -1,4 +1,3 @@
-import Dispatch
 import MicroHTTP
 
 #if canImport(FoundationEssentials)
@@ -18,15 +17,9 @@ extension RouteTable {
             guard context.cluster != nil, let probe = context.persistence?.probe else {
                 return .response(Self.health(context))
             }
-            return .deferred { responder in
-                DispatchQueue.global().async {
-                    if let reason = probe.unreachableReason() {
-                        responder.respond(
-                            .problem(status: 503, detail: reason, headers: HTTPHeaders([("Retry-After", "1")])))
-                    } else {
-                        responder.respond(Self.health(context))
-                    }
-                }
+            return Self.answerOffThread {
+                guard let reason = probe.unreachableReason() else { return Self.health(context) }
+                return .problem(status: 503, detail: reason, headers: HTTPHeaders([("Retry-After", "1")]))
             }
         }
         add(.GET, "/metrics") { _ in
