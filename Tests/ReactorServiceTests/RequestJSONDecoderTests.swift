@@ -87,7 +87,7 @@ final class RequestJSONDecoderTests: XCTestCase {
         XCTAssertNil(fast(Sample.self, head + padding + #","p39":0}"#), "a repeat past the scan")
         XCTAssertNil(fast(Sample.self, head + padding + #","count":2}"#), "a repeat of an early name")
         XCTAssertNil(
-            fast(Sample.self, #"{"name":"a","count":1,"# + padding + #","\u00e9":1,"e\u0301":2}"#),
+            fast(Sample.self, head + padding + #","\u00e9":1,"e\u0301":2}"#),
             "two names, canonically one String")
         XCTAssertNil(fast(Sample.self, #"{"name":"a","count":1,"\u00e9":1,"# + padding + #","e\u0301":2}"#))
     }

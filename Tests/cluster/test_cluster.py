@@ -413,8 +413,9 @@ def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
 
 
 def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postgres):
-    """PostgreSQL's backends stopped (SIGSTOP): /readyz answers 503 long before a statement's
-    5 s timeout, /healthz as soon, and while they wait the node's other routes still answer."""
+    """PostgreSQL stopped (SIGSTOP on the postmaster and the node's backends): /readyz answers
+    503 long before a statement's 5 s timeout, /healthz as soon, and while they wait the node's
+    other routes still answer."""
     made = Cluster(postgres, 1)
     try:
         node = made.nodes[0]

@@ -17,9 +17,10 @@ final class StoreProbe: Sendable {
     private let state = Locked(State())
     private let done = Condition()
     private let engine: any StoreEngine
-    private let limit: Double
+    /// Seconds a probe waits for the check.
+    private let limit: Int
 
-    init(engine: any StoreEngine, limit: Double = 1) {
+    init(engine: any StoreEngine, limit: Int = 1) {
         self.engine = engine
         self.limit = limit
     }
@@ -32,9 +33,9 @@ final class StoreProbe: Sendable {
         }
         if start { DispatchQueue.global().async { self.check() } }
         return state.withLock(
-            waitingOn: done, until: { $0.finished >= awaited }, deadline: .after(seconds: limit)
+            waitingOn: done, until: { $0.finished >= awaited }, deadline: .after(seconds: Double(limit))
         ) { state, answered in
-            answered ? state.reason : "the store did not answer within \(Self.seconds(limit))"
+            answered ? state.reason : "the store did not answer within \(limit) s"
         }
     }
 
@@ -51,9 +52,5 @@ final class StoreProbe: Sendable {
             state.reason = reason
         }
         done.broadcast()
-    }
-
-    private static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 }
