@@ -515,6 +515,45 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try again.request("GET", "/healthz").status, 200, "the server stays up")
     }
 
+    func testAnUnrestorableSessionIsDeletedByADelete() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let broken = try create(client)
+        let gone = try create(client)
+        let rewound = try create(client)
+        let fine = try create(client)
+        kill(server.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        try sqlite(
+            """
+            UPDATE sessions SET state = '{"count": "not a number"' WHERE id = '\(broken)';
+            UPDATE sessions SET kind = 'retired' WHERE id = '\(gone)';
+            UPDATE sessions SET version = -5 WHERE id = '\(rewound)';
+            """)
+
+        let restarted = try start()
+        let again = HTTPClient(port: restarted.port)
+        // Its state does not decode: a version asked for cannot be checked, so it stays.
+        let conditional = try again.request("DELETE", "/sessions/\(broken)", headers: ["If-Match": #""1""#])
+        XCTAssertEqual(conditional.status, 409, conditional.text)
+        XCTAssertEqual(try again.request("GET", "/sessions/\(broken)").status, 409)
+        XCTAssertEqual(try again.request("DELETE", "/sessions/\(broken)", headers: ["If-Match": "*"]).status, 204)
+        let keyed = ["Idempotency-Key": "retire-\(gone)"]
+        XCTAssertEqual(try again.request("DELETE", "/sessions/\(gone)", headers: keyed).status, 204)
+        let replayed = try again.request("DELETE", "/sessions/\(gone)", headers: keyed)
+        XCTAssertEqual(replayed.status, 204)
+        XCTAssertEqual(replayed.header("idempotent-replayed"), "true")
+        XCTAssertEqual(try again.request("DELETE", "/sessions/\(rewound)").status, 204, "a damaged row goes too")
+        for session in [broken, gone, rewound] {
+            XCTAssertEqual(try again.request("GET", "/sessions/\(session)").status, 404)
+            XCTAssertEqual(try again.request("DELETE", "/sessions/\(session)").status, 404)
+        }
+        XCTAssertEqual(try act(again, fine).status, 200)
+        kill(restarted.process.processIdentifier, SIGKILL)
+        _ = restarted.waitForExit(timeout: 10)
+        XCTAssertEqual(try sqlite("SELECT id FROM sessions;"), fine, "the deletes were committed")
+    }
+
     func testADamagedFileFailsTheSessionsOnItsBadPagesFor409NotARetry() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)

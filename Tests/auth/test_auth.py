@@ -10,6 +10,7 @@ import hmac
 import http.client
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -554,6 +555,35 @@ def test_the_owner_is_stored_with_the_session_and_checked_after_a_restart():
         assert "no owner" in problem["detail"]
     finally:
         server.stop()
+
+
+def test_an_unrestorable_session_is_deleted_by_its_owner_alone():
+    directory = tempfile.TemporaryDirectory(prefix="reactord-auth-unrestorable-")
+    path = f"{directory.name}/auth.sqlite"
+    store = ("--store", f"sqlite:{path}", "--max-sessions-per-subject", "2")
+    alice, bob = token("alice"), token("bob")
+    server = Server("--jwt-secret", SECRET, *store)
+    try:
+        retired, damaged = (server.create(alice)[2]["session"] for _ in range(2))
+    finally:
+        assert server.stop() == 0
+    with sqlite3.connect(path) as database:
+        database.execute("UPDATE sessions SET kind = 'retired' WHERE id = ?", (retired,))
+        database.execute("UPDATE sessions SET version = -5 WHERE id = ?", (damaged,))
+    database.close()
+    server = Server("--jwt-secret", SECRET, *store)
+    try:
+        assert server.request("POST", "/sessions", {}, alice)[0] == 429, "both still count"
+        assert_problem(*server.request("DELETE", f"/sessions/{retired}", bearer=bob), 403)
+        assert server.request("DELETE", f"/sessions/{retired}", bearer=alice)[0] == 204
+        assert server.request("GET", f"/sessions/{retired}", bearer=alice)[0] == 404
+        assert server.create(alice)[0] == 201, "its place is free"
+        # A damaged row's owner cannot be read: with authentication on, nobody may delete it.
+        problem = assert_problem(*server.request("DELETE", f"/sessions/{damaged}", bearer=alice), 409)
+        assert "damaged" in problem["detail"], problem
+    finally:
+        server.stop()
+        directory.cleanup()
 
 
 def test_a_token_accepted_before_is_refused_once_it_expires():

@@ -360,6 +360,21 @@ def test_a_damaged_row_is_409_on_a_follower_not_a_503_to_retry(cluster):
     assert headers.get("Content-Type") == "application/problem+json"
 
 
+def test_an_unrestorable_session_is_deleted_through_another_node(cluster):
+    session = cluster.nodes[0].create()
+    holder = cluster.node_holding(session)
+    holder.stop()   # its lease given back
+    cluster.postgres.sql(cluster.dsn, f"UPDATE reactord_sessions SET kind = 'retired' WHERE id = '{session}'")
+    live = [node for node in cluster.nodes if node is not holder]
+    status, body, _ = live[0].request("GET", f"/sessions/{session}")
+    assert status == 409 and "'retired'" in body, (status, body)
+    status, body, _ = live[1].request("DELETE", f"/sessions/{session}")
+    assert status == 204, body
+    for node in live:
+        assert node.request("GET", f"/sessions/{session}")[0] == 404
+    assert cluster.postgres.sql(cluster.dsn, f"SELECT count(*) FROM reactord_sessions WHERE id = '{session}'") == "0"
+
+
 def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
     made = Cluster(postgres, 2)
     try:

@@ -15,8 +15,8 @@ enum SessionLookupError: Error {
     /// Never issued, or deleted or expired: 404.
     case unknown
     /// Stored, but it cannot come back (its kind is gone, its state no longer decodes, its
-    /// row is damaged): 409 for this session alone.
-    case unrestorable(String)
+    /// row is damaged): 409 for this session alone, until a DELETE removes it.
+    case unrestorable(String, owner: StoredOwner)
     /// The store failed while reading it: 503 (507 when full; see `Problems.store`).
     case store(StoreError)
     /// Cluster mode: another live node holds it; requests go to `address`.
@@ -35,16 +35,24 @@ enum SessionLookupError: Error {
     }
 
     /// `unrestorable`, worded for the client.
-    static func cannotRestore(_ reason: String) -> SessionLookupError {
-        .unrestorable("this session is stored but cannot be restored: \(reason)")
+    static func cannotRestore(_ reason: String, owner: StoredOwner) -> SessionLookupError {
+        .unrestorable("this session is stored but cannot be restored: \(reason)", owner: owner)
     }
 
     /// The store could not read the session: damaged data is this session's for good (409),
     /// anything else the store's (503, 507).
     static func reading(_ error: StoreError) -> SessionLookupError {
-        if case .damaged = error { return cannotRestore(error.detail) }
+        if case .damaged = error { return cannotRestore(error.detail, owner: .unreadable) }
         return .store(error)
     }
+}
+
+/// Whose a stored session is, as far as its row can be read.
+enum StoredOwner: Sendable, Equatable {
+    /// The subject that made it; nil for a session made without authentication.
+    case read(String?)
+    /// Its row is damaged: whose it is cannot be told.
+    case unreadable
 }
 
 /// The service's side of a durable store: the journal that writes every change, and the
@@ -128,7 +136,9 @@ final class Persistence: Sendable {
             if case .damaged = error {
                 // Not a failure of the store that a retry could outlast: this session's data is bad.
                 context.cluster?.store.release([id])
-                return .failure(unrestorable(key, context, error.detail, logged: error.description, state: &state))
+                return .failure(
+                    unrestorable(
+                        key, context, error.detail, logged: error.description, owner: .unreadable, state: &state))
             }
             failures.failed(error, "to read a session")
             return .failure(.store(error))
@@ -145,7 +155,7 @@ final class Persistence: Sendable {
             return .failure(
                 unrestorable(
                     key, context, "its reactor kind '\(stored.kind)' is not served by this server",
-                    state: &state))
+                    owner: .read(stored.owner), state: &state))
         }
         guard context.reservePlace(restoring: true) else {
             context.cluster?.store.release([id])
@@ -164,7 +174,7 @@ final class Persistence: Sendable {
             return .failure(
                 unrestorable(
                     key, context, "its stored state no longer decodes as the reactor's State: \(error)",
-                    state: &state))
+                    owner: .read(stored.owner), state: &state))
         }
     }
 
@@ -192,6 +202,19 @@ final class Persistence: Sendable {
         }
     }
 
+    /// Tombstones a stored session that cannot be restored (see `SessionLookupError.unrestorable`)
+    /// for a DELETE, as `beginDelete` does a loaded one. False when it is loaded, or being deleted.
+    /// `delete(stored:)` follows.
+    func beginDelete(stored key: SessionKey, from context: ServiceContext) -> Bool {
+        restoring.withLock { state in
+            guard context.sessions.session(key.string) == nil, state.tombstones.insert(key).inserted else {
+                return false
+            }
+            state.deleting.insert(key)
+            return true
+        }
+    }
+
     /// Deletes `session` (taken out by `beginDelete`) from the store; once that is
     /// committed, ends it with `event: end` and `reason`. When the delete fails the session
     /// stays stored, and is unloaded to come back on its next use. `answer`: the request's answer
@@ -200,18 +223,26 @@ final class Persistence: Sendable {
         _ session: any Session, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
         then completion: @escaping @Sendable (StoreError?) -> Void = { _ in }
     ) {
-        journal.write([.delete(id: session.id, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) {
+        delete(stored: session.key, reason: reason, answer: answer, from: context) { failure in
+            context.end(session, reason: failure == nil ? reason : nil)
+            completion(failure)
+        }
+    }
+
+    /// Deletes the stored session `key`, tombstoned by a `beginDelete`, and lifts its tombstone
+    /// once that is committed or has failed.
+    func delete(
+        stored key: SessionKey, reason: String, answer: StoredAnswer? = nil, from context: ServiceContext,
+        then completion: @escaping @Sendable (StoreError?) -> Void
+    ) {
+        journal.write([.delete(id: key.string, reason: reason)] + (answer.map { [.answer($0)] } ?? [])) {
             [self] failure in
             restoring.withLock { state in
-                state.tombstones.remove(session.key)
-                state.deleting.remove(session.key)
+                state.tombstones.remove(key)
+                state.deleting.remove(key)
+                if failure == nil { state.reported.remove(key) }
             }
-            if failure != nil {
-                context.end(session, reason: nil)
-            } else {
-                context.sessions.forgetStored()
-                context.end(session, reason: reason)
-            }
+            if failure == nil { context.sessions.forgetStored() }
             completion(failure)
         }
     }
@@ -276,7 +307,7 @@ final class Persistence: Sendable {
     /// `logged`: the reason as the log gets it, when it says more than a client may read.
     private func unrestorable(
         _ key: SessionKey, _ context: ServiceContext, _ reason: String,
-        logged: String? = nil, state: inout Restoring
+        logged: String? = nil, owner: StoredOwner, state: inout Restoring
     ) -> SessionLookupError {
         // Logged once per session and run: a client retrying must not flood the log.
         if state.reported.insert(key).inserted {
@@ -286,6 +317,6 @@ final class Persistence: Sendable {
                     "session": "\(key.string)", "reason": "\(logged ?? reason)",
                 ])
         }
-        return .cannotRestore(reason)
+        return .cannotRestore(reason, owner: owner)
     }
 }

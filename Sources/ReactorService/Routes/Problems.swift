@@ -16,7 +16,7 @@ enum Problems {
     static func session(_ error: SessionLookupError) -> Response {
         switch error {
         case .unknown: return unknownSession
-        case let .unrestorable(detail): return .problem(status: 409, detail: detail)
+        case let .unrestorable(detail, _): return .problem(status: 409, detail: detail)
         case let .store(error): return store(error)
         case .heldElsewhere:
             return .problem(

@@ -75,6 +75,10 @@ extension RouteTable {
                     let kept =
                         ticket == nil ? Self.keptAnswer(request, principal, .deleteSession, session: id, context) : nil
                     return .response(kept ?? Problems.session(error))
+                case let .failure(.unrestorable(detail, owner)):
+                    return Self.deleteUnrestorable(
+                        request, principal, id, owner: owner, ifMatch: ifMatch, ticket: ticket,
+                        unrestorable: Problems.session(.unrestorable(detail, owner: owner)), context)
                 case let .failure(error): return .response(Problems.session(error))
                 }
                 if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
@@ -108,6 +112,47 @@ extension RouteTable {
                 }
             }
             return .response(context.isStopping ? Problems.stopping : Problems.sessionInFlux)
+        }
+    }
+
+    /// DELETE of a stored session that cannot be restored: its row goes, so that it need not
+    /// wait for its TTL (nor hold a place in its owner's quota). It stays, answering
+    /// `unrestorable` (409), when what the request asks cannot be checked: the owner of a
+    /// damaged row (with authentication on), or a version in `If-Match` (its state does not
+    /// decode; `*` holds: it exists).
+    private static func deleteUnrestorable(
+        _ request: Request, _ principal: Principal?, _ id: String, owner: StoredOwner,
+        ifMatch: Preconditions.Condition?, ticket: IdempotencyLedger.Ticket?, unrestorable: Response,
+        _ context: ServiceContext
+    ) -> Reply {
+        guard let persistence = context.persistence, let key = SessionKey(id) else { return .response(unrestorable) }
+        if let ifMatch, ifMatch != .any { return .response(unrestorable) }
+        switch owner {
+        case let .read(subject):
+            if let refusal = context.access.authorize(owner: subject, for: principal) { return .response(refusal) }
+        case .unreadable:
+            if context.access.isAuthenticating { return .response(unrestorable) }
+        }
+        var ticket = ticket
+        if ticket == nil {
+            switch Self.admit(request, principal, .deleteSession, session: id, context) {
+            case let .answer(response): return .response(response)
+            case let .run(admitted): ticket = admitted
+            case nil: break
+            }
+        }
+        guard persistence.beginDelete(stored: key, from: context) else {
+            let busy = Problems.session(.beingDeleted)
+            ticket?.finish(giving: busy)
+            return .response(busy)
+        }
+        let deleted = Response(status: 204)
+        let answer = ticket?.keep(deleted, session: id)
+        return Self.answer(context) { [ticket] done in
+            persistence.delete(stored: key, reason: "deleted", answer: answer, from: context) { failure in
+                ticket?.finish()  // before the answer: a repeat after it finds the key kept
+                done(failure.map(Problems.store) ?? deleted)
+            }
         }
     }
 
