@@ -483,24 +483,29 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(try act(client, session).status, 200, "the first keeps serving")
     }
 
-    func testACorruptRowFailsItsSessionAlone() throws {
+    /// Four sessions, each acted on once, then the server stopped and three of their rows made
+    /// unrestorable: a state that no longer decodes, a kind no longer served, a negative version.
+    private func restartedWithUnrestorableSessions() throws -> (
+        server: ReactordProcess, broken: String, gone: String, rewound: String, fine: String
+    ) {
         let server = try start()
         let client = HTTPClient(port: server.port)
-        let broken = try create(client)
-        let gone = try create(client)
-        let fine = try create(client)
-        let rewound = try create(client)
-        for session in [broken, gone, fine, rewound] { XCTAssertEqual(try act(client, session).status, 200) }
+        let sessions = try (0..<4).map { _ in try create(client) }
+        for session in sessions { XCTAssertEqual(try act(client, session).status, 200) }
         kill(server.process.processIdentifier, SIGTERM)
         XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        let (broken, gone, rewound) = (sessions[0], sessions[1], sessions[2])
         try sqlite(
             """
             UPDATE sessions SET state = '{"count": "not a number"' WHERE id = '\(broken)';
             UPDATE sessions SET kind = 'retired' WHERE id = '\(gone)';
             UPDATE sessions SET version = -5 WHERE id = '\(rewound)';
             """)
+        return (try start(), broken, gone, rewound, sessions[3])
+    }
 
-        let restarted = try start()
+    func testACorruptRowFailsItsSessionAlone() throws {
+        let (restarted, broken, gone, rewound, fine) = try restartedWithUnrestorableSessions()
         let again = HTTPClient(port: restarted.port)
         // A negative version would restart the event ids that clients resume from.
         XCTAssertTrue(try again.request("GET", "/sessions/\(rewound)").text.contains("damaged"))
@@ -516,22 +521,7 @@ final class DurabilityTests: XCTestCase {
     }
 
     func testAnUnrestorableSessionIsDeletedByADelete() throws {
-        let server = try start()
-        let client = HTTPClient(port: server.port)
-        let broken = try create(client)
-        let gone = try create(client)
-        let rewound = try create(client)
-        let fine = try create(client)
-        kill(server.process.processIdentifier, SIGTERM)
-        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
-        try sqlite(
-            """
-            UPDATE sessions SET state = '{"count": "not a number"' WHERE id = '\(broken)';
-            UPDATE sessions SET kind = 'retired' WHERE id = '\(gone)';
-            UPDATE sessions SET version = -5 WHERE id = '\(rewound)';
-            """)
-
-        let restarted = try start()
+        let (restarted, broken, gone, rewound, fine) = try restartedWithUnrestorableSessions()
         let again = HTTPClient(port: restarted.port)
         // Its state does not decode: a version asked for cannot be checked, so it stays.
         let conditional = try again.request("DELETE", "/sessions/\(broken)", headers: ["If-Match": #""1""#])
