@@ -119,6 +119,14 @@ final class ClientTests: XCTestCase {
         XCTAssertEqual(received, ["count 0", "alertMessage Hey", "count -1"])
     }
 
+    func testAnyPulseKeepsItsValueAsSentIntegersExact() throws {
+        let data = Data(#"{"name":"big","value":{"tags":["a",null,true],"ratio":0.5,"id":9007199254740993}}"#.utf8)
+        let pulse = try JSONDecoder().decode(AnyPulse.self, from: data)
+        XCTAssertEqual(pulse.valueJSON, #"{"id":9007199254740993,"ratio":0.5,"tags":["a",null,true]}"#)
+        struct Value: Decodable { let id: Int64 }
+        XCTAssertEqual(try pulse.value(as: Value.self).id, 9_007_199_254_740_993, "past 2^53: not rounded")
+    }
+
     func testDeletingTheSessionEndsTheSequence() async throws {
         fixture = try ServerFixture()
         let session = try await fixture.client.createSession(state: CounterState.self)
