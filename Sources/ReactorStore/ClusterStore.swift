@@ -44,9 +44,9 @@ package protocol ClusterStore: StoreEngine {
     /// now; nil when the session is not stored (deleted or expired).
     func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents?
 
-    /// The versions of those of `ids` still stored (for a periodic check that catches a lost
-    /// wake-up).
-    func versions(of ids: [String]) throws(StoreError) -> [String: UInt64]
+    /// Those of `ids` still stored: their versions, and whether a live node holds them (for a
+    /// periodic check that catches a lost wake-up, and finds watched sessions nobody holds).
+    func watched(_ ids: [String]) throws(StoreError) -> [String: WatchedSession]
 
     /// Marks `ids` as active now (they are watched on this node), so they do not expire.
     func touch(_ ids: [String]) throws(StoreError)
@@ -116,4 +116,16 @@ package enum StoreWakeup: Sendable, Equatable {
     case user(version: UInt64)
     /// The listener's connection was lost and is back: anything may have been missed.
     case reconnected
+}
+
+/// A session watched on a node that does not hold it, as the store has it now.
+package struct WatchedSession: Sendable, Equatable {
+    package var version: UInt64
+    /// False once its holder let it go (it unloaded the session, or stopped) or its lease ran out.
+    package var isHeld: Bool
+
+    package init(version: UInt64, isHeld: Bool) {
+        self.version = version
+        self.isHeld = isHeld
+    }
 }

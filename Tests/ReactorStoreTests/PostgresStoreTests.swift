@@ -417,8 +417,10 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try b.events(of: "s1", after: 3, limit: 10)?.events, [])
         XCTAssertEqual(try b.events(of: "s1", after: 0, limit: 2)?.events.map(\.seq), [1, 2])
         XCTAssertNil(try b.events(of: "nope", after: 0, limit: 2))
-        XCTAssertEqual(try b.versions(of: ["s1", "nope"]), ["s1": 3])
-        XCTAssertEqual(try b.versions(of: []), [:])
+        XCTAssertEqual(try b.watched(["s1", "nope"]), ["s1": WatchedSession(version: 3, isHeld: true)])
+        XCTAssertEqual(try b.watched([]), [:])
+        a.release(["s1"])
+        XCTAssertEqual(try b.watched(["s1"]), ["s1": WatchedSession(version: 3, isHeld: false)], "let go")
     }
 
     func testUserChangesAreVersionedAndInOrder() throws {

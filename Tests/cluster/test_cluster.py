@@ -131,6 +131,42 @@ def test_put_user_through_different_nodes_reaches_every_node_once_per_change(clu
         assert json.loads(node.request("GET", "/user")[1])["id"] == "u4"
 
 
+@pytest.mark.parametrize("let_go", ["sigterm", "unload"])
+def test_a_user_change_reaches_a_stream_whose_session_no_node_holds(postgres, let_go):
+    # The holder lets the session go (it stops, or unloads it as idle: its own node has no
+    # subscriber), and the stream is on another node: that node takes the session, so the next
+    # user change reaches it as it reaches every session.
+    extra = ("--unload-after", "1") if let_go == "unload" else ()
+    made = Cluster(postgres, 3, *extra)
+    try:
+        session = made.nodes[0].create()
+        holder = made.node_holding(session)
+        follower, writer = [node for node in made.nodes if node is not holder]
+        reader = EventReader(follower.port, session)
+        assert reader.wait_for(lambda events: len(events) >= 1)
+        if let_go == "sigterm":
+            holder.stop()
+        else:
+            deadline = time.monotonic() + 10
+            while made.holder_port(session) == holder.port:
+                assert time.monotonic() < deadline, "the holder let the idle session go"
+                time.sleep(0.1)
+        status, body, _ = writer.put_user("after-let-go")
+        assert status == 200, body
+
+        def users():
+            return [(json.loads(event["data"])["user"] or {}).get("id") for event in state_events(reader)]
+
+        assert reader.wait_for(lambda events: "after-let-go" in users(), timeout=5), users()
+        # Taken by the node its stream is on, it stays there while watched (not unloaded as idle).
+        assert made.holder_port(session) == follower.port
+        time.sleep(2.5)
+        assert made.holder_port(session) == follower.port
+        reader.close()
+    finally:
+        made.close()
+
+
 def load(cluster, sessions, seconds, nodes=None, record=None):
     """Random-node increases on `sessions` from 4 threads; the 200s per session, and every other answer."""
     oks = {session: 0 for session in sessions}

@@ -71,7 +71,7 @@ final class Cluster: Sendable {
                 while waitOrStop(seconds: interval) {
                     guard let context else { break }
                     keepLeases(context)
-                    followers.check()
+                    take(followers.check(), context)
                 }
                 keeper.withLock { keeper in
                     keeper.stopped = true
@@ -169,6 +169,25 @@ final class Cluster: Sendable {
             }
         }
         metrics.sessionsHeld.set(Double(held))
+    }
+
+    /// Takes the sessions watched here that no node holds: each is then a live reactor again,
+    /// which the global user's changes reach (a stream on a node that does not hold its session
+    /// sees only what a holder commits). One of several nodes watching it wins the claim.
+    private func take(_ unheld: [String], _ context: ServiceContext) {
+        guard let persistence = context.persistence, !context.isStopping else { return }
+        for id in unheld {
+            guard let key = SessionKey(id) else { continue }
+            _ = persistence.restore(key, into: context)
+        }
+    }
+
+    /// Counts the sessions this node holds whose streams it serves through a follower (taken for
+    /// them: see `take`) as used, as a session with a subscriber of its own is: not unloaded as idle.
+    func touchWatched(_ context: ServiceContext) {
+        let watched = followers.watchedIDs
+        guard !watched.isEmpty else { return }
+        for session in context.sessions.loaded where watched.contains(session.id) { session.hub.touch() }
     }
 
     private func waitOrStop(seconds: Double) -> Bool {

@@ -27,7 +27,7 @@ final class ClusterMetrics: Sendable {
     init(registry: MetricsRegistry) {
         sessionsHeld = registry.makeGauge(
             name: "reactord_cluster_sessions_held",
-            help: "Sessions whose lease this node holds now.")
+            help: "Sessions whose lease this node holds, as of its last lease renewal (at most a second ago).")
         takeovers = registry.makeCounter(
             name: "reactord_cluster_takeovers_total",
             help: "Sessions this node took from the store: free, or their holder's lease had passed.")

@@ -100,20 +100,24 @@ final class Followers: Sendable {
     /// The periodic pass: reads on where the store is ahead (a lost wake-up), ends the streams
     /// of sessions gone from the store, keeps watched sessions from expiring, and drops
     /// followers nobody has watched for two passes (one pass could fall between a subscriber
-    /// finding the hub and subscribing to it).
-    func check() {
+    /// finding the hub and subscribing to it). Returns the watched sessions no node holds (their
+    /// holder let them go): a follower only relays what a holder commits, so until one of them is
+    /// taken again, no change of the global user reaches it.
+    @discardableResult
+    func check() -> [String] {
         let all = followers.withLock { $0 }
-        guard !all.isEmpty else { return }
-        let versions: [String: UInt64]
+        guard !all.isEmpty else { return [] }
+        let found: [String: WatchedSession]
         do throws(StoreError) {
-            versions = try store.versions(of: Array(all.keys))
+            found = try store.watched(Array(all.keys))
         } catch {
-            return
+            return []
         }
         var watched: [String] = []
+        var unheld: [String] = []
         let now = WallClock.now
         for (id, follower) in all {
-            guard let stored = versions[id] else {
+            guard let stored = found[id] else {
                 end(id, reason: "deleted")
                 continue
             }
@@ -130,9 +134,17 @@ final class Followers: Sendable {
                 continue
             }
             if touch { watched.append(id) }
-            if stored > hub.snapshot.version { _ = catchUp(id, follower) }
+            if !stored.isHeld && hub.subscriberCount > 0 { unheld.append(id) }
+            if stored.version > hub.snapshot.version { _ = catchUp(id, follower) }
         }
         if !watched.isEmpty { try? store.touch(watched) }
+        return unheld
+    }
+
+    /// The sessions whose streams this node serves now.
+    var watchedIDs: Set<String> {
+        let all = followers.withLock { $0 }
+        return Set(all.filter { _, follower in follower.state.withLock { ($0.hub?.subscriberCount ?? 0) > 0 } }.keys)
     }
 
     /// Ends every stream without `event: end` (this node is stopping: clients resume elsewhere).

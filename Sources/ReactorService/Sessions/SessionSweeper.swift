@@ -71,6 +71,7 @@ final class SessionSweeper: Sendable {
             return
         }
         if let idleLimit {
+            context.cluster?.touchWatched(context)
             context.didUnload(
                 context.sessions.unloadIdle(since: ProcessClock.now - idleLimit),
                 counter: context.metrics.idleUnloads, persistence: persistence)

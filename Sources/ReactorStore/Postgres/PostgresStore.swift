@@ -485,17 +485,20 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    package func versions(of ids: [String]) throws(StoreError) -> [String: UInt64] {
+    package func watched(_ ids: [String]) throws(StoreError) -> [String: WatchedSession] {
         if ids.isEmpty { return [:] }
         return try reading { connection in
             let rows = try connection.execute(
-                "SELECT id, version FROM reactord_sessions WHERE id = ANY($1::text[])",
-                [Self.array(strings: ids)])
-            var versions: [String: UInt64] = [:]
+                """
+                SELECT id, version, holder IS NOT NULL AND lease_until >= now()
+                FROM reactord_sessions WHERE id = ANY($1::text[])
+                """, [Self.array(strings: ids)])
+            var found: [String: WatchedSession] = [:]
             for row in 0..<rows.count {
-                versions[rows.string(row, 0) ?? ""] = try storedCount(rows.int64(row, 1) ?? 0, "version")
+                found[rows.string(row, 0) ?? ""] = WatchedSession(
+                    version: try storedCount(rows.int64(row, 1) ?? 0, "version"), isHeld: rows.bool(row, 2))
             }
-            return versions
+            return found
         }
     }
 
