@@ -42,152 +42,101 @@ final class Forwarder: Sendable {
     /// forwarding node's id (for `Placement`).
     static let marker = "Reactord-Forwarded"
 
-    private struct Queue {
-        var jobs: [Job] = []
-        var head = 0
-        var stopping = false
-        var threads = 0
-        /// Threads waiting for a job, or about to.
-        var idle = 0
-
-        var isEmpty: Bool { head == jobs.count }
-    }
-    private let queue = Locked(Queue())
-    /// Signalled, under `queue`'s lock, when a job arrives or a stop is asked for.
-    private let changed = Condition()
-    private let timeout: Double
-    private let origin: String
-    private let maxThreads: Int
+    /// Each thread keeps a connection to each node it forwarded to.
+    private let pool: WorkerPool<Job>
 
     /// `timeout`: seconds to wait for the holder's answer before calling the outcome unknown;
     /// `origin`: this node's id.
     init(maxThreads: Int, timeout: Double, origin: String) {
-        self.maxThreads = maxThreads
-        self.timeout = timeout
-        self.origin = origin
-        // One thread from the start, so that a job never waits for none.
-        queue.withLock { $0.threads = 1 }
+        let sender = Sender(timeout: timeout, origin: origin)
         do throws(PlatformThreadError) {
-            try PlatformThread.detached { [self] in work() }
+            // One thread from the start, so that a job never waits for none.
+            pool = try WorkerPool(maxThreads: maxThreads, threads: 1) { next in
+                var connections: [String: ForwardConnection] = [:]
+                while let job = next() { job.completion(sender.send(job, over: &connections)) }
+                for connection in connections.values { connection.close() }
+            }
         } catch {
             preconditionFailure("cannot start the reactord.forward thread: error \(error.code)")
         }
     }
 
     func forward(_ job: Job) {
-        let (stopping, grow) = queue.withLock { queue in
-            if queue.stopping { return (true, false) }
-            queue.jobs.append(job)
-            changed.signal()
-            let grow = queue.jobs.count - queue.head > queue.idle && queue.threads < maxThreads
-            if grow { queue.threads += 1 }
-            return (false, grow)
-        }
-        if stopping { return job.completion(.unreachable("this node is shutting down")) }
-        if grow {
-            do throws(PlatformThreadError) {
-                try PlatformThread.detached { [self] in work() }
-            } catch {
-                queue.withLock { $0.threads -= 1 }  // the threads there are (one at least) take it in turn
-            }
-        }
+        if !pool.submit(job) { job.completion(.unreachable("this node is shutting down")) }
     }
 
     /// Ends the threads once the jobs queued are done.
-    func stop() {
-        queue.withLock { queue in
-            queue.stopping = true
-            changed.broadcast()
-        }
-    }
+    func stop() { pool.stop() }
 
-    private func next() -> Job? {
-        queue.withLock { $0.idle += 1 }
-        return queue.withLock(waitingOn: changed, until: { !$0.isEmpty || $0.stopping }) { queue, _ in
-            queue.idle -= 1
-            guard !queue.isEmpty else {
-                queue.threads -= 1
-                return nil
-            }
-            let job = queue.jobs[queue.head]
-            queue.head += 1
-            if queue.isEmpty {
-                queue.jobs.removeAll(keepingCapacity: true)
-                queue.head = 0
-            }
-            return job
-        }
-    }
+    /// One forward's sending, on the pool's threads.
+    private struct Sender: Sendable {
+        let timeout: Double
+        /// This node's id.
+        let origin: String
 
-    private func work() {
-        var connections: [String: ForwardConnection] = [:]
-        while let job = next() {
-            job.completion(send(job, over: &connections))
-        }
-        for connection in connections.values { connection.close() }
-    }
-
-    private func send(_ job: Job, over connections: inout [String: ForwardConnection]) -> Outcome {
-        let bytes = requestBytes(job, keyIsNew: job.keyIsNew)
-        // A kept-alive connection the holder closed while it was idle is dropped unused. One that
-        // fails once the request is on it, before any answer byte, is tried once more on a new
-        // connection; when that one cannot even connect, the first attempt's fate is unknown
-        // (the holder may have died while doing it).
-        if let kept = connections.removeValue(forKey: job.address) {
-            guard !kept.isClosedByPeer else {
-                kept.close()
-                return attempt(bytes, job.address, &connections)
+        func send(_ job: Job, over connections: inout [String: ForwardConnection]) -> Outcome {
+            let bytes = requestBytes(job, keyIsNew: job.keyIsNew)
+            // A kept-alive connection the holder closed while it was idle is dropped unused. One that
+            // fails once the request is on it, before any answer byte, is tried once more on a new
+            // connection; when that one cannot even connect, the first attempt's fate is unknown
+            // (the holder may have died while doing it).
+            if let kept = connections.removeValue(forKey: job.address) {
+                guard !kept.isClosedByPeer else {
+                    kept.close()
+                    return attempt(bytes, job.address, &connections)
+                }
+                switch kept.exchange(bytes, timeout: timeout) {
+                case let .answered(response, keepAlive):
+                    if keepAlive { connections[job.address] = kept } else { kept.close() }
+                    return .answered(response)
+                case .notSent:
+                    kept.close()
+                    return attempt(bytes, job.address, &connections)
+                case let .failed(reason, answerStarted, timedOut):
+                    kept.close()
+                    if answerStarted { return .unknown(reason, silent: timedOut) }
+                }
+                // The first sending may have been done: its key must be looked up this time.
+                switch attempt(requestBytes(job, keyIsNew: false), job.address, &connections) {
+                case let .unreachable(reason):
+                    return .unknown("the holder closed the connection and then \(reason)", silent: false)
+                case let other: return other
+                }
             }
-            switch kept.exchange(bytes, timeout: timeout) {
+            return attempt(bytes, job.address, &connections)
+        }
+
+        private func attempt(
+            _ bytes: [UInt8], _ address: String,
+            _ connections: inout [String: ForwardConnection]
+        ) -> Outcome {
+            let connection: ForwardConnection
+            switch ForwardConnection.open(address, timeout: timeout) {
+            case let .success(opened): connection = opened
+            case let .failure(error): return .unreachable(error.reason)
+            }
+            switch connection.exchange(bytes, timeout: timeout) {
             case let .answered(response, keepAlive):
-                if keepAlive { connections[job.address] = kept } else { kept.close() }
+                if keepAlive { connections[address] = connection } else { connection.close() }
                 return .answered(response)
-            case .notSent:
-                kept.close()
-                return attempt(bytes, job.address, &connections)
-            case let .failed(reason, answerStarted, timedOut):
-                kept.close()
-                if answerStarted { return .unknown(reason, silent: timedOut) }
-            }
-            // The first sending may have been done: its key must be looked up this time.
-            switch attempt(requestBytes(job, keyIsNew: false), job.address, &connections) {
-            case let .unreachable(reason):
-                return .unknown("the holder closed the connection and then \(reason)", silent: false)
-            case let other: return other
+            case let .notSent(reason):
+                connection.close()
+                return .unreachable(reason)
+            case let .failed(reason, _, timedOut):
+                connection.close()
+                return .unknown(reason, silent: timedOut)
             }
         }
-        return attempt(bytes, job.address, &connections)
-    }
 
-    private func attempt(
-        _ bytes: [UInt8], _ address: String,
-        _ connections: inout [String: ForwardConnection]
-    ) -> Outcome {
-        let connection: ForwardConnection
-        switch ForwardConnection.open(address, timeout: timeout) {
-        case let .success(opened): connection = opened
-        case let .failure(error): return .unreachable(error.reason)
+        private func requestBytes(_ job: Job, keyIsNew: Bool) -> [UInt8] {
+            var head = "\(job.method.rawValue) \(job.path) HTTP/1.1\r\n"
+            head += "Host: \(ForwardConnection.hostPort(job.address))\r\n"
+            head += "\(Forwarder.marker): \(origin)\r\nContent-Length: \(job.body.count)\r\n"
+            if keyIsNew { head += "\(IdempotentRequest.freshForwardHeader): 1\r\n" }
+            for (name, value) in job.headers { head += "\(name): \(value)\r\n" }
+            head += "\r\n"
+            return Array(head.utf8) + job.body
         }
-        switch connection.exchange(bytes, timeout: timeout) {
-        case let .answered(response, keepAlive):
-            if keepAlive { connections[address] = connection } else { connection.close() }
-            return .answered(response)
-        case let .notSent(reason):
-            connection.close()
-            return .unreachable(reason)
-        case let .failed(reason, _, timedOut):
-            connection.close()
-            return .unknown(reason, silent: timedOut)
-        }
-    }
-
-    private func requestBytes(_ job: Job, keyIsNew: Bool) -> [UInt8] {
-        var head = "\(job.method.rawValue) \(job.path) HTTP/1.1\r\nHost: \(ForwardConnection.hostPort(job.address))\r\n"
-        head += "\(Self.marker): \(origin)\r\nContent-Length: \(job.body.count)\r\n"
-        if keyIsNew { head += "\(IdempotentRequest.freshForwardHeader): 1\r\n" }
-        for (name, value) in job.headers { head += "\(name): \(value)\r\n" }
-        head += "\r\n"
-        return Array(head.utf8) + job.body
     }
 }
 

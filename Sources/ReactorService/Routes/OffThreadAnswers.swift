@@ -1,9 +1,8 @@
-import Dispatch
 import MicroHTTP
 import ReactorStore
 
 extension RouteTable {
-    /// As `answer(afterCommitOf:_:_:)`, but the answer is made on a dispatch thread: a page of
+    /// As `answer(afterCommitOf:_:_:)`, but the answer is made on another thread: a page of
     /// the action log, and above all its export (up to 64 MiB read and written), would hold
     /// every other client of libmicrohttpd's thread, or every commit of the journal's, meanwhile.
     static func answerOffThread(
@@ -12,14 +11,44 @@ extension RouteTable {
     ) -> Reply {
         .deferred { responder in
             let answer: Journal.Completion = { failure in
-                DispatchQueue.global().async { responder.respond(response(failure)) }
+                context.waitingWork.run { responder.respond(response(failure)) }
             }
             if context.persistence == nil { answer(nil) } else { hub.whenCommitted(answer) }
         }
     }
 
-    /// An answer made on a dispatch thread, for work that may wait (a probe of the store).
-    static func answerOffThread(_ response: @escaping @Sendable () -> Response) -> Reply {
-        .deferred { responder in DispatchQueue.global().async { responder.respond(response()) } }
+    /// An answer made on one of `context.waitingWork`'s threads, for work that may wait (a
+    /// probe of the store).
+    static func answerOffThread(
+        _ context: ServiceContext, _ response: @escaping @Sendable () -> Response
+    ) -> Reply {
+        offThread(context) { .response(response()) }
+    }
+
+    /// `attempt` run here, on libmicrohttpd's thread, where it may not wait for the store
+    /// (`mayWait` false); when it needed to (nil: its session is not in memory, and in a cluster
+    /// finding it is a round trip to PostgreSQL, which a frozen database holds for seconds while
+    /// every other client of this thread waits), run again on one of `context.waitingWork`'s
+    /// threads, where it may.
+    static func inlineOrOffThread(
+        _ context: ServiceContext, _ attempt: @escaping @Sendable (_ mayWait: Bool) -> Reply?
+    ) -> Reply {
+        if let reply = attempt(false) { return reply }
+        return offThread(context) { attempt(true) ?? .response(Problems.session(.needsStore)) }
+    }
+
+    /// The reply `make` gives, made on one of `context.waitingWork`'s threads (not an event
+    /// stream: its connection is libmicrohttpd's to set up).
+    private static func offThread(_ context: ServiceContext, _ make: @escaping @Sendable () -> Reply) -> Reply {
+        .deferred { responder in
+            context.waitingWork.run {
+                switch make() {
+                case let .response(response): responder.respond(response)
+                case let .deferred(work): work(responder)
+                case .eventStream:
+                    responder.respond(.problem(status: 500, detail: "an event stream cannot be opened here"))
+                }
+            }
+        }
     }
 }

@@ -7,112 +7,127 @@ extension RouteTable {
         let context = context
         add(.POST, "/sessions") { request in Self.createSession(request, context) }
         add(.GET, "/sessions/{id}") { request in
-            let principal: Principal?
-            switch context.access.authenticate(request) {
-            case let .success(found): principal = found
-            case let .failure(refusal): return .response(refusal.response)
-            }
-            let ifNoneMatch: Preconditions.Condition?
-            do throws(PreconditionError) {
-                ifNoneMatch = try Preconditions.condition("If-None-Match", of: request)
-            } catch {
-                return .response(error.response)
-            }
-            switch context.session(request.pathParameters["id"] ?? "", forwarded: request.isForwarded) {
-            case let .success(session):
-                if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
-                session.hub.touch()
-                // Checked now: a bad name need not wait for a commit to be told so.
-                let view: FieldFilter?
-                switch FieldFilter.requested(
-                    by: request, stateJSON: session.hub.snapshot.stateJSON, stateFieldNames: session.stateFieldNames)
-                {
-                case let .success(found): view = found
-                case let .failure(error): return .response(error.response)
-                }
-                // After what is pending commits: a session restored just now may hold a change
-                // (the user, changed while it was stored) that clients may not see before then.
-                // A write that failed leaves the committed state, which is still the answer.
-                return Self.answer(afterCommitOf: session.hub, context) { _ in
-                    let snapshot = session.hub.snapshot
-                    let current = SessionJSON.response(of: session, snapshot, view: view)
-                    if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version, view: view) {
-                        return Preconditions.notModified(current)
-                    }
-                    return current
-                }
-            case let .failure(.heldElsewhere(address)):
-                return Self.forward(request, to: address, context)
-            case let .failure(error):
-                return .response(Problems.session(error))
-            }
+            Self.inlineOrOffThread(context) { mayWait in Self.readSession(request, context, mayWait: mayWait) }
         }
         add(.DELETE, "/sessions/{id}") { request in
-            let id = request.pathParameters["id"] ?? ""
-            let principal: Principal?
-            switch context.access.authenticate(request) {
-            case let .success(found): principal = found
-            case let .failure(refusal): return .response(refusal.response)
-            }
-            let ifMatch: Preconditions.Condition?
-            do throws(PreconditionError) {
-                ifMatch = try Preconditions.condition("If-Match", of: request)
-            } catch {
-                return .response(error.response)
-            }
-            var ticket: IdempotencyLedger.Ticket?
-            // A stored session is loaded first: one path for deleting it, its reactor and its streams.
-            // Twice at most: it may leave memory (idle, or let go) between its lookup and its removal.
-            for _ in 0..<2 {
-                let session: any Session
-                switch context.session(id, forwarded: request.isForwarded) {
-                case let .success(found): session = found
-                case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
-                case let .failure(error) where error.isGoneOrGoing:
-                    // Gone, or going: a repeat of the delete that removes it still gets its answer, or
-                    // 409 while it runs (unless this request runs under the key already: gone
-                    // between its two looks).
-                    let kept =
-                        ticket == nil ? Self.keptAnswer(request, principal, .deleteSession, session: id, context) : nil
-                    return .response(kept ?? Problems.session(error))
-                case let .failure(.unrestorable(detail, owner)):
-                    return Self.deleteUnrestorable(
-                        request, principal, id, owner: owner, ifMatch: ifMatch, ticket: ticket,
-                        unrestorable: Problems.session(.unrestorable(detail, owner: owner)), context)
-                case let .failure(error): return .response(Problems.session(error))
-                }
-                if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
-                if ticket == nil {
-                    // Once the session is found here (held by this node, in a cluster), as for an action.
-                    switch Self.admit(request, principal, .deleteSession, session: id, context) {
-                    case let .answer(response): return .response(response)
-                    case let .run(admitted): ticket = admitted
-                    case nil: break
-                    }
-                }
-                if let ifMatch {
-                    // The version checked and the reactor let go in one step: no action comes between.
-                    switch session.release(ifAt: ifMatch) {
-                    case .stale:
-                        return Self.answer(afterCommitOf: session.hub, context) { _ in
-                            Preconditions.failed(session.hub.snapshot)
-                        }
-                    case .gone: continue
-                    case .applied: break
-                    }
-                }
-                guard context.takeForDeletion(session) else { continue }
-                let deleted = Response(status: 204)
-                let answer = ticket?.keep(deleted, session: id)
-                return Self.answer(context) { [ticket] done in
-                    context.remove(session, reason: "deleted", answer: answer) { failure in
-                        ticket?.finish()  // before the answer: a repeat after it finds the key kept
-                        done(failure.map(Problems.store) ?? deleted)
-                    }
-                }
-            }
-            return .response(context.isStopping ? Problems.stopping : Problems.sessionInFlux)
+            Self.inlineOrOffThread(context) { mayWait in Self.deleteSession(request, context, mayWait: mayWait) }
         }
+    }
+
+    /// `GET /sessions/{id}`; nil when finding the session needs the store (see `inlineOrOffThread`).
+    private static func readSession(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Reply? {
+        let principal: Principal?
+        switch context.access.authenticate(request) {
+        case let .success(found): principal = found
+        case let .failure(refusal): return .response(refusal.response)
+        }
+        let ifNoneMatch: Preconditions.Condition?
+        do throws(PreconditionError) {
+            ifNoneMatch = try Preconditions.condition("If-None-Match", of: request)
+        } catch {
+            return .response(error.response)
+        }
+        switch context.session(
+            request.pathParameters["id"] ?? "", forwarded: request.isForwarded, mayWait: mayWait)
+        {
+        case let .success(session):
+            if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
+            session.hub.touch()
+            // Checked now: a bad name need not wait for a commit to be told so.
+            let view: FieldFilter?
+            switch FieldFilter.requested(
+                by: request, stateJSON: session.hub.snapshot.stateJSON, stateFieldNames: session.stateFieldNames)
+            {
+            case let .success(found): view = found
+            case let .failure(error): return .response(error.response)
+            }
+            // After what is pending commits: a session restored just now may hold a change
+            // (the user, changed while it was stored) that clients may not see before then.
+            // A write that failed leaves the committed state, which is still the answer.
+            return Self.answer(afterCommitOf: session.hub, context) { _ in
+                let snapshot = session.hub.snapshot
+                let current = SessionJSON.response(of: session, snapshot, view: view)
+                if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version, view: view) {
+                    return Preconditions.notModified(current)
+                }
+                return current
+            }
+        case let .failure(.heldElsewhere(address)):
+            return Self.forward(request, to: address, context)
+        case .failure(.needsStore):
+            return nil
+        case let .failure(error):
+            return .response(Problems.session(error))
+        }
+    }
+
+    /// `DELETE /sessions/{id}`; nil when finding the session needs the store (see `inlineOrOffThread`).
+    private static func deleteSession(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Reply? {
+        let id = request.pathParameters["id"] ?? ""
+        let principal: Principal?
+        switch context.access.authenticate(request) {
+        case let .success(found): principal = found
+        case let .failure(refusal): return .response(refusal.response)
+        }
+        let ifMatch: Preconditions.Condition?
+        do throws(PreconditionError) {
+            ifMatch = try Preconditions.condition("If-Match", of: request)
+        } catch {
+            return .response(error.response)
+        }
+        var ticket: IdempotencyLedger.Ticket?
+        // A stored session is loaded first: one path for deleting it, its reactor and its streams.
+        // Twice at most: it may leave memory (idle, or let go) between its lookup and its removal.
+        for _ in 0..<2 {
+            let session: any Session
+            switch context.session(id, forwarded: request.isForwarded, mayWait: mayWait) {
+            case let .success(found): session = found
+            case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
+            case .failure(.needsStore): return nil
+            case let .failure(error) where error.isGoneOrGoing:
+                // Gone, or going: a repeat of the delete that removes it still gets its answer, or
+                // 409 while it runs (unless this request runs under the key already: gone
+                // between its two looks).
+                let kept =
+                    ticket == nil ? Self.keptAnswer(request, principal, .deleteSession, session: id, context) : nil
+                return .response(kept ?? Problems.session(error))
+            case let .failure(.unrestorable(detail, owner)):
+                return Self.deleteUnrestorable(
+                    request, principal, id, owner: owner, ifMatch: ifMatch, ticket: ticket,
+                    unrestorable: Problems.session(.unrestorable(detail, owner: owner)), context)
+            case let .failure(error): return .response(Problems.session(error))
+            }
+            if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
+            if ticket == nil {
+                // Once the session is found here (held by this node, in a cluster), as for an action.
+                switch Self.admit(request, principal, .deleteSession, session: id, context) {
+                case let .answer(response): return .response(response)
+                case let .run(admitted): ticket = admitted
+                case nil: break
+                }
+            }
+            if let ifMatch {
+                // The version checked and the reactor let go in one step: no action comes between.
+                switch session.release(ifAt: ifMatch) {
+                case .stale:
+                    return Self.answer(afterCommitOf: session.hub, context) { _ in
+                        Preconditions.failed(session.hub.snapshot)
+                    }
+                case .gone: continue
+                case .applied: break
+                }
+            }
+            guard context.takeForDeletion(session) else { continue }
+            let deleted = Response(status: 204)
+            let answer = ticket?.keep(deleted, session: id)
+            return Self.answer(context) { [ticket] done in
+                context.remove(session, reason: "deleted", answer: answer) { failure in
+                    ticket?.finish()  // before the answer: a repeat after it finds the key kept
+                    done(failure.map(Problems.store) ?? deleted)
+                }
+            }
+        }
+        return .response(context.isStopping ? Problems.stopping : Problems.sessionInFlux)
     }
 
     /// DELETE of a stored session that cannot be restored: its row goes, so that it need not
