@@ -127,7 +127,7 @@ extension RouteTable {
         add(.POST, "/action") { request in
             // The action as sent is what an idempotency key names, whichever route carried it.
             let action = { @Sendable in JSONWhitespace.member("action", of: request.body) ?? request.body[...] }
-            return Self.inlineOrOffThread(context) { mayWait in
+            @Sendable func attempt(mayWait: Bool) -> Reply? {
                 Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
                     principal, info, decoder, found throws(RequestError) in
                     try ActionRequest.decode(
@@ -135,9 +135,10 @@ extension RouteTable {
                         mayWait: mayWait, userInfo: info, decoder: decoder, found: &found)
                 }
             }
+            return attempt(mayWait: false) ?? Self.retryOffThread(context, attempt)
         }
         add(.POST, "/sessions/{id}/actions") { request in
-            Self.inlineOrOffThread(context) { mayWait in
+            @Sendable func attempt(mayWait: Bool) -> Reply? {
                 Self.act(on: request, action: { request.body[...] }, context, userInfo: userInfo, decoder: decoder) {
                     principal, info, _, found throws(RequestError) in
                     try ActionRequest.decode(
@@ -146,6 +147,7 @@ extension RouteTable {
                         found: &found)
                 }
             }
+            return attempt(mayWait: false) ?? Self.retryOffThread(context, attempt)
         }
     }
 
@@ -156,7 +158,7 @@ extension RouteTable {
 
     /// `actionJSON`: the action as sent, read only when the request has an idempotency key or the
     /// session keeps an action log. Nil when `decode` found the session to need the store, which
-    /// it may not wait for here (`inlineOrOffThread`).
+    /// it may not wait for here (`retryOffThread`).
     private static func act(
         on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
         userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder, _ decode: ActionDecoding

@@ -25,16 +25,15 @@ extension RouteTable {
         offThread(context) { .response(response()) }
     }
 
-    /// `attempt` run here, on libmicrohttpd's thread, where it may not wait for the store
-    /// (`mayWait` false); when it needed to (nil: its session is not in memory, and in a cluster
-    /// finding it is a round trip to PostgreSQL, which a frozen database holds for seconds while
-    /// every other client of this thread waits), run again on one of `context.waitingWork`'s
-    /// threads, where it may.
-    static func inlineOrOffThread(
-        _ context: ServiceContext, _ attempt: @escaping @Sendable (_ mayWait: Bool) -> Reply?
-    ) -> Reply {
-        if let reply = attempt(false) { return reply }
-        return offThread(context) { attempt(true) ?? .response(Problems.session(.needsStore)) }
+    /// What `retry` answers, made on one of `context.waitingWork`'s threads, where it may wait
+    /// for the store: for a request whose first attempt, on libmicrohttpd's thread, found its
+    /// session not in memory (in a cluster finding it is a round trip to PostgreSQL, which a
+    /// frozen database holds for seconds while every other client of that thread waits). Used as
+    /// `attempt(false) ?? retryOffThread(context, attempt)`: the retry is made only when needed.
+    static func retryOffThread(_ context: ServiceContext, _ retry: @escaping @Sendable (_ mayWait: Bool) -> Reply?)
+        -> Reply
+    {
+        offThread(context) { retry(true) ?? .response(Problems.session(.needsStore)) }
     }
 
     /// The reply `make` gives, made on one of `context.waitingWork`'s threads (not an event

@@ -7,14 +7,16 @@ extension RouteTable {
         let context = context
         add(.POST, "/sessions") { request in Self.createSession(request, context) }
         add(.GET, "/sessions/{id}") { request in
-            Self.inlineOrOffThread(context) { mayWait in Self.readSession(request, context, mayWait: mayWait) }
+            Self.readSession(request, context, mayWait: false)
+                ?? Self.retryOffThread(context) { Self.readSession(request, context, mayWait: $0) }
         }
         add(.DELETE, "/sessions/{id}") { request in
-            Self.inlineOrOffThread(context) { mayWait in Self.deleteSession(request, context, mayWait: mayWait) }
+            Self.deleteSession(request, context, mayWait: false)
+                ?? Self.retryOffThread(context) { Self.deleteSession(request, context, mayWait: $0) }
         }
     }
 
-    /// `GET /sessions/{id}`; nil when finding the session needs the store (see `inlineOrOffThread`).
+    /// `GET /sessions/{id}`; nil when finding the session needs the store (see `retryOffThread`).
     private static func readSession(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Reply? {
         let principal: Principal?
         switch context.access.authenticate(request) {
@@ -61,7 +63,7 @@ extension RouteTable {
         }
     }
 
-    /// `DELETE /sessions/{id}`; nil when finding the session needs the store (see `inlineOrOffThread`).
+    /// `DELETE /sessions/{id}`; nil when finding the session needs the store (see `retryOffThread`).
     private static func deleteSession(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Reply? {
         let id = request.pathParameters["id"] ?? ""
         let principal: Principal?
