@@ -26,6 +26,8 @@ final class Cluster: Sendable {
     /// Where sessions held elsewhere live, as a claim last found (by session, with when to ask
     /// again), so requests are forwarded without a database round trip each.
     private let holders = Locked<[SessionKey: (address: String, until: Double)]>([:])
+    /// Whether a pass of `take` runs.
+    private let taking = Locked(false)
     /// The lease keeper's thread: asked to stop, and stopped.
     private let keeper = Locked((stopping: false, stopped: false))
     /// Signalled, under `keeper`'s lock, when either changes.
@@ -173,12 +175,21 @@ final class Cluster: Sendable {
 
     /// Takes the sessions watched here that no node holds: each is then a live reactor again,
     /// which the global user's changes reach (a stream on a node that does not hold its session
-    /// sees only what a holder commits). One of several nodes watching it wins the claim.
+    /// sees only what a holder commits). One of several nodes watching it wins the claim. On a
+    /// thread of `waitingWork`, one pass at a time: the claims are round trips to the database,
+    /// which must not hold up the lease renewals.
     private func take(_ unheld: [String], _ context: ServiceContext) {
-        guard let persistence = context.persistence, !context.isStopping else { return }
-        for id in unheld {
-            guard let key = SessionKey(id) else { continue }
-            _ = persistence.restore(key, into: context)
+        guard !unheld.isEmpty, let persistence = context.persistence, !context.isStopping else { return }
+        let started = taking.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        guard started else { return }
+        context.waitingWork.run { [self] in
+            defer { taking.withLock { $0 = false } }
+            for id in unheld where !context.isStopping {
+                if let key = SessionKey(id) { _ = persistence.restore(key, into: context) }
+            }
         }
     }
 
