@@ -1,3 +1,5 @@
+import Dispatch
+
 /// Threads for work that blocks (a round trip to another node, or to a database that may not
 /// answer for seconds), where a dispatch queue would not do: libdispatch runs its global queues
 /// on about as many threads as there are cores, and adds one only after those have been blocked
@@ -54,8 +56,15 @@ package final class WorkerPool<Job: Sendable>: Sendable {
             do throws(PlatformThreadError) {
                 try PlatformThread.detached { [self] in worker(next) }
             } catch {
-                // The threads there are take it in turn; with none, the job waits for the next start.
-                queue.withLock { $0.threads -= 1 }
+                // No thread to be had (the process is out of them): the threads there are take the
+                // job in turn; with none, a dispatch thread runs a worker, so no job waits forever.
+                let none = queue.withLock { queue in
+                    queue.threads -= 1
+                    guard queue.threads == 0 else { return false }
+                    queue.threads = 1  // the dispatch thread's worker
+                    return true
+                }
+                if none { DispatchQueue.global().async { [self] in worker(next) } }
             }
         }
         return accepted

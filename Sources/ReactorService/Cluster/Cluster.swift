@@ -28,6 +28,8 @@ final class Cluster: Sendable {
     private let holders = Locked<[SessionKey: (address: String, until: Double)]>([:])
     /// Whether a pass of `take` runs.
     private let taking = Locked(false)
+    /// Sessions `take` could not load, and until when it leaves them (ProcessClock).
+    private let notTakenBefore = Locked<[SessionKey: Double]>([:])
     /// The lease keeper's thread: asked to stop, and stopped.
     private let keeper = Locked((stopping: false, stopped: false))
     /// Signalled, under `keeper`'s lock, when either changes.
@@ -187,8 +189,26 @@ final class Cluster: Sendable {
         guard started else { return }
         context.waitingWork.run { [self] in
             defer { taking.withLock { $0 = false } }
+            let now = ProcessClock.now
+            let resting = notTakenBefore.withLock { table in
+                table = table.filter { $0.value > now }
+                return table
+            }
             for id in unheld where !context.isStopping {
-                if let key = SessionKey(id) { _ = persistence.restore(key, into: context) }
+                guard let key = SessionKey(id), resting[key] == nil else { continue }
+                switch persistence.restore(key, into: context) {
+                case let .success(session) where context.isStopping:
+                    // Taken as the node stops: given back, as the stop gave back the others.
+                    if context.sessions.unload(session) { context.end(session, reason: nil) }
+                    store.release([id])
+                case .success, .failure(.heldElsewhere), .failure(.unknown): break
+                case .failure:
+                    // Not to be had here now (it cannot be restored, memory is full, the store
+                    // fails): not tried again for a while, rather than at every check.
+                    notTakenBefore.withLock { table in
+                        if table.count < 10_000 { table[key] = now + 30 }
+                    }
+                }
             }
         }
     }

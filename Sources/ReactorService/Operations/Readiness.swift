@@ -50,7 +50,7 @@ extension RouteTable {
     mutating func addReadinessRoute() {
         let context = context
         // Checks may wait on the store (up to a second): off libmicrohttpd's thread.
-        add(.GET, "/readyz") { _ in Self.answerOffThread(context) { Self.readiness(context) } }
+        add(.GET, "/readyz") { _ in Self.probeOffThread(context) { Self.readiness(context) } }
     }
 
     private static func readiness(_ context: ServiceContext) -> Response {

@@ -206,15 +206,16 @@ final class Persistence: Sendable {
     }
 
     /// Tombstones a stored session that cannot be restored (see `SessionLookupError.unrestorable`)
-    /// for a DELETE, as `beginDelete` does a loaded one. False when it is loaded, or being deleted.
-    /// `delete(stored:)` follows.
-    func beginDelete(stored key: SessionKey, from context: ServiceContext) -> Bool {
+    /// for a DELETE, as `beginDelete` does a loaded one; nil then, and `delete(stored:)` follows.
+    /// Else why not: another DELETE of it runs, or it was loaded meanwhile (`beingDeleted`, to
+    /// retry), or it expired (`unknown`).
+    func beginDelete(stored key: SessionKey, from context: ServiceContext) -> SessionLookupError? {
         restoring.withLock { state in
-            guard context.sessions.session(key.string) == nil, state.tombstones.insert(key).inserted else {
-                return false
-            }
+            if state.tombstones.contains(key) { return state.deleting.contains(key) ? .beingDeleted : .unknown }
+            guard context.sessions.session(key.string) == nil else { return .beingDeleted }
+            state.tombstones.insert(key)
             state.deleting.insert(key)
-            return true
+            return nil
         }
     }
 

@@ -17,12 +17,10 @@ extension RouteTable {
         }
     }
 
-    /// An answer made on one of `context.waitingWork`'s threads, for work that may wait (a
-    /// probe of the store).
-    static func answerOffThread(
-        _ context: ServiceContext, _ response: @escaping @Sendable () -> Response
-    ) -> Reply {
-        offThread(context) { .response(response()) }
+    /// A probe's answer (`/readyz`, `/healthz`), made on a thread of `context.waitingWork`'s
+    /// probes: it may wait for the store (a second at most), and never behind a request's read.
+    static func probeOffThread(_ context: ServiceContext, _ response: @escaping @Sendable () -> Response) -> Reply {
+        .deferred { responder in context.waitingWork.probe { responder.respond(response()) } }
     }
 
     /// What `retry` answers, made on one of `context.waitingWork`'s threads, where it may wait

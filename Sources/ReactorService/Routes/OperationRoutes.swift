@@ -17,7 +17,7 @@ extension RouteTable {
             guard context.cluster != nil, let probe = context.persistence?.probe else {
                 return .response(Self.health(context))
             }
-            return Self.answerOffThread(context) {
+            return Self.probeOffThread(context) {
                 guard let reason = probe.unreachableReason() else { return Self.health(context) }
                 return .problem(status: 503, detail: reason, headers: HTTPHeaders([("Retry-After", "1")]))
             }

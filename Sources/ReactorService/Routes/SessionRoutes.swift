@@ -143,13 +143,13 @@ extension RouteTable {
         _ context: ServiceContext
     ) -> Reply {
         guard let persistence = context.persistence, let key = SessionKey(id) else { return .response(unrestorable) }
-        if let ifMatch, ifMatch != .any { return .response(unrestorable) }
         switch owner {
         case let .read(subject):
             if let refusal = context.access.authorize(owner: subject, for: principal) { return .response(refusal) }
         case .unreadable:
             if context.access.isAuthenticating { return .response(unrestorable) }
         }
+        if let ifMatch, ifMatch != .any { return .response(unrestorable) }
         var ticket = ticket
         if ticket == nil {
             switch Self.admit(request, principal, .deleteSession, session: id, context) {
@@ -158,10 +158,10 @@ extension RouteTable {
             case nil: break
             }
         }
-        guard persistence.beginDelete(stored: key, from: context) else {
-            let busy = Problems.session(.beingDeleted)
-            ticket?.finish(giving: busy)
-            return .response(busy)
+        if let busy = persistence.beginDelete(stored: key, from: context) {
+            let refusal = Problems.session(busy)
+            ticket?.finish(giving: refusal)
+            return .response(refusal)
         }
         let deleted = Response(status: 204)
         let answer = ticket?.keep(deleted, session: id)
