@@ -36,7 +36,7 @@ final class ServiceContext: Sendable {
     /// What /readyz asks; the store adds its own check (ReactorServer.addReadinessCheck).
     let readiness = Readiness()
     /// Where requests do what may wait (a store's read, a probe of it), off libmicrohttpd's
-    /// threads: threads of their own, as many as are waiting (up to 64).
+    /// threads: threads of their own, as many as are waiting (up to 64, the probes apart).
     let waitingWork = WaitingWork()
     /// Counts and logs the streams closed for reading too slowly.
     var slowConsumers: SlowConsumers { SlowConsumers(metrics: metrics, logger: logger) }
