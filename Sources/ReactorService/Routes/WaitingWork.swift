@@ -1,12 +1,13 @@
 import ConcurrencyPrimitives
 
-/// Threads for the parts of requests that may wait: a read of the store (in a cluster a round
-/// trip to PostgreSQL, which a frozen database holds for seconds), a page of the action log, a
-/// probe of the store. A dispatch queue would not do: libdispatch gives its global queues about
-/// as many threads as cores and adds one only after they have been blocked a while, so two
-/// requests stuck on the database held up every probe queued behind them (`WorkerPool`).
+/// Threads for work that may wait on the store: a page of the action log, a probe of the store,
+/// and in a cluster the claims of watched sessions nobody holds (`Cluster.take`; in a cluster the
+/// store is a round trip to PostgreSQL, which a frozen database holds for seconds). A dispatch
+/// queue would not do: libdispatch gives its global queues about as many threads as cores and
+/// adds one only after they have been blocked a while, so a few jobs stuck on the database held
+/// up every probe queued behind them (`WorkerPool`).
 final class WaitingWork: Sendable {
-    /// Reads of the store: restores wait their turn for the restore lock, so with the database
+    /// Reads of the store: a claim waits its turn for the restore lock, so with the database
     /// stuck these may all be waiting.
     private let reads: WorkerPool<@Sendable () -> Void>
     /// The health probes, apart: each waits at most a second, and never behind a read.
