@@ -621,7 +621,9 @@ final class DurabilityTests: XCTestCase {
         let mount = try mountTmpfs("small", options: "size=2m")
         defer { unmount(mount) }
         let path = mount.appendingPathComponent("reactord.sqlite").path
-        let server = try start(["--history", "100000"], store: "sqlite:\(path)")
+        // Two request threads: an action's answer waited for its commit only if the journal had
+        // not come by while another action held the writes (a 200 for a change never stored).
+        let server = try start(["--history", "100000", "--threads", "2"], store: "sqlite:\(path)")
         let client = HTTPClient(port: server.port)
         let session = try create(client)
         // Fill the disk to a few pages short, then grow the history until a write fails.

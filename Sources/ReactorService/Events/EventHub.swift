@@ -434,7 +434,9 @@ final class EventHub: Sendable {
         let now: StoreError?? = locked { state in
             guard let record = state.record else { return .some(nil) }
             if let lost = record.lost { return .some(lost) }
-            if record.isQueued {
+            // Not `isQueued` alone: while another action holds the writes, the journal's take
+            // unqueues the record, and this change would be answered before it was written.
+            if record.awaitsTake {
                 record.pendingWaiters.append(completion)
             } else if record.inFlight != nil {
                 record.inFlight?.waiters.append(completion)
@@ -594,8 +596,9 @@ extension EventHub: Journaled {
                 return nil
             }
             // An ended session writes nothing more: a deleted one is gone, and an unloaded one
-            // (a lost commit) must not store the state whose change was lost.
-            guard !state.isEnded else { return nil }
+            // (a lost commit) must not store the state whose change was lost, nor may one whose
+            // commit was lost before its unload ends it.
+            guard !state.isEnded, record.lost == nil else { return nil }
             return record.take(
                 state: state.stateJSON, version: state.seq, lastActive: state.lastActiveWallTime,
                 loggedActions: state.actionLog?.take() ?? [])

@@ -40,6 +40,9 @@ final class SessionRecord {
     /// that the two go in one transaction; `wantedWhileHeld`: the journal came meanwhile.
     var isHeld = false
     var wantedWhileHeld = false
+    /// A change is made and the journal has not taken it yet: queued, or asked for while held
+    /// (then `releaseWrites` queues it). A request that waits for its commit waits for the take.
+    var awaitsTake: Bool { isQueued || wantedWhileHeld }
     var pendingWaiters: [Journal.Completion] = []
     /// Taken by the journal's current transaction.
     var inFlight: InFlight?
