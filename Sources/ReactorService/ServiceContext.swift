@@ -35,9 +35,8 @@ final class ServiceContext: Sendable {
     let cors: CORSPolicy
     /// What /readyz asks; the store adds its own check (ReactorServer.addReadinessCheck).
     let readiness = Readiness()
-    /// Where requests do what may wait (a page of the action log, a probe of the store), off
-    /// libmicrohttpd's threads: threads of their own, as many as are waiting (up to 64, the
-    /// probes apart).
+    /// Where requests do what may wait (a store's read, a probe of it), off libmicrohttpd's
+    /// threads: threads of their own, as many as are waiting (up to 64, the probes apart).
     let waitingWork = WaitingWork()
     /// Counts and logs the streams closed for reading too slowly.
     var slowConsumers: SlowConsumers { SlowConsumers(metrics: metrics, logger: logger) }
@@ -169,8 +168,11 @@ final class ServiceContext: Sendable {
     /// only when it names this node's address (this node before a restart); a session given back
     /// (unloaded, handed over, a stop) is then `heldElsewhere`, which a forwarded request answers
     /// with a 503 that its node retries through the store: the node its requests reach takes
-    /// it, not this one (Placement).
-    func session(_ id: String, forwarded: Bool = false) -> Result<any Session, SessionLookupError> {
+    /// it, not this one (Placement). `mayWait` false (on libmicrohttpd's thread): `needsStore`
+    /// where the store would be read.
+    func session(_ id: String, forwarded: Bool = false, mayWait: Bool = true) -> Result<
+        any Session, SessionLookupError
+    > {
         if let loaded = sessions.session(id) {
             // In a cluster, a session is served from memory only while its lease lasts.
             guard let cluster, !cluster.store.holds(id), !loaded.hub.isNewSession else { return .success(loaded) }
@@ -181,6 +183,7 @@ final class ServiceContext: Sendable {
         guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         if let address = cluster?.knownHolder(of: key) { return .failure(.heldElsewhere(address: address)) }
+        guard mayWait else { return .failure(.needsStore) }
         let found = persistence.restore(key, into: self, onlyAtThisAddress: forwarded)
         if case let .failure(.heldElsewhere(address)) = found, !address.isEmpty {
             cluster?.remember(address, asHolderOf: key)

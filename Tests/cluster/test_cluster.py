@@ -465,12 +465,12 @@ def test_postgres_down_turns_nodes_not_ready_and_they_recover(postgres):
 
 def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postgres):
     """PostgreSQL stopped (SIGSTOP on the postmaster and the node's backends): /readyz answers
-    503 long before a statement's 5 s timeout, /healthz as soon, and while they wait the node's
-    other routes still answer."""
+    503 long before a statement's 5 s timeout, /healthz as soon, and while they wait, and while
+    requests for sessions not in memory wait for the store, the node's other routes still answer."""
     made = Cluster(postgres, 1)
     try:
         node = made.nodes[0]
-        node.create()
+        loaded = node.create()
         # The node's backends and the postmaster: no new connection answers either.
         pids = made.postgres.sql(
             made.dsn, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
@@ -487,6 +487,22 @@ def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postg
                 started = time.monotonic()
                 answers[path] = (node.request("GET", path, timeout=20)[0], time.monotonic() - started)
 
+            # Sessions this node does not have in memory: finding them reads the store (one read
+            # after another, as the node's connections to it time out: up to 5 s each).
+            unknown = "AAAAAAAAAAAAAAAAAAAAAA"
+            waiting = [("GET", f"/sessions/{unknown}", None), ("DELETE", f"/sessions/{unknown}", None),
+                       ("POST", f"/sessions/{unknown}/actions", {"type": "increase"}),
+                       ("POST", "/action", {"session": unknown, "action": {"type": "increase"}})]
+
+            def wait_on_store(method, path, body):
+                started = time.monotonic()
+                answers[method + " " + path] = (node.request(method, path, body, timeout=40)[0],
+                                                time.monotonic() - started)
+
+            readers = [threading.Thread(target=wait_on_store, args=request) for request in waiting]
+            for thread in readers:
+                thread.start()
+            time.sleep(0.2)
             probes = [threading.Thread(target=probe, args=(path,)) for path in ("/readyz", "/healthz")]
             for thread in probes:
                 thread.start()
@@ -494,11 +510,17 @@ def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postg
             started = time.monotonic()
             assert node.request("GET", "/metrics", timeout=5)[0] == 200
             metrics_took = time.monotonic() - started
-            for thread in probes:
-                thread.join(timeout=20)
+            started = time.monotonic()
+            assert node.request("GET", f"/sessions/{loaded}", timeout=5)[0] == 200
+            loaded_took = time.monotonic() - started
+            for thread in probes + readers:
+                thread.join(timeout=40)
             assert answers["/readyz"][0] == 503 and answers["/readyz"][1] < 3, answers
-            assert metrics_took < 0.9, ("libmicrohttpd's thread waited on the probes", metrics_took)
+            assert metrics_took < 0.9, ("libmicrohttpd's thread waited on the store", metrics_took)
+            assert loaded_took < 0.9, ("a session in memory waited on the store", loaded_took)
             assert answers["/healthz"][0] == 503 and answers["/healthz"][1] < 3, answers
+            for method, path, _ in waiting:
+                assert answers[method + " " + path][0] == 503, answers
         finally:
             for pid in pids:
                 os.kill(int(pid), signal.SIGCONT)

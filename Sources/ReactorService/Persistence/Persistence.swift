@@ -25,6 +25,9 @@ enum SessionLookupError: Error {
     case memoryFull
     /// A DELETE of it waits for its commit, which may yet fail and leave it: 503 to retry.
     case beingDeleted
+    /// Not in memory: finding it reads the store, which a lookup that may not wait (on
+    /// libmicrohttpd's thread) leaves to be done again on another (`RouteTable.offThread`).
+    case needsStore
 
     /// Gone, or going: a request under a key used before gets what the key kept, if anything.
     var isGoneOrGoing: Bool {

@@ -26,15 +26,16 @@ private struct ActionRequest {
     /// `found`: the session, once its id was read and it may be used (for the metrics of an
     /// action that then fails to decode).
     static func decode(
-        _ body: [UInt8], _ context: ServiceContext, principal: Principal?, forwarded: Bool,
+        _ body: [UInt8], _ context: ServiceContext, principal: Principal?, forwarded: Bool, mayWait: Bool,
         userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder,
         found: inout (any Session)?
     ) throws(RequestError) -> sending ActionRequest {
         guard let envelope = RequestJSONDecoder.TopLevelObject(parsing: body), let id = envelope.string("session")
         else {
-            return try decodeInGeneral(body, context, principal: principal, userInfo: userInfo, decoder: decoder)
+            return try decodeInGeneral(
+                body, context, principal: principal, mayWait: mayWait, userInfo: userInfo, decoder: decoder)
         }
-        let session = try usable(id, context, principal: principal, forwarded: forwarded)
+        let session = try usable(id, context, principal: principal, forwarded: forwarded, mayWait: mayWait)
         found = session
         var mismatch: RequestJSONDecoder.IntegerMismatch?
         if let action = session.decodeAction(in: envelope, userInfo: userInfo, integerMismatch: &mismatch) {
@@ -50,11 +51,11 @@ private struct ActionRequest {
     /// read as `RequestDecoding.decode` reads it, in the order of its fields' errors: the session
     /// (whose lookup may fail), then its action.
     private static func decodeInGeneral(
-        _ body: [UInt8], _ context: ServiceContext, principal: Principal?,
+        _ body: [UInt8], _ context: ServiceContext, principal: Principal?, mayWait: Bool,
         userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder
     ) throws(RequestError) -> sending ActionRequest {
         let id = try RequestDecoding.decode(SessionField.self, from: body, with: decoder, userInfo: userInfo).session
-        let session = try usable(id, context, principal: principal)
+        let session = try usable(id, context, principal: principal, mayWait: mayWait)
         let action = try session.decodeDeclinedAction(from: body, inEnvelope: true, with: decoder, integerMismatch: nil)
         return ActionRequest(session: session, action: action)
     }
@@ -67,10 +68,10 @@ private struct ActionRequest {
     /// `POST /sessions/{id}/actions`: the session from the path, the body the action alone.
     static func decode(
         action body: [UInt8], of id: String, _ context: ServiceContext, principal: Principal?,
-        forwarded: Bool, userInfo: [CodingUserInfoKey: any Sendable],
+        forwarded: Bool, mayWait: Bool, userInfo: [CodingUserInfoKey: any Sendable],
         found: inout (any Session)?
     ) throws(RequestError) -> sending ActionRequest {
-        let session = try usable(id, context, principal: principal, forwarded: forwarded)
+        let session = try usable(id, context, principal: principal, forwarded: forwarded, mayWait: mayWait)
         found = session
         // The common request: decoded by the session at once. Else, as `RequestDecoding.decode`
         // does: no JSON is a 400, and what the fast decoder declined goes to `JSONDecoder`, whose
@@ -95,13 +96,14 @@ private struct ActionRequest {
         return decoder
     }
 
-    /// The session `id` names, if the caller may use it. `forwarded`: see `ServiceContext.session`.
+    /// The session `id` names, if the caller may use it. `forwarded`, `mayWait`: see
+    /// `ServiceContext.session`.
     private static func usable(
         _ id: String, _ context: ServiceContext, principal: Principal?,
-        forwarded: Bool = false
+        forwarded: Bool = false, mayWait: Bool
     ) throws(RequestError) -> any Session {
         let session: any Session
-        switch context.session(id, forwarded: forwarded) {
+        switch context.session(id, forwarded: forwarded, mayWait: mayWait) {
         case let .success(found): session = found
         case .failure(.unknown): throw .unknownSession
         case let .failure(error): throw .session(error)
@@ -124,21 +126,28 @@ extension RouteTable {
         decoder.userInfo = userInfo
         add(.POST, "/action") { request in
             // The action as sent is what an idempotency key names, whichever route carried it.
-            let action = { JSONWhitespace.member("action", of: request.body) ?? request.body[...] }
-            return Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
-                principal, info, decoder, found throws(RequestError) in
-                try ActionRequest.decode(
-                    request.body, context, principal: principal, forwarded: request.isForwarded,
-                    userInfo: info, decoder: decoder, found: &found)
+            let action = { @Sendable in JSONWhitespace.member("action", of: request.body) ?? request.body[...] }
+            @Sendable func attempt(mayWait: Bool) -> Reply? {
+                Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
+                    principal, info, decoder, found throws(RequestError) in
+                    try ActionRequest.decode(
+                        request.body, context, principal: principal, forwarded: request.isForwarded,
+                        mayWait: mayWait, userInfo: info, decoder: decoder, found: &found)
+                }
             }
+            return attempt(mayWait: false) ?? Self.retryOffThread(context, attempt)
         }
         add(.POST, "/sessions/{id}/actions") { request in
-            Self.act(on: request, action: { request.body[...] }, context, userInfo: userInfo, decoder: decoder) {
-                principal, info, _, found throws(RequestError) in
-                try ActionRequest.decode(
-                    action: request.body, of: request.pathParameters["id"] ?? "", context,
-                    principal: principal, forwarded: request.isForwarded, userInfo: info, found: &found)
+            @Sendable func attempt(mayWait: Bool) -> Reply? {
+                Self.act(on: request, action: { request.body[...] }, context, userInfo: userInfo, decoder: decoder) {
+                    principal, info, _, found throws(RequestError) in
+                    try ActionRequest.decode(
+                        action: request.body, of: request.pathParameters["id"] ?? "", context,
+                        principal: principal, forwarded: request.isForwarded, mayWait: mayWait, userInfo: info,
+                        found: &found)
+                }
             }
+            return attempt(mayWait: false) ?? Self.retryOffThread(context, attempt)
         }
     }
 
@@ -148,11 +157,12 @@ extension RouteTable {
     ) throws(RequestError) -> sending ActionRequest
 
     /// `actionJSON`: the action as sent, read only when the request has an idempotency key or the
-    /// session keeps an action log.
+    /// session keeps an action log. Nil when `decode` found the session to need the store, which
+    /// it may not wait for here (`retryOffThread`).
     private static func act(
         on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
         userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder, _ decode: ActionDecoding
-    ) -> Reply {
+    ) -> Reply? {
         guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
         var requestInfo = userInfo
         var requestDecoder = decoder
@@ -233,6 +243,8 @@ extension RouteTable {
             }
         } catch .session(.heldElsewhere(let address)) {
             return Self.forward(request, to: address, context)
+        } catch .session(.needsStore) {
+            return nil
         } catch {
             // Deleted since, or not to be loaded now: a repeat of an action it took still gets
             // its answer, which needs no reactor. Not when this request runs under its key

@@ -22,4 +22,30 @@ extension RouteTable {
     static func probeOffThread(_ context: ServiceContext, _ response: @escaping @Sendable () -> Response) -> Reply {
         .deferred { responder in context.waitingWork.probe { responder.respond(response()) } }
     }
+
+    /// What `retry` answers, made on one of `context.waitingWork`'s threads, where it may wait
+    /// for the store: for a request whose first attempt, on libmicrohttpd's thread, found its
+    /// session not in memory (in a cluster finding it is a round trip to PostgreSQL, which a
+    /// frozen database holds for seconds while every other client of that thread waits). Used as
+    /// `attempt(false) ?? retryOffThread(context, attempt)`: the retry is made only when needed.
+    static func retryOffThread(_ context: ServiceContext, _ retry: @escaping @Sendable (_ mayWait: Bool) -> Reply?)
+        -> Reply
+    {
+        offThread(context) { retry(true) ?? .response(Problems.session(.needsStore)) }
+    }
+
+    /// The reply `make` gives, made on one of `context.waitingWork`'s threads (not an event
+    /// stream: its connection is libmicrohttpd's to set up).
+    private static func offThread(_ context: ServiceContext, _ make: @escaping @Sendable () -> Reply) -> Reply {
+        .deferred { responder in
+            context.waitingWork.run {
+                switch make() {
+                case let .response(response): responder.respond(response)
+                case let .deferred(work): work(responder)
+                case .eventStream:
+                    responder.respond(.problem(status: 500, detail: "an event stream cannot be opened here"))
+                }
+            }
+        }
+    }
 }

@@ -30,6 +30,9 @@ enum Problems {
             return .problem(
                 status: 503, detail: "a DELETE of this session waits for its commit; retry (404 once it is gone)",
                 headers: HTTPHeaders([("Retry-After", "1")]))
+        case .needsStore:
+            // Asked again off libmicrohttpd's thread before any answer (RouteTable.offThread).
+            return .problem(status: 503, detail: "the session could not be looked up; retry", headers: notApplied)
         }
     }
 

@@ -6,12 +6,18 @@ extension RouteTable {
     mutating func addSessionRoutes() {
         let context = context
         add(.POST, "/sessions") { request in Self.createSession(request, context) }
-        add(.GET, "/sessions/{id}") { request in Self.readSession(request, context) }
-        add(.DELETE, "/sessions/{id}") { request in Self.deleteSession(request, context) }
+        add(.GET, "/sessions/{id}") { request in
+            Self.readSession(request, context, mayWait: false)
+                ?? Self.retryOffThread(context) { Self.readSession(request, context, mayWait: $0) }
+        }
+        add(.DELETE, "/sessions/{id}") { request in
+            Self.deleteSession(request, context, mayWait: false)
+                ?? Self.retryOffThread(context) { Self.deleteSession(request, context, mayWait: $0) }
+        }
     }
 
-    /// `GET /sessions/{id}`.
-    private static func readSession(_ request: Request, _ context: ServiceContext) -> Reply {
+    /// `GET /sessions/{id}`; nil when finding the session needs the store (see `retryOffThread`).
+    private static func readSession(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Reply? {
         let principal: Principal?
         switch context.access.authenticate(request) {
         case let .success(found): principal = found
@@ -23,7 +29,9 @@ extension RouteTable {
         } catch {
             return .response(error.response)
         }
-        switch context.session(request.pathParameters["id"] ?? "", forwarded: request.isForwarded) {
+        switch context.session(
+            request.pathParameters["id"] ?? "", forwarded: request.isForwarded, mayWait: mayWait)
+        {
         case let .success(session):
             if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
             session.hub.touch()
@@ -48,13 +56,15 @@ extension RouteTable {
             }
         case let .failure(.heldElsewhere(address)):
             return Self.forward(request, to: address, context)
+        case .failure(.needsStore):
+            return nil
         case let .failure(error):
             return .response(Problems.session(error))
         }
     }
 
-    /// `DELETE /sessions/{id}`.
-    private static func deleteSession(_ request: Request, _ context: ServiceContext) -> Reply {
+    /// `DELETE /sessions/{id}`; nil when finding the session needs the store (see `retryOffThread`).
+    private static func deleteSession(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Reply? {
         let id = request.pathParameters["id"] ?? ""
         let principal: Principal?
         switch context.access.authenticate(request) {
@@ -72,9 +82,10 @@ extension RouteTable {
         // Twice at most: it may leave memory (idle, or let go) between its lookup and its removal.
         for _ in 0..<2 {
             let session: any Session
-            switch context.session(id, forwarded: request.isForwarded) {
+            switch context.session(id, forwarded: request.isForwarded, mayWait: mayWait) {
             case let .success(found): session = found
             case let .failure(.heldElsewhere(address)): return Self.forward(request, to: address, context)
+            case .failure(.needsStore): return nil
             case let .failure(error) where error.isGoneOrGoing:
                 // Gone, or going: a repeat of the delete that removes it still gets its answer, or
                 // 409 while it runs (unless this request runs under the key already: gone
