@@ -120,13 +120,8 @@ extension RouteTable {
                 }
             }
             guard context.takeForDeletion(session) else { continue }
-            let deleted = Response(status: 204)
-            let answer = ticket?.keep(deleted, session: id)
-            return Self.answer(context) { [ticket] done in
-                context.remove(session, reason: "deleted", answer: answer) { failure in
-                    ticket?.finish()  // before the answer: a repeat after it finds the key kept
-                    done(failure.map(Problems.store) ?? deleted)
-                }
+            return Self.answerDeletion(of: id, ticket: ticket, context) { answer, then in
+                context.remove(session, reason: "deleted", answer: answer, then: then)
             }
         }
         return .response(context.isStopping ? Problems.stopping : Problems.sessionInFlux)
@@ -163,10 +158,24 @@ extension RouteTable {
             ticket?.finish(giving: refusal)
             return .response(refusal)
         }
+        return Self.answerDeletion(of: id, ticket: ticket, context) { answer, then in
+            persistence.delete(stored: key, reason: "deleted", answer: answer, from: context, then: then)
+        }
+    }
+
+    /// A DELETE's 204 once `remove` has committed the deletion, with the answer kept under the
+    /// request's key (`ticket`) that `remove` writes in the same transaction.
+    private static func answerDeletion(
+        of id: String, ticket: IdempotencyLedger.Ticket?, _ context: ServiceContext,
+        by remove:
+            @escaping @Sendable (
+                _ answer: StoredAnswer?, _ then: @escaping @Sendable (StoreError?) -> Void
+            ) -> Void
+    ) -> Reply {
         let deleted = Response(status: 204)
         let answer = ticket?.keep(deleted, session: id)
         return Self.answer(context) { [ticket] done in
-            persistence.delete(stored: key, reason: "deleted", answer: answer, from: context) { failure in
+            remove(answer) { failure in
                 ticket?.finish()  // before the answer: a repeat after it finds the key kept
                 done(failure.map(Problems.store) ?? deleted)
             }
