@@ -168,9 +168,16 @@ extension HTTPServer {
             return true
         }
         if let deferred = exchange.deferred {
-            guard let response = deferred.takeResponse() else { return true }
+            guard let answer = deferred.takeAnswer() else { return true }
             deferred.endHold()
-            return send(response, connection, closing: isStopping, headOnly: exchange.method == .HEAD)
+            switch answer {
+            case let .response(response):
+                return send(response, connection, closing: isStopping, headOnly: exchange.method == .HEAD)
+            case let .eventStream(headers, open):
+                return openStream(headers, open, exchange.method, connection, exchange: exchange, context: context) {
+                    RequestHead(method: exchange.method, path: exchange.path, headers: connection.headersAndQuery().0)
+                }
+            }
         }
         if exchange.stream != nil { return true }
         if exchange.bodyTooLarge { return false }  // answered when it passed the limit: close
@@ -190,37 +197,9 @@ extension HTTPServer {
             return send(response, connection, closing: isStopping, headOnly: request.method == .HEAD)
 
         case let .eventStream(headers, open):
-            var head = HTTPHeaders(Connection.eventStreamHeaders)
-            for (name, value) in headers { head.add(name, value) }
-            if request.method == .HEAD {
-                // The head a GET would get, and no stream, written here: libmicrohttpd would add
-                // `Content-Length: 0` to an empty answer, and write the end of a chunked body to
-                // a HEAD request.
-                connection.writeClosing(Response(status: 200, headers: head), headOnly: true, unbounded: true)
-                return false
+            return openStream(headers, open, request.method, connection, exchange: exchange, context: context) {
+                RequestHead(method: request.method, path: request.path, headers: request.headers)
             }
-            guard
-                connection.poolHolds(
-                    headOf: Response(status: 200, headers: head), streaming: true,
-                    limit: configuration.connectionMemoryLimit)
-            else {
-                return refuse(
-                    .problem(
-                        status: 431,
-                        detail: "the request's header fields leave no room for an event stream on this server"),
-                    connection, RequestHead(method: request.method, path: request.path, headers: request.headers),
-                    closing: true)
-            }
-            let exchange = exchange ?? attachExchange(context, method: request.method)
-            let stream = EventStream(connection: connection, queueLimit: configuration.streamQueueLimit)
-            exchange.stream = stream
-            register(stream)
-            connection.disableTimeout()
-            if configuration.streamSocketSendBuffer > 0 {
-                connection.setSendBuffer(configuration.streamSocketSendBuffer)
-            }
-            open(stream)
-            return connection.queueStream(stream, head: head)
 
         case let .deferred(work):
             let deferred = DeferredExchange(connection: connection)
@@ -230,7 +209,7 @@ extension HTTPServer {
                     RequestHead(method: request.method, path: request.path, headers: request.headers),
                     closing: true)
             }
-            let exchange = exchange ?? attachExchange(context, method: request.method)
+            let exchange = exchange ?? attachExchange(context, method: request.method, path: request.path)
             exchange.deferred = deferred
             deferred.suspend()  // before the work can answer (and resume)
             work(Responder(exchange: deferred))
@@ -238,12 +217,52 @@ extension HTTPServer {
         }
     }
 
+    /// Opens the event stream of a `Reply.eventStream` (or of a deferred request answered with
+    /// one): its head, then `open` with the stream. `head`: the request, for a refusal.
+    private func openStream(
+        _ headers: HTTPHeaders, _ open: @Sendable (EventStream) -> Void, _ method: HTTPMethod,
+        _ connection: Connection, exchange: Exchange?, context: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+        head: () -> RequestHead
+    ) -> Bool {
+        var streamHead = HTTPHeaders(Connection.eventStreamHeaders)
+        for (name, value) in headers { streamHead.add(name, value) }
+        if method == .HEAD {
+            // The head a GET would get, and no stream, written here: libmicrohttpd would add
+            // `Content-Length: 0` to an empty answer, and write the end of a chunked body to
+            // a HEAD request.
+            connection.writeClosing(Response(status: 200, headers: streamHead), headOnly: true, unbounded: true)
+            return false
+        }
+        guard
+            connection.poolHolds(
+                headOf: Response(status: 200, headers: streamHead), streaming: true,
+                limit: configuration.connectionMemoryLimit)
+        else {
+            return refuse(
+                .problem(
+                    status: 431,
+                    detail: "the request's header fields leave no room for an event stream on this server"),
+                connection, head(), closing: true)
+        }
+        let exchange = exchange ?? attachExchange(context, method: method)
+        let stream = EventStream(connection: connection, queueLimit: configuration.streamQueueLimit)
+        exchange.stream = stream
+        register(stream)
+        connection.disableTimeout()
+        if configuration.streamSocketSendBuffer > 0 {
+            connection.setSendBuffer(configuration.streamSocketSendBuffer)
+        }
+        open(stream)
+        return connection.queueStream(stream, head: streamHead)
+    }
+
     /// A stream or deferred reply outlives this call: keep its state in `con_cls`, where
-    /// the completion callback finds it.
+    /// the completion callback finds it. (`path`: for a deferred request's refusals, should it
+    /// be answered with a stream.)
     private func attachExchange(
-        _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>, method: HTTPMethod
+        _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>, method: HTTPMethod, path: String = ""
     ) -> Exchange {
-        let exchange = Exchange(handler: nil, method: method, path: "", parameters: [:])
+        let exchange = Exchange(handler: nil, method: method, path: path, parameters: [:])
         context.pointee = Unmanaged.passRetained(exchange).toOpaque()
         return exchange
     }

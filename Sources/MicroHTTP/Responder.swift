@@ -36,6 +36,17 @@ public final class Responder: Sendable {
         exchange.answer(response)
     }
 
+    /// Answers with an event stream, as `Reply.eventStream` does: for a handler that learns on
+    /// another thread that a stream is its answer. The stream is opened, and `open` runs, on
+    /// libmicrohttpd's thread (the connection is its to set up); `onRespond` sees a 200.
+    public func respond(eventStreamWith headers: HTTPHeaders, open: @escaping @Sendable (EventStream) -> Void) {
+        var headers = headers
+        let extras = self.extras.current
+        for (name, value) in extras.headers { headers.add(name, value) }
+        extras.onRespond?(Response(status: 200, headers: headers))
+        exchange.answer(eventStreamWith: headers, open: open)
+    }
+
     deinit {
         exchange.answer(.problem(status: 500, detail: "the request's handler finished without answering"))
     }
@@ -48,8 +59,14 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
     private let lock = Mutex()
     private let connection: Connection
 
+    /// What a deferred request is answered with.
+    enum Answer {
+        case response(Response)
+        case eventStream(headers: HTTPHeaders, open: @Sendable (EventStream) -> Void)
+    }
+
     // Guarded by `lock`.
-    private var response: Response?
+    private var pending: Answer?
     private var answered = false
     private var suspended = false
     private var resumePending = false  // answered inside a resume batch: resumed at its end
@@ -85,13 +102,22 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
     /// request already answered).
     @discardableResult
     func answer(_ answer: @autoclosure () -> Response) -> Bool {
+        settle { .response(answer()) }
+    }
+
+    /// As `answer`, with an event stream that the MHD thread opens when it resumes.
+    func answer(eventStreamWith headers: HTTPHeaders, open: @escaping @Sendable (EventStream) -> Void) {
+        settle { .eventStream(headers: headers, open: open) }
+    }
+
+    private func settle(_ answer: () -> Answer) -> Bool {
         lock.lock()
         if answered || completed {
             lock.unlock()
             return false
         }
         answered = true
-        response = answer()
+        pending = answer()
         if suspended {
             suspended = false
             if let batch = ResumeBatch.current {
@@ -115,10 +141,10 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
     }
 
     /// On the MHD thread, when it calls the handler again after the resume.
-    func takeResponse() -> Response? {
+    func takeAnswer() -> Answer? {
         lock.withLock {
-            defer { response = nil }
-            return response
+            defer { pending = nil }
+            return pending
         }
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import XCTest
 
 @testable import MicroHTTP
@@ -55,6 +56,43 @@ final class StreamTests: XCTestCase {
             XCTAssertEqual(member.events, expected)
             if member.events != expected { break }
         }
+    }
+
+    /// A deferred request answered with an event stream from another thread (a handler that had
+    /// to look elsewhere first): the stream opens with its head and the responder's extra
+    /// headers, what `open` sends goes out first, and later events follow, in order.
+    func testADeferredRequestAnsweredWithAnEventStreamFromAnotherThread() throws {
+        let registry = StreamRegistry()
+        let server = try startServer { router in
+            router.add(.GET, "/late-events") { _ in
+                .deferred { responder in
+                    responder.extraHeaders.add("X-Extra", "1")
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) {
+                        responder.respond(eventStreamWith: HTTPHeaders([("X-Stream", "late")])) { stream in
+                            stream.send(Frame("retry: 500\n\n"))
+                            registry.add(stream)
+                        }
+                    }
+                }
+            }
+        }
+        defer { server.stop() }
+        let fleet = try StreamFleet(port: server.port, count: 3, path: "/late-events")
+        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 3 }, "\(server.openStreamCount) streams")
+        fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+        for index in 0..<5 { registry.send(Frame("id: \(index)\ndata: event \(index)\n\n")) }
+        let expected = (0..<5).map { "event \($0)" }
+        XCTAssertTrue(fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.events.count >= 5 } })
+        for member in fleet.members {
+            XCTAssertEqual(member.parser.status, 200)
+            XCTAssertEqual(member.parser.header("Content-Type"), "text/event-stream")
+            XCTAssertEqual(member.parser.header("X-Stream"), "late")
+            XCTAssertEqual(member.parser.header("X-Extra"), "1")
+            XCTAssertTrue(member.parser.bodyText.hasPrefix("retry: 500\n\n"), member.parser.bodyText)
+            XCTAssertEqual(member.events, expected)
+        }
+        fleet.closeAll()
+        XCTAssertTrue(waitUntil(timeout: 5) { server.openStreamCount == 0 }, "\(server.openStreamCount) streams left")
     }
 
     /// 3. 1,000 idle streams cost (next to) no CPU: a reader that returned 0 without

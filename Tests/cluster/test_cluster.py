@@ -491,6 +491,7 @@ def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postg
             # after another, as the node's connections to it time out: up to 5 s each).
             unknown = "AAAAAAAAAAAAAAAAAAAAAA"
             waiting = [("GET", f"/sessions/{unknown}", None), ("DELETE", f"/sessions/{unknown}", None),
+                       ("GET", f"/sessions/{unknown}/events", None),
                        ("POST", f"/sessions/{unknown}/actions", {"type": "increase"}),
                        ("POST", "/action", {"session": unknown, "action": {"type": "increase"}})]
 

@@ -12,54 +12,63 @@ extension RouteTable {
     mutating func addEventRoute() {
         let context = context
         add(.GET, "/sessions/{id}/events") { request in
-            guard !context.isStopping else { return .response(Problems.stopping) }
-            // EventSource sends no headers: the token may come as `?access_token=` (never logged).
-            let principal: Principal?
-            switch context.access.authenticate(request, queryToken: true) {
-            case let .success(found): principal = found
-            case let .failure(refusal): return .response(refusal.response)
-            }
-            let id = request.pathParameters["id"] ?? ""
-            let source: StreamSource
-            switch Self.streamSource(id, context) {
-            case let .success(found): source = found
-            case let .failure(error): return .response(Problems.session(error))
-            }
-            if let refusal = context.access.authorize(owner: source.owner, for: principal) { return .response(refusal) }
-            let filter: FieldFilter?
-            switch FieldFilter.requested(
-                by: request, stateJSON: source.hub.snapshot.stateJSON, stateFieldNames: source.stateFieldNames)
-            {
-            case let .success(found): filter = found
-            case let .failure(error): return .response(error.response)
-            }
-            // An id that is not a number we issued is treated as no id: the stream starts afresh.
-            let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])
-                .flatMap { UInt64($0.trimmingWhitespace()) }
-            let retry = context.retryFrame
-            let streamFilter = filter
-            let maxAge = context.configuration.streamMaxAge.inSeconds
-            let slowConsumers = context.slowConsumers
-            let access = context.access
-            return .eventStream(headers: HTTPHeaders()) { stream in
-                var hub = source.hub
-                var attempts = 1
-                // Unloaded (idle) since it was found: found again, which loads it; the same
-                // resume from the same store, so the stream cannot tell.
-                while !hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
-                    guard attempts < 3, case let .success(again) = Self.streamSource(id, context) else {
-                        return stream.close()
-                    }
-                    hub = again.hub
-                    attempts += 1
+            Self.openEvents(request, context, mayWait: false)
+                ?? Self.retryOffThread(context) { Self.openEvents(request, context, mayWait: $0) }
+        }
+    }
+
+    /// The stream of `GET /sessions/{id}/events`, or the refusal; nil when finding its session
+    /// needs the store (see `retryOffThread`).
+    private static func openEvents(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Reply? {
+        guard !context.isStopping else { return .response(Problems.stopping) }
+        // EventSource sends no headers: the token may come as `?access_token=` (never logged).
+        let principal: Principal?
+        switch context.access.authenticate(request, queryToken: true) {
+        case let .success(found): principal = found
+        case let .failure(refusal): return .response(refusal.response)
+        }
+        let id = request.pathParameters["id"] ?? ""
+        let source: StreamSource
+        switch Self.streamSource(id, context, mayWait: mayWait) {
+        case let .success(found): source = found
+        case .failure(.needsStore): return nil
+        case let .failure(error): return .response(Problems.session(error))
+        }
+        if let refusal = context.access.authorize(owner: source.owner, for: principal) { return .response(refusal) }
+        let filter: FieldFilter?
+        switch FieldFilter.requested(
+            by: request, stateJSON: source.hub.snapshot.stateJSON, stateFieldNames: source.stateFieldNames)
+        {
+        case let .success(found): filter = found
+        case let .failure(error): return .response(error.response)
+        }
+        // An id that is not a number we issued is treated as no id: the stream starts afresh.
+        let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])
+            .flatMap { UInt64($0.trimmingWhitespace()) }
+        let retry = context.retryFrame
+        let streamFilter = filter
+        let maxAge = context.configuration.streamMaxAge.inSeconds
+        let slowConsumers = context.slowConsumers
+        let access = context.access
+        return .eventStream(headers: HTTPHeaders()) { stream in
+            var hub = source.hub
+            var attempts = 1
+            // Unloaded (idle) since it was found: found again, which loads it; the same
+            // resume from the same store, so the stream cannot tell. (Rare: read here, on
+            // libmicrohttpd's thread.)
+            while !hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
+                guard attempts < 3, case let .success(again) = Self.streamSource(id, context) else {
+                    return stream.close()
                 }
-                slowConsumers.watch(stream, kind: source.kind)
-                access.endAtExpiry(stream, of: principal)
-                // A plain close, no `event: end`: an EventSource reconnects and resumes.
-                if maxAge > 0 {
-                    DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
-                        stream?.close()
-                    }
+                hub = again.hub
+                attempts += 1
+            }
+            slowConsumers.watch(stream, kind: source.kind)
+            access.endAtExpiry(stream, of: principal)
+            // A plain close, no `event: end`: an EventSource reconnects and resumes.
+            if maxAge > 0 {
+                DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
+                    stream?.close()
                 }
             }
         }
@@ -77,10 +86,12 @@ private struct StreamSource: Sendable {
 }
 
 extension RouteTable {
-    private static func streamSource(_ id: String, _ context: ServiceContext) -> Result<
+    /// `mayWait` false: `needsStore` where the store would be read (a session not in memory, or a
+    /// follower's hub, which may need its first read).
+    private static func streamSource(_ id: String, _ context: ServiceContext, mayWait: Bool = true) -> Result<
         StreamSource, SessionLookupError
     > {
-        switch context.session(id) {
+        switch context.session(id, mayWait: mayWait) {
         case let .success(session):
             return .success(
                 StreamSource(
@@ -88,6 +99,7 @@ extension RouteTable {
                     stateFieldNames: { session.stateFieldNames() }))
         case .failure(.heldElsewhere):
             guard let followers = context.cluster?.followers else { return .failure(.unknown) }
+            guard mayWait else { return .failure(.needsStore) }
             return followers.hub(for: id).map { followed in
                 StreamSource(hub: followed.hub, kind: followed.kind, owner: followed.owner) {
                     // The kind's State type, from its description: a nil field is absent from the JSON.

@@ -34,16 +34,15 @@ extension RouteTable {
         offThread(context) { retry(true) ?? .response(Problems.session(.needsStore)) }
     }
 
-    /// The reply `make` gives, made on one of `context.waitingWork`'s threads (not an event
-    /// stream: its connection is libmicrohttpd's to set up).
+    /// The reply `make` gives, made on one of `context.waitingWork`'s threads (an event stream is
+    /// then opened on libmicrohttpd's).
     private static func offThread(_ context: ServiceContext, _ make: @escaping @Sendable () -> Reply) -> Reply {
         .deferred { responder in
             context.waitingWork.run {
                 switch make() {
                 case let .response(response): responder.respond(response)
                 case let .deferred(work): work(responder)
-                case .eventStream:
-                    responder.respond(.problem(status: 500, detail: "an event stream cannot be opened here"))
+                case let .eventStream(headers, open): responder.respond(eventStreamWith: headers, open: open)
                 }
             }
         }
