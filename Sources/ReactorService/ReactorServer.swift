@@ -246,7 +246,7 @@ public final class ReactorServer: Sendable {
             return
         }
         for session in context.sessions.loaded { session.hub.refreshStoredActivity(exactly: true) }
-        let sessions = context.sessions.removeAll()
+        let sessions = persistence.removeAllForStop(from: context)
         for session in sessions { session.release() }  // no change after this one...
         persistence.journal.stop()  // ...so this commits the last of them
         // Committed: every lease goes back now, not at exit, so that other nodes serve these

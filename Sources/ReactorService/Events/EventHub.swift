@@ -29,6 +29,9 @@ final class EventHub: Sendable {
     struct Snapshot {
         let version: UInt64
         let stateJSON: [UInt8]
+        /// With a durable store, the count of changes made up to this state (see
+        /// `whenCommitted(through:_:)`); 0 otherwise.
+        var mark: UInt64 = 0
     }
 
     fileprivate struct Subscriber {
@@ -121,7 +124,9 @@ final class EventHub: Sendable {
 
     /// The latest state, which may not be committed yet: for the answer to the action that
     /// made it, sent only once it is.
-    var latest: Snapshot { locked { Snapshot(version: $0.seq, stateJSON: $0.stateJSON) } }
+    var latest: Snapshot {
+        locked { Snapshot(version: $0.seq, stateJSON: $0.stateJSON, mark: $0.record?.madeMark ?? 0) }
+    }
 
     /// The state clients may see: the latest committed one.
     var snapshot: Snapshot { locked { Snapshot(version: $0.publishedSeq, stateJSON: $0.publishedJSON) } }
@@ -318,6 +323,7 @@ final class EventHub: Sendable {
     }
 
     private func markDirty(_ record: SessionRecord) {
+        record.madeMark &+= 1
         guard !record.isQueued else { return }
         record.isQueued = true
         record.journal.markDirty(self)
@@ -426,24 +432,45 @@ final class EventHub: Sendable {
 
     /// Calls `body` once, when the journal loses a change of this session (a failed commit),
     /// telling whether the session was never stored at all.
-    func onLost(_ body: @escaping @Sendable (_ neverStored: Bool) -> Void) { locked { $0.record?.onLost = body } }
+    func onLost(_ body: @escaping @Sendable (_ neverStored: Bool) -> Void) {
+        // Its first write (a new session's, or a restored one's changed state) may have failed
+        // already, before the session was put where this is set.
+        let lostAlready: Bool? = locked { state in
+            guard let record = state.record else { return nil }
+            if record.lost != nil { return record.isNew }
+            record.onLost = body
+            return nil
+        }
+        if let neverStored = lostAlready { body(neverStored) }
+    }
 
     /// Calls `completion` once every change made so far is durable (nil), or lost (why), on
     /// the journal's thread; at once, on this thread, when there is nothing to wait for.
     func whenCommitted(_ completion: @escaping Journal.Completion) {
+        whenCommitted(through: nil, completion)
+    }
+
+    /// As `whenCommitted(_:)`, for the changes up to `mark` (a request's own, from its
+    /// `Snapshot`): the write that carries them decides, not a later one, which may fail after
+    /// it committed. Nil: every change made so far.
+    func whenCommitted(through mark: UInt64?, _ completion: @escaping Journal.Completion) {
         let now: StoreError?? = locked { state in
             guard let record = state.record else { return .some(nil) }
+            let mark = mark ?? record.madeMark
+            if record.committedMark >= mark { return .some(nil) }
+            if let inFlight = record.inFlight, inFlight.mark >= mark {
+                record.inFlight?.waiters.append(completion)
+                return .none
+            }
             if let lost = record.lost { return .some(lost) }
             // Not `isQueued` alone: while another action holds the writes, the journal's take
-            // unqueues the record, and this change would be answered before it was written.
-            if record.awaitsTake {
+            // unqueues the record (`wantedWhileHeld`).
+            if !state.isEnded, record.awaitsTake {
                 record.pendingWaiters.append(completion)
-            } else if record.inFlight != nil {
-                record.inFlight?.waiters.append(completion)
-            } else {
-                return .some(nil)
+                return .none
             }
-            return .none
+            // Ended before the journal took it (a delete, a lease lost, a stop): never written.
+            return .some(.unavailable("the session ended before its change was stored"))
         }
         if case let .some(result) = now { completion(result) }
     }

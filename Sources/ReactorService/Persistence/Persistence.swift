@@ -121,6 +121,9 @@ final class Persistence: Sendable {
     ) -> Result<any Session, SessionLookupError> {
         let id = key.string
         if let loaded = context.sessions.session(id) { return .success(loaded) }
+        // Checked again here: a restore that waited for this lock while the server began to stop
+        // would put a session in the table after the stop emptied it, never to be released.
+        guard !context.isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
         if state.tombstones.contains(key) { return .failure(state.deleting.contains(key) ? .beingDeleted : .unknown) }
         let stored: StoredSession?
         do throws(StoreError) {
@@ -179,6 +182,12 @@ final class Persistence: Sendable {
                     key, context, "its stored state no longer decodes as the reactor's State: \(error)",
                     owner: .read(stored.owner), state: &state))
         }
+    }
+
+    /// Empties the session table as the server stops, once a restore under way has put its
+    /// session there (the later ones see the stop and refuse): every session is then released.
+    func removeAllForStop(from context: ServiceContext) -> [any Session] {
+        restoring.withLock { _ in context.sessions.removeAll() }
     }
 
     /// Cluster mode: gives back the leases of `unloaded` sessions, in one statement, unless one was

@@ -44,6 +44,10 @@ final class SessionRecord {
     /// (then `releaseWrites` queues it). A request that waits for its commit waits for the take.
     var awaitsTake: Bool { isQueued || wantedWhileHeld }
     var pendingWaiters: [Journal.Completion] = []
+    /// Changes made (each queued write adds one), and how many of them are durable: a request
+    /// waits for the write that carries its own.
+    var madeMark: UInt64 = 0
+    private(set) var committedMark: UInt64 = 0
     /// Taken by the journal's current transaction.
     var inFlight: InFlight?
     /// Why a change of this session was lost (it is then unloaded and ends).
@@ -56,6 +60,8 @@ final class SessionRecord {
         let seq: UInt64
         let json: [UInt8]
         let lastActive: Double?
+        /// The `madeMark` it carries the changes up to.
+        let mark: UInt64
         var waiters: [Journal.Completion]
     }
 
@@ -85,7 +91,7 @@ final class SessionRecord {
         activityDue = false
         inFlight = InFlight(
             events: inFlightEvents, seq: version, json: state, lastActive: stale ? lastActive : nil,
-            waiters: pendingWaiters)
+            mark: madeMark, waiters: pendingWaiters)
         pendingWaiters = []
         return SessionWrite(
             id: id, kind: kind, owner: owner, isNew: isNew, stateJSON: state, version: version,
@@ -98,6 +104,7 @@ final class SessionRecord {
         guard let written = inFlight else { return nil }
         inFlight = nil
         isNew = false
+        committedMark = written.mark
         if let lastActive = written.lastActive { storedLastActive = lastActive }
         published = (written.seq, written.json)
         return written

@@ -222,7 +222,7 @@ extension RouteTable {
             let session = acted
             switch outcome {
             case let .applied(snapshot):
-                return Self.answer(afterCommitOf: session.hub, context) { [ticket] failure in
+                return Self.answer(afterCommitOf: session.hub, through: snapshot.mark, context) { [ticket] failure in
                     ticket?.finish()  // before the answer: a repeat after it finds the key kept
                     if let failure { return Self.notApplied(Problems.store(failure), kind: session.kind, context) }
                     context.metrics.countAction(kind: session.kind, outcome: .applied)

@@ -326,14 +326,17 @@ extension RouteTable {
         return response
     }
 
-    /// The answer once what the request changed in `hub` is durable; at once with the memory
+    /// The answer once what the request changed in `hub` is durable (up to `mark`, when it
+    /// knows the mark of its own change; else everything made so far); at once with the memory
     /// store, or when nothing is left to write.
     static func answer(
-        afterCommitOf hub: EventHub, _ context: ServiceContext,
+        afterCommitOf hub: EventHub, through mark: UInt64? = nil, _ context: ServiceContext,
         _ response: @escaping @Sendable (StoreError?) -> Response
     ) -> Reply {
         guard context.persistence != nil else { return .response(response(nil)) }
-        return .deferred { responder in hub.whenCommitted { failure in responder.respond(response(failure)) } }
+        return .deferred { responder in
+            hub.whenCommitted(through: mark) { failure in responder.respond(response(failure)) }
+        }
     }
 
     /// A reply given by `work`, which calls its argument once with the answer: inline when it

@@ -1,0 +1,157 @@
+import Foundation
+import Logging
+import ReactorStore
+import XCTest
+
+@testable import ReactorService
+
+/// What a request that changed a session waits for: the journal's write that carries its change,
+/// and that write's outcome, whatever comes after it. A store whose commits the test lets through
+/// (or fails) one at a time holds the journal where a real disk or database only sometimes would.
+final class CommitWaitTests: XCTestCase {
+    private var store: HeldStore!
+    private var journal: Journal!
+    private var hub: EventHub!
+
+    override func setUp() {
+        store = HeldStore()
+        journal = Journal(
+            engine: store, historyLength: 10, failures: StoreFailureLog(logger: Logger(label: "CommitWaitTests")))
+        let now = Date().timeIntervalSince1970
+        let stored = StoredSession(
+            id: "s", kind: "counter", stateJSON: Array(#"{"count":0}"#.utf8), version: 0, createdAt: now,
+            lastActive: now, events: [])
+        let record = SessionRecord(id: "s", kind: "counter", owner: nil, journal: journal, stored: stored, ttl: 0)
+        hub = EventHub(historyLength: 10, metrics: ServiceMetrics(), record: record, restoring: stored)
+        hub.goLive()
+    }
+
+    override func tearDown() {
+        store.allowForever()
+        journal.stop()
+    }
+
+    /// A change, and its mark, once the journal has taken it (its commit waits for the test).
+    private func changeTaken(count: Int) -> UInt64 {
+        let before = store.commitsStarted
+        hub.publish(EncodedState(json: Array(#"{"count":\#(count)}"#.utf8), pulses: []))
+        XCTAssertTrue(store.waitForCommitsStarted(before + 1), "the journal took the change")
+        return hub.latest.mark
+    }
+
+    private func outcome(through mark: UInt64) -> Locked<StoreError??> {
+        let outcome = Locked<StoreError??>(.none)
+        hub.whenCommitted(through: mark) { failure in outcome.update { $0 = .some(failure) } }
+        return outcome
+    }
+
+    /// A change whose write committed is answered as stored, though the next write (queued behind
+    /// it when the request asked) fails: it was answered 507, and a retry applied it twice.
+    func testAChangeWhoseWriteCommittedIsStoredThoughTheNextWriteFails() {
+        let first = changeTaken(count: 1)
+        hub.publish(EncodedState(json: Array(#"{"count":2}"#.utf8), pulses: []))  // queued behind it
+        let asked = outcome(through: first)
+        let askedAfter = outcome(through: hub.latest.mark)
+        store.allow(succeeding: true)
+        store.allow(succeeding: false)
+        XCTAssertTrue(waitUntil(timeout: 5) { asked.value != nil && askedAfter.value != nil }, "answered")
+        XCTAssertEqual(asked.value.map { $0 == nil }, true, "committed: \(String(describing: asked.value))")
+        XCTAssertNotNil(askedAfter.value ?? nil, "the second change is lost")
+    }
+
+    /// A change made just before its session ended, which the journal then never writes: the
+    /// request that waits for it is told so (it waited forever, or was answered 200).
+    func testAChangeDroppedAsItsSessionEndedIsNotAnsweredAsStored() {
+        _ = changeTaken(count: 1)
+        hub.publish(EncodedState(json: Array(#"{"count":2}"#.utf8), pulses: []))
+        let dropped = hub.latest.mark
+        hub.end(reason: nil)
+        let asked = outcome(through: dropped)
+        store.allow(succeeding: true)
+        XCTAssertTrue(waitUntil(timeout: 5) { asked.value != nil }, "answered")
+        XCTAssertNotNil(asked.value ?? nil, "never written, so not answered as stored")
+    }
+
+    /// A change taken while another request held the session's writes (an idempotency key's
+    /// answer, an action log's entry): the journal unqueued the session and let it be, and the
+    /// first request was answered before its change was written.
+    func testAChangeWaitsForItsWriteWhileAnotherRequestHoldsTheWrites() {
+        let first = changeTaken(count: 1)
+        hub.publish(EncodedState(json: Array(#"{"count":2}"#.utf8), pulses: []))
+        let mine = hub.latest.mark
+        hub.holdWrites()
+        let firstAsked = outcome(through: first)
+        store.allow(succeeding: true)  // the first write; then the journal finds the writes held
+        XCTAssertTrue(waitUntil(timeout: 5) { firstAsked.value != nil })
+        usleep(50_000)
+        let asked = outcome(through: mine)
+        XCTAssertNil(asked.value, "not written yet, so not answered")
+        hub.releaseWrites(adding: nil)
+        XCTAssertTrue(store.waitForCommitsStarted(2), "written once the writes are let go")
+        store.allow(succeeding: false)
+        XCTAssertTrue(waitUntil(timeout: 5) { asked.value != nil }, "answered")
+        XCTAssertNotNil(asked.value ?? nil, "its write failed")
+    }
+}
+
+/// A store that commits only as the test allows, one outcome at a time.
+private final class HeldStore: StoreEngine, @unchecked Sendable {
+    let name = "held"
+    private let condition = NSCondition()
+    private var outcomes: [Bool] = []
+    private var forever = false
+    private var started = 0
+
+    var commitsStarted: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return started
+    }
+
+    func waitForCommitsStarted(_ count: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(5)
+        while started < count { if !condition.wait(until: deadline) { return false } }
+        return true
+    }
+
+    func allow(succeeding: Bool) {
+        condition.lock()
+        outcomes.append(succeeding)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func allowForever() {
+        condition.lock()
+        forever = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String> {
+        condition.lock()
+        started += 1
+        condition.broadcast()
+        while outcomes.isEmpty && !forever { condition.wait() }
+        let succeeds = outcomes.isEmpty ? true : outcomes.removeFirst()
+        condition.unlock()
+        if !succeeds { throw .full("the test's disk is full") }
+        return []
+    }
+
+    func loadUser() throws(StoreError) -> [UInt8]? { nil }
+    func sessionCount() throws(StoreError) -> Int { 0 }
+    func sessionCount(ownedBy owner: String) throws(StoreError) -> Int { 0 }
+    func session(_ id: String, historyLength: Int) throws(StoreError) -> StoredSession? { nil }
+    func sessions(lastActiveBefore time: Double, limit: Int) throws(StoreError) -> [String] { [] }
+    func answer(scope: String, key: String) throws(StoreError) -> StoredAnswer? { nil }
+    func answerCount() throws(StoreError) -> Int { 0 }
+    func close() {}
+    func loggedActions(of session: String, after version: UInt64?, loggedSince time: Double, limit: Int)
+        throws(StoreError) -> [LoggedAction]
+    { [] }
+    func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion { .noSession }
+    func sessions(after id: String, limit: Int) throws(StoreError) -> [SessionSummary] { [] }
+}
