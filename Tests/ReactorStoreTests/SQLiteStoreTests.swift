@@ -1,5 +1,6 @@
 import Foundation
 import ReactorStore
+import TestSupport
 import XCTest
 
 /// The SQLite engine through the seam alone, on real files: what a commit keeps, what a
@@ -75,6 +76,23 @@ final class SQLiteStoreTests: XCTestCase {
         }
         let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
         XCTAssertLessThan(wal, 8_000_000, "the WAL's file grew past its checkpoints")
+    }
+
+    /// The checkpointer's thread copies the WAL into the file beside the writer, a few commits
+    /// in, long before the writer's own copy at 1,800 frames: its connection had never read the
+    /// file, so it did not know it was a WAL database, and each of its passes copied nothing. The
+    /// WAL then grew to ~7 MB, and a small disk filled with it stayed full.
+    func testTheCheckpointerCopiesTheWALIntoTheFileBesideTheWriter() throws {
+        let path = folder.appendingPathComponent("c.sqlite").path
+        let store = try SQLiteStore(path: path)
+        defer { store.close() }
+        try store.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        for version: UInt64 in 1...20 {
+            try store.commit([write("s1", version: version, events: [event(version)])], historyLength: 10)
+        }
+        func fileSize() -> Int { (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
+        let copied = waitUntil(timeout: 5) { fileSize() > 4_096 }
+        XCTAssertTrue(copied, "the file holds \(fileSize()) bytes: nothing was copied out of the WAL")
     }
 
     func testAnExpiryLeavesASessionUsedSinceItWasFoundExpired() throws {

@@ -17,6 +17,9 @@ final class SQLiteCheckpointer: Sendable {
     static let commitFrames = 1800
     static let interval = 0.02
 
+    /// Held by a copy: the writer's own copy waits for the thread's (a passive copy that finds
+    /// another under way copies nothing, and the WAL grew on past `commitFrames`).
+    private let copyLock = Mutex()
     private let wakeLock = Mutex()
     private let wake = Condition()
     private let isStopping = Locked(false)
@@ -26,7 +29,9 @@ final class SQLiteCheckpointer: Sendable {
     /// lock its writer commits under.
     init(path: String, writeLock: Mutex) throws {
         let connection = try SQLiteConnection(path: path)
-        try connection.execute("PRAGMA busy_timeout = 5000")
+        // A read first: a connection that has never read the file does not know it is in WAL
+        // mode, and its checkpoints copy nothing (SQLite reports -1 frames).
+        try connection.execute("PRAGMA busy_timeout = 5000; SELECT count(*) FROM sqlite_schema")
         let owned = Guarded(connection)  // the thread's alone from here
         let started = try PlatformThread.joinable { [self] in
             owned.withLock { connection in run(connection, writeLock: writeLock) }
@@ -38,7 +43,7 @@ final class SQLiteCheckpointer: Sendable {
     func committed(walFrames: Int, on writer: OpaquePointer) {
         guard walFrames >= Self.commitFrames else { return }
         // The writer's own connection, under its lock: nothing writes meanwhile, the copy reaches the end.
-        _ = sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        copyLock.withLock { _ = sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil) }
     }
 
     /// Stops the thread (a pass under way ends first); the writer's close copies what is left.
@@ -56,10 +61,10 @@ final class SQLiteCheckpointer: Sendable {
     private func run(_ connection: SQLiteConnection, writeLock: Mutex) {
         while !waitOrStop() {
             // Busy or failing now: the next pass tries again, and the commits bound the WAL meanwhile.
-            guard let (frames, copied) = try? connection.checkpoint(),
+            guard let (frames, copied) = try? copyLock.withLock({ try connection.checkpoint() }),
                 frames >= Self.restartFrames, copied < frames
             else { continue }
-            _ = try? writeLock.withLock { try connection.checkpoint() }
+            _ = try? writeLock.withLock { try copyLock.withLock { try connection.checkpoint() } }
         }
     }
 
