@@ -32,18 +32,27 @@ final class StreamTests: XCTestCase {
         }
     }
 
+    /// `count` clients of `path`, each with its stream open and its head read.
+    private func answeredStreams(of server: HTTPServer, count: Int, path: String) throws -> StreamFleet {
+        let fleet = try StreamFleet(port: server.port, count: count, path: path)
+        XCTAssertTrue(waitUntil(timeout: 20) { server.openStreamCount == count }, "\(server.openStreamCount) streams")
+        fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
+        return fleet
+    }
+
+    /// Sends events 0..<count to every stream of `registry`; returns their data, as received.
+    private func sendEvents(_ count: Int, to registry: StreamRegistry) -> [String] {
+        for index in 0..<count { registry.send(Frame("id: \(index)\ndata: event \(index)\n\n")) }
+        return (0..<count).map { "event \($0)" }
+    }
+
     /// 2. 1,000 subscribers each receive 100 events, in order, none lost or duplicated.
     func testThousandSubscribersReceiveEveryEventInOrder() throws {
         let registry = StreamRegistry()
         let server = try streamServer(registry) { $0.heartbeatInterval = 60 }
         defer { server.stop() }
-        let fleet = try StreamFleet(port: server.port, count: 1000, path: "/events")
-        XCTAssertTrue(waitUntil(timeout: 20) { server.openStreamCount == 1000 }, "\(server.openStreamCount) streams")
-        fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
-
-        for index in 0..<100 { registry.send(Frame("id: \(index)\ndata: event \(index)\n\n")) }
-
-        let expected = (0..<100).map { "event \($0)" }
+        let fleet = try answeredStreams(of: server, count: 1000, path: "/events")
+        let expected = sendEvents(100, to: registry)
         let done = fleet.pump(timeout: 30) { fleet in fleet.members.allSatisfy { $0.events.count >= 100 } }
         XCTAssertTrue(done, "not every subscriber got 100 events")
         for member in fleet.members {
@@ -77,11 +86,8 @@ final class StreamTests: XCTestCase {
             }
         }
         defer { server.stop() }
-        let fleet = try StreamFleet(port: server.port, count: 3, path: "/late-events")
-        XCTAssertTrue(waitUntil(timeout: 10) { server.openStreamCount == 3 }, "\(server.openStreamCount) streams")
-        fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.parser.status != nil } }
-        for index in 0..<5 { registry.send(Frame("id: \(index)\ndata: event \(index)\n\n")) }
-        let expected = (0..<5).map { "event \($0)" }
+        let fleet = try answeredStreams(of: server, count: 3, path: "/late-events")
+        let expected = sendEvents(5, to: registry)
         XCTAssertTrue(fleet.pump(timeout: 10) { fleet in fleet.members.allSatisfy { $0.events.count >= 5 } })
         for member in fleet.members {
             XCTAssertEqual(member.parser.status, 200)
