@@ -110,6 +110,7 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
         settle { .eventStream(headers: headers, open: open) }
     }
 
+    @discardableResult
     private func settle(_ answer: () -> Answer) -> Bool {
         lock.lock()
         if answered || completed {
