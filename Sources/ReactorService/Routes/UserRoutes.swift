@@ -61,7 +61,11 @@ extension RouteTable {
                 if let failure { return done(Problems.store(failure)) }
                 // In a cluster every node, this one too, takes the change from the store, by version.
                 if let cluster = context.cluster { cluster.feedUser(context) } else { publish() }
-                journal.whenCommitted { failure in done(failure.map(Problems.store) ?? answer) }
+                // Answered once the sessions' new states are written too, so that a read after the
+                // answer finds the user in each. Whatever their outcome: the user is stored (with the
+                // answer under its key), and a session whose write failed comes back from the store
+                // with it (EventHub.goLive), so an error here would invite a retry of what is done.
+                journal.whenCommitted { _ in done(answer) }
             }
         }
     }
