@@ -444,16 +444,11 @@ final class EventHub: Sendable {
         if let neverStored = lostAlready { body(neverStored) }
     }
 
-    /// Calls `completion` once every change made so far is durable (nil), or lost (why), on
-    /// the journal's thread; at once, on this thread, when there is nothing to wait for.
-    func whenCommitted(_ completion: @escaping Journal.Completion) {
-        whenCommitted(through: nil, completion)
-    }
-
-    /// As `whenCommitted(_:)`, for the changes up to `mark` (a request's own, from its
-    /// `Snapshot`): the write that carries them decides, not a later one, which may fail after
-    /// it committed. Nil: every change made so far.
-    func whenCommitted(through mark: UInt64?, _ completion: @escaping Journal.Completion) {
+    /// Calls `completion` once the changes up to `mark` (a request's own, from its `Snapshot`;
+    /// nil: every change made so far) are durable (nil), or lost (why), on the journal's thread;
+    /// at once, on this thread, when there is nothing to wait for. The write that carries them
+    /// decides, not a later one, which may fail after it committed.
+    func whenCommitted(through mark: UInt64? = nil, _ completion: @escaping Journal.Completion) {
         let now: StoreError?? = locked { state in
             guard let record = state.record else { return .some(nil) }
             let mark = mark ?? record.madeMark
