@@ -141,11 +141,15 @@ package struct SessionWrite: Sendable {
     package var answers: [StoredAnswer]
     /// The action log's entries for these changes, oldest first.
     package var loggedActions: [LoggedAction]
+    /// The version this write builds on, the last its writer knew stored. A shared store writes
+    /// over that version only: a writer that read an older one (a hub let go, its write still in
+    /// flight as the same node claimed the session again) is refused. Nil: over any version.
+    package var base: UInt64?
 
     package init(
         id: String, kind: String, owner: String? = nil, isNew: Bool, stateJSON: [UInt8], version: UInt64,
         createdAt: Double, lastActive: Double?, events: [StoredEvent], answers: [StoredAnswer] = [],
-        loggedActions: [LoggedAction] = []
+        loggedActions: [LoggedAction] = [], base: UInt64? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -158,6 +162,7 @@ package struct SessionWrite: Sendable {
         self.events = events
         self.answers = answers
         self.loggedActions = loggedActions
+        self.base = base
     }
 }
 

@@ -223,6 +223,32 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try b.renewLeases(), [])
     }
 
+    /// A node whose lease lapsed locally claims its session again: the fence stays (the holder
+    /// did not change), so a write of the hub it let go, still in flight, passes the fence. The
+    /// new hub read the version before that write: its own write over it is refused.
+    func testAReclaimedSessionsWriteOverAVersionItDidNotReadIsRefused() throws {
+        let dsn = try database()
+        let a = try open(dsn, lease: 1, address: "http://a")
+        try a.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        Thread.sleep(forTimeInterval: 1.2)  // a's lease lapses here; nobody else takes it
+        XCTAssertFalse(a.holds("s1"))
+        guard case let .taken(session) = try a.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
+        XCTAssertEqual(session.version, 0)
+
+        // The let-go hub's write, in flight across the claim, commits under the same fence.
+        XCTAssertEqual(try a.commit([write("s1", version: 1, events: [event(1)], base: 0)], historyLength: 10), [])
+        // The new hub's write builds on version 0, which is no longer what is stored.
+        var stale = write("s1", version: 1, events: [event(1)], base: 0)
+        if case var .session(change) = stale {
+            change.stateJSON = Array(#"{"count":100}"#.utf8)
+            stale = .session(change)
+        }
+        XCTAssertEqual(try a.commit([stale], historyLength: 10), ["s1"])
+        let stored = try a.session("s1", historyLength: 10)
+        XCTAssertEqual(stored?.version, 1)
+        XCTAssertEqual(text(stored?.stateJSON), #"{"count":1,"q":"\"\\"}"#)
+    }
+
     func testAnAnswerIsKeptOnlyWithAWriteTheLeaseAllows() throws {
         let dsn = try database()
         let a = try open(dsn, lease: 1, address: "http://a")
@@ -688,13 +714,13 @@ final class PostgresStoreTests: XCTestCase {
 // Free functions, not the test case's methods: the concurrent tests call them from @Sendable closures.
 private func write(
     _ id: String, version: UInt64, isNew: Bool = false, owner: String? = nil, lastActive: Double? = nil,
-    events: [StoredEvent] = []
+    events: [StoredEvent] = [], base: UInt64? = nil
 ) -> StoreChange {
     .session(
         SessionWrite(
             id: id, kind: "counter", owner: owner, isNew: isNew,
             stateJSON: Array(#"{"count":\#(version),"q":"\"\\"}"#.utf8),
-            version: version, createdAt: 1_000, lastActive: lastActive, events: events))
+            version: version, createdAt: 1_000, lastActive: lastActive, events: events, base: base))
 }
 
 private func event(_ seq: UInt64) -> StoredEvent {

@@ -96,7 +96,7 @@ final class SessionRecord {
         return SessionWrite(
             id: id, kind: kind, owner: owner, isNew: isNew, stateJSON: state, version: version,
             createdAt: createdAt, lastActive: stale ? lastActive : nil, events: events,
-            answers: answers, loggedActions: loggedActions)
+            answers: answers, loggedActions: loggedActions, base: isNew ? nil : published.seq)
     }
 
     /// The write in flight is durable: it becomes what clients see; returns it.

@@ -661,6 +661,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 statement.updates.versions.append(String(version))
                 statement.updates.lastActive.append(write.lastActive.map { String($0) })
                 statement.updates.fences.append(String(fence))
+                statement.updates.bases.append(write.base.map { String(Int64(clamping: $0)) })
             } else {
                 // This node does not hold it (never took it, or lost it): nothing of it is written.
                 outcome.refused.insert(write.id)
@@ -724,7 +725,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         for row in 0..<rows.count { written.insert(rows.string(row, 0) ?? "") }
         for (write, fence) in zip(writes, fences) where fence != nil {
             if !written.contains(write.id) {
-                // Another node took it over (its fence moved on), or it was deleted meanwhile.
+                // Another node took it over (its fence moved on), it was deleted meanwhile, or it was
+                // written past this write's base.
                 outcome.refused.insert(write.id)
                 outcome.dropped.insert(write.id)
             } else if write.isNew {

@@ -3,7 +3,8 @@
 /// batches are updates with their events and log entries alone.
 struct SessionWriteStatement {
     var updates = (
-        ids: [String?](), states: [String?](), versions: [String?](), lastActive: [String?](), fences: [String?]()
+        ids: [String?](), states: [String?](), versions: [String?](), lastActive: [String?](), fences: [String?](),
+        bases: [String?]()
     )
     var news = (
         ids: [String?](), kinds: [String?](), owners: [String?](), states: [String?](), versions: [String?](),
@@ -19,7 +20,7 @@ struct SessionWriteStatement {
     var logTrims = (sessions: [String?](), upto: [String?]())
 
     /// The statement, its parameters and a name that is the same for every statement of the
-    /// same parts: every write fenced by the UPDATE's WHERE, the rows of the other parts kept
+    /// same parts: every write fenced (and checked against its base version) by the UPDATE's WHERE, the rows of the other parts kept
     /// only for the sessions it wrote, one notification per session. It returns the ids written.
     func sql(
         node: String, address: String, leaseDuration: Double, sentAt: String,
@@ -44,10 +45,12 @@ struct SessionWriteStatement {
                     UPDATE reactord_sessions s
                     SET state = u.state, version = u.version, last_active = coalesce(u.last_active, s.last_active)
                     FROM unnest(\(ids), \(p.array(updates.states, "text")), \(p.array(updates.versions, "bigint")),
-                                \(p.array(updates.lastActive, "float8")), \(p.array(updates.fences, "bigint")))
-                            AS u(id, state, version, last_active, fence),
+                                \(p.array(updates.lastActive, "float8")), \(p.array(updates.fences, "bigint")),
+                                \(p.array(updates.bases, "bigint")))
+                            AS u(id, state, version, last_active, fence, base),
                          (\(lockedInOrder("id = ANY(\(ids))"))) l
                     WHERE s.id = u.id AND l.id = u.id AND s.holder = \(holder) AND s.fence = u.fence
+                        AND (u.base IS NULL OR s.version = u.base)
                     RETURNING s.id)
                 """)
             written.append("SELECT id FROM updated")
