@@ -8,7 +8,14 @@ import ReactorStore
 extension RouteTable {
     mutating func addHistoryRoutes() {
         let context = context
-        add(.GET, "/sessions") { request in
+        // Each reads the durable store (a page of the list, of the log, a state, the key of a
+        // fork), away from libmicrohttpd's thread.
+        func addReading(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping Handler) {
+            add(method, pattern) { request in
+                Self.answer(offThreadIf: context.persistence != nil, context) { handler(request) }
+            }
+        }
+        addReading(.GET, "/sessions") { request in
             if let refusal = context.access.authorizeAdmin(request) { return .response(refusal) }
             let after = request.query["after"] ?? ""
             let limit: Int
@@ -34,7 +41,7 @@ extension RouteTable {
             }
             return .response(.json(HistoryJSON.sessions(page, limit: limit, timed: context.persistence != nil)))
         }
-        add(.GET, "/sessions/{id}/actions") { request in
+        addReading(.GET, "/sessions/{id}/actions") { request in
             Self.withReadableSession(request, context) { session, principal in
                 guard let settings = context.actionLogSettings else { return .response(HistoryJSON.noLog) }
                 let ndjson = request.query["format"] == "ndjson"
@@ -95,7 +102,7 @@ extension RouteTable {
                 }
             }
         }
-        add(.GET, "/sessions/{id}/states/{version}") { request in
+        addReading(.GET, "/sessions/{id}/states/{version}") { request in
             Self.withReadableSession(request, context) { session, principal in
                 let version: UInt64
                 switch Self.version(request.pathParameters["version"] ?? "", named: "the version in the path") {
@@ -113,7 +120,7 @@ extension RouteTable {
                 }
             }
         }
-        add(.POST, "/sessions/{id}/fork") { request in
+        addReading(.POST, "/sessions/{id}/fork") { request in
             // A repeat of a fork whose session has gone since still gets its answer.
             let kept = { (principal: Principal?) in
                 Self.keptAnswer(

@@ -55,6 +55,13 @@ struct IdempotentRequest: Sendable {
     /// Whether `request` carries a key, its client's or a forwarding node's (well-formed or not).
     static func isSent(with request: Request) -> Bool { keyField(of: request) != nil }
 
+    /// Whether admitting `request` looks its key up in the store: it has one, and not a
+    /// forwarding node's fresh one (see `freshForwardHeader`).
+    static func isLookedUp(_ request: Request) -> Bool {
+        guard let field = keyField(of: request) else { return false }
+        return !field.isForwarders || request.headers[freshForwardHeader] == nil
+    }
+
     /// The key's field as sent: the client's, else a forwarding node's; with how many times it is.
     private static func keyField(of request: Request) -> (value: String, count: Int, isForwarders: Bool)? {
         if let (value, count) = request.headers.first(header) { return (value, count, false) }

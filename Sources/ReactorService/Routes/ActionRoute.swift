@@ -128,7 +128,7 @@ extension RouteTable {
             // The action as sent is what an idempotency key names, whichever route carried it.
             let action = { @Sendable in JSONWhitespace.member("action", of: request.body) ?? request.body[...] }
             @Sendable func attempt(mayWait: Bool) -> Reply? {
-                Self.act(on: request, action: action, context, userInfo: userInfo, decoder: decoder) {
+                Self.act(on: request, action: action, context, mayWait: mayWait, userInfo: userInfo, decoder: decoder) {
                     principal, info, decoder, found throws(RequestError) in
                     try ActionRequest.decode(
                         request.body, context, principal: principal, forwarded: request.isForwarded,
@@ -139,7 +139,10 @@ extension RouteTable {
         }
         add(.POST, "/sessions/{id}/actions") { request in
             @Sendable func attempt(mayWait: Bool) -> Reply? {
-                Self.act(on: request, action: { request.body[...] }, context, userInfo: userInfo, decoder: decoder) {
+                Self.act(
+                    on: request, action: { request.body[...] }, context, mayWait: mayWait, userInfo: userInfo,
+                    decoder: decoder
+                ) {
                     principal, info, _, found throws(RequestError) in
                     try ActionRequest.decode(
                         action: request.body, of: request.pathParameters["id"] ?? "", context,
@@ -157,10 +160,10 @@ extension RouteTable {
     ) throws(RequestError) -> sending ActionRequest
 
     /// `actionJSON`: the action as sent, read only when the request has an idempotency key or the
-    /// session keeps an action log. Nil when `decode` found the session to need the store, which
-    /// it may not wait for here (`retryOffThread`).
+    /// session keeps an action log. Nil when the session or the key needs the store, which it may
+    /// not wait for here (`mayWait` false: `retryOffThread`).
     private static func act(
-        on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext,
+        on request: Request, action actionJSON: () -> ArraySlice<UInt8>, _ context: ServiceContext, mayWait: Bool,
         userInfo: [CodingUserInfoKey: any Sendable], decoder: JSONDecoder, _ decode: ActionDecoding
     ) -> Reply? {
         guard !context.isStopping else { return .response(Self.notApplied(Problems.stopping, kind: nil, context)) }
@@ -197,6 +200,8 @@ extension RouteTable {
                 let session = action.session
                 acted = session
                 if ticket == nil {
+                    // In a cluster a key's lookup is a round trip to PostgreSQL (SQLite's are local).
+                    if !mayWait, context.cluster != nil, IdempotentRequest.isLookedUp(request) { return nil }
                     // Once the session is found here (held by this node, in a cluster): the store's
                     // word on the key is final only then.
                     switch Self.admit(request, principal, .action, session: session.id, body: actionJSON(), context) {

@@ -34,6 +34,14 @@ extension RouteTable {
         offThread(context) { retry(true) ?? .response(Problems.session(.needsStore)) }
     }
 
+    /// What `make` answers, made on one of `context.waitingWork`'s threads when `readsStore` (the
+    /// route reads the durable store beyond its session's lookup, for the reasons above), else here.
+    static func answer(offThreadIf readsStore: Bool, _ context: ServiceContext, _ make: @escaping @Sendable () -> Reply)
+        -> Reply
+    {
+        readsStore ? offThread(context, make) : make()
+    }
+
     /// The reply `make` gives, made on one of `context.waitingWork`'s threads (an event stream is
     /// then opened on libmicrohttpd's).
     private static func offThread(_ context: ServiceContext, _ make: @escaping @Sendable () -> Reply) -> Reply {

@@ -5,7 +5,13 @@ import ReactorStore
 extension RouteTable {
     mutating func addSessionRoutes() {
         let context = context
-        add(.POST, "/sessions") { request in Self.createSession(request, context) }
+        add(.POST, "/sessions") { request in
+            // A subject's quota counts its stored sessions; a key is looked up.
+            let readsStore =
+                context.persistence != nil
+                && (context.access.isAuthenticating || IdempotentRequest.isLookedUp(request))
+            return Self.answer(offThreadIf: readsStore, context) { Self.createSession(request, context) }
+        }
         add(.GET, "/sessions/{id}") { request in
             Self.readSession(request, context, mayWait: false)
                 ?? Self.retryOffThread(context) { Self.readSession(request, context, mayWait: $0) }

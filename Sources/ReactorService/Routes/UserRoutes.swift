@@ -31,6 +31,17 @@ extension RouteTable {
         _ user: User?, _ request: Request, _ context: ServiceContext,
         answer: Response
     ) -> Reply {
+        let readsStore = context.persistence != nil && IdempotentRequest.isLookedUp(request)
+        return Self.answer(offThreadIf: readsStore, context) {
+            Self.storeUser(user, request, context, answer: answer)
+        }
+    }
+
+    /// `setUser`'s work, where the key's lookup may wait for the store.
+    private static func storeUser(
+        _ user: User?, _ request: Request, _ context: ServiceContext,
+        answer: Response
+    ) -> Reply {
         var ticket: IdempotencyLedger.Ticket?
         switch Self.admit(request, nil, user == nil ? .clearUser : .setUser, body: request.body[...], context) {
         case let .answer(response): return .response(response)
