@@ -180,7 +180,7 @@ final class ServiceContext: Sendable {
         }
         // Stopping, the sessions have left memory for good: none comes back now, and a request
         // that raced the stop must not hear that its session is unknown.
-        guard !isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
+        guard !isStopping else { return .failure(.store(.stopping)) }
         guard let persistence, let key = SessionKey(id) else { return .failure(.unknown) }
         if let address = cluster?.knownHolder(of: key) { return .failure(.heldElsewhere(address: address)) }
         guard mayWait else { return .failure(.needsStore) }

@@ -96,7 +96,7 @@ final class Journal: Sendable {
             changed.signal()
             return false
         }
-        if stopped { completion(.unavailable("the server is shutting down")) }
+        if stopped { completion(.stopping) }
     }
 
     private func run() {
@@ -155,4 +155,9 @@ final class Journal: Sendable {
             for (session, completion) in waiting { completion(outcome(session)) }
         }
     }
+}
+
+extension StoreError {
+    /// What the store answers once the server stops: nothing more is read or written.
+    static var stopping: StoreError { .unavailable("the server is shutting down") }
 }

@@ -123,7 +123,7 @@ final class Persistence: Sendable {
         if let loaded = context.sessions.session(id) { return .success(loaded) }
         // Checked again here: a restore that waited for this lock while the server began to stop
         // would put a session in the table after the stop emptied it, never to be released.
-        guard !context.isStopping else { return .failure(.store(.unavailable("the server is shutting down"))) }
+        guard !context.isStopping else { return .failure(.store(.stopping)) }
         if state.tombstones.contains(key) { return .failure(state.deleting.contains(key) ? .beingDeleted : .unknown) }
         let stored: StoredSession?
         do throws(StoreError) {
