@@ -77,7 +77,7 @@ final class IdempotencyLedger: Sendable {
             let answer = StoredAnswer(
                 scope: request.scope, key: request.key, request: request.digest, status: response.status,
                 headers: response.headers.compactMap { name, value in
-                    IdempotencyLedger.keptFields.contains(name.lowercased()) ? StoredAnswer.Field(name, value) : nil
+                    IdempotencyLedger.isKept(name) ? StoredAnswer.Field(name, value) : nil
                 },
                 body: response.body,
                 expires: WallClock.now + (request.isForwarders ? ledger.forwardTTL : ledger.ttl), session: session,
@@ -88,8 +88,14 @@ final class IdempotencyLedger: Sendable {
         }
     }
 
-    /// The fields of an answer that are the answer's own (not CORS's, not the connection's).
-    fileprivate static let keptFields: Set<String> = ["content-type", "etag", "location"]
+    /// Whether a field of an answer is the answer's own (not CORS's, not the connection's), its
+    /// name in any case.
+    fileprivate static func isKept(_ name: String) -> Bool {
+        keptFields.contains { $0.elementsEqual(name.utf8) { $0 == ($1 | 0x20) } }
+    }
+
+    /// `isKept`'s names, in lowercase.
+    private static let keptFields = ["content-type", "etag", "location"].map { Array($0.utf8) }
 
     /// Seconds a client's key is kept; a forwarding node's own keys only need to outlive a
     /// holder's lease and a forward's retry.

@@ -138,11 +138,11 @@ private func isVisibleASCII(_ text: String) -> Bool {
 
 /// Two lowercase hexadecimal digits a byte, made in one buffer.
 private func hexadecimal(_ bytes: ArraySlice<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".utf8)
+    func digit(_ value: UInt8) -> UInt8 { value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10 }
     return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
         for (index, byte) in bytes.enumerated() {
-            buffer[2 * index] = digits[Int(byte >> 4)]
-            buffer[2 * index + 1] = digits[Int(byte & 0x0F)]
+            buffer[2 * index] = digit(byte >> 4)
+            buffer[2 * index + 1] = digit(byte & 0x0F)
         }
         return bytes.count * 2
     }
