@@ -249,6 +249,35 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(text(stored?.stateJSON), #"{"count":1,"q":"\"\\"}"#)
     }
 
+    /// Two hubs of one session in one batch (one let go, one claimed since), both built on the
+    /// same version: the first is written, the second is refused, not merged over it.
+    func testTwoWritesOnOneBaseInOneBatchAreNotMerged() throws {
+        let dsn = try database()
+        let a = try open(dsn)
+        try a.commit([write("s1", version: 0, isNew: true)], historyLength: 10)
+        var second = write("s1", version: 1, events: [event(1)], base: 0)
+        if case var .session(change) = second {
+            change.stateJSON = Array(#"{"count":100}"#.utf8)
+            second = .session(change)
+        }
+        let refused = try a.commit([write("s1", version: 1, events: [event(1)], base: 0), second], historyLength: 10)
+        XCTAssertEqual(refused, ["s1"])
+        let stored = try a.session("s1", historyLength: 10)
+        XCTAssertEqual(stored?.version, 1)
+        XCTAssertEqual(text(stored?.stateJSON), #"{"count":1,"q":"\"\\"}"#)
+        // The refusal let the session go; claimed again, a write that builds on the one before
+        // it in the batch is merged with it, as before.
+        guard case .taken = try a.claim("s1", historyLength: 10) else { return XCTFail("not taken") }
+        XCTAssertEqual(
+            try a.commit(
+                [
+                    write("s1", version: 2, events: [event(2)], base: 1),
+                    write("s1", version: 3, events: [event(3)], base: 2),
+                ],
+                historyLength: 10), [])
+        XCTAssertEqual(try a.session("s1", historyLength: 10)?.version, 3)
+    }
+
     func testAnAnswerIsKeptOnlyWithAWriteTheLeaseAllows() throws {
         let dsn = try database()
         let a = try open(dsn, lease: 1, address: "http://a")

@@ -578,6 +578,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
     /// The batch as few statements: every session write in one (a session written several
     /// times counts once, with its last state and all its events), a delete or a user change
     /// on its own. A delete of a session written earlier in the batch comes after that write.
+    /// A write that does not build on the one before it (two hubs of one session: one let go,
+    /// one claimed since) goes in a statement of its own, checked against its own base.
     private static func plan(_ changes: [StoreChange]) -> [Step] {
         var steps: [Step] = []
         var pending: [SessionWrite] = []
@@ -590,6 +592,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         for change in changes {
             switch change {
             case let .session(write):
+                if let at = index[write.id], write.base != nil && write.base != pending[at].version { flush() }
                 if let at = index[write.id] {
                     var merged = pending[at]
                     merged.stateJSON = write.stateJSON
