@@ -490,7 +490,7 @@ def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postg
             # Sessions this node does not have in memory: finding them reads the store (one read
             # after another, as the node's connections to it time out: up to 5 s each). And what
             # reads it beyond the session: a key's lookup (an action's on a session in memory, a
-            # creation's, the user's), the list, the log, a state, a fork.
+            # creation's, a delete's, the user's), the list, the log, a state, a fork.
             unknown = "AAAAAAAAAAAAAAAAAAAAAA"
             admin = {"Authorization": f"Bearer {TOKEN}"}
             waiting = [("GET", f"/sessions/{unknown}", None, None), ("DELETE", f"/sessions/{unknown}", None, None),
@@ -498,6 +498,7 @@ def test_a_frozen_postgres_is_a_503_from_the_probes_within_a_second_or_two(postg
                        ("POST", f"/sessions/{unknown}/actions", {"type": "increase"}, None),
                        ("POST", "/action", {"session": unknown, "action": {"type": "increase"}}, None),
                        ("POST", f"/sessions/{loaded}/actions", {"type": "increase"}, {"Idempotency-Key": "k1"}),
+                       ("DELETE", f"/sessions/{loaded}", None, {"Idempotency-Key": "k4"}),
                        ("POST", "/sessions", {"reactor": "counter"}, {"Idempotency-Key": "k2"}),
                        ("PUT", "/user", {"id": "u", "name": "u"}, dict(admin, **{"Idempotency-Key": "k3"})),
                        ("GET", "/sessions", None, admin), ("GET", f"/sessions/{loaded}/actions", None, None)]

@@ -143,7 +143,8 @@ final class Journal: Sendable {
             }
             if let failure { failures.failed(failure, "to commit") } else { failures.succeeded() }
         }
-        let notHeld = StoreError.notHeld("another node holds this session now")
+        let notHeld = StoreError.notHeld(
+            "this node no longer holds this session (another node, or a later claim, does)")
         func outcome(_ session: String?) -> StoreError? {
             failure ?? (session.map(refused.contains) == true ? notHeld : nil)
         }

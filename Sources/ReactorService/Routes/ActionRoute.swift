@@ -200,8 +200,7 @@ extension RouteTable {
                 let session = action.session
                 acted = session
                 if ticket == nil {
-                    // In a cluster a key's lookup is a round trip to PostgreSQL (SQLite's are local).
-                    if !mayWait, context.cluster != nil, IdempotentRequest.isLookedUp(request) { return nil }
+                    if Self.keyLookupWaits(request, context, mayWait: mayWait) { return nil }
                     // Once the session is found here (held by this node, in a cluster): the store's
                     // word on the key is final only then.
                     switch Self.admit(request, principal, .action, session: session.id, body: actionJSON(), context) {
@@ -254,12 +253,14 @@ extension RouteTable {
             // Deleted since, or not to be loaded now: a repeat of an action it took still gets
             // its answer, which needs no reactor. Not when this request runs under its key
             // already (the session went between its two looks): the key's run is its own.
-            if ticket == nil, error.isAnsweredByAKeptAnswer, IdempotentRequest.isSent(with: request),
-                let id = request.pathParameters["id"]
+            if ticket == nil, error.isAnsweredByAKeptAnswer, IdempotentRequest.isSent(with: request) {
+                if Self.keyLookupWaits(request, context, mayWait: mayWait) { return nil }
+                if let id = request.pathParameters["id"]
                     ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session"),
-                let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)
-            {
-                return .response(kept)
+                    let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)
+                {
+                    return .response(kept)
+                }
             }
             return .response(Self.notApplied(Problems.body(error), kind: found?.kind, context))
         }

@@ -96,6 +96,7 @@ extension RouteTable {
                 // Gone, or going: a repeat of the delete that removes it still gets its answer, or
                 // 409 while it runs (unless this request runs under the key already: gone
                 // between its two looks).
+                if ticket == nil, Self.keyLookupWaits(request, context, mayWait: mayWait) { return nil }
                 let kept =
                     ticket == nil ? Self.keptAnswer(request, principal, .deleteSession, session: id, context) : nil
                 return .response(kept ?? Problems.session(error))
@@ -107,6 +108,7 @@ extension RouteTable {
             }
             if let refusal = context.access.authorize(session, for: principal) { return .response(refusal) }
             if ticket == nil {
+                if Self.keyLookupWaits(request, context, mayWait: mayWait) { return nil }
                 // Once the session is found here (held by this node, in a cluster), as for an action.
                 switch Self.admit(request, principal, .deleteSession, session: id, context) {
                 case let .answer(response): return .response(response)
@@ -315,6 +317,13 @@ extension RouteTable {
         case let .malformed(refusal): return .answer(refusal)
         case let .key(idempotent): return context.idempotency.admit(idempotent)
         }
+    }
+
+    /// Whether admitting `request` would look its key up in a shared store, which a route may not
+    /// wait for on libmicrohttpd's thread (`mayWait` false): in a cluster each lookup is a round
+    /// trip to PostgreSQL (SQLite's are local, and a fresh key mostly answered from memory).
+    static func keyLookupWaits(_ request: Request, _ context: ServiceContext, mayWait: Bool) -> Bool {
+        !mayWait && context.cluster != nil && IdempotentRequest.isLookedUp(request)
     }
 
     /// What the request's key answers for a request whose session is gone: the answer kept, 409
