@@ -109,7 +109,8 @@ extension RouteTable {
                 case let .success(found): version = found
                 case let .failure(refusal): return .response(refusal.response)
                 }
-                return Self.answer(afterCommitOf: session.hub, context) { _ in
+                // Read on another thread, not the journal's that answers the commit's waiters.
+                return Self.answerOffThread(afterCommitOf: session.hub, context) { _ in
                     switch Self.state(of: session, at: version, context, missing: 404) {
                     case let .success(json):
                         var response = Response.json(HistoryJSON.state(of: session.id, version: version, json))

@@ -70,13 +70,21 @@ extension RouteTable {
             }
             journal.write([.user(user.map(Self.userJSON))] + (kept.map { [.answer($0)] } ?? [])) { failure in
                 if let failure { return done(Problems.store(failure)) }
-                // In a cluster every node, this one too, takes the change from the store, by version.
-                if let cluster = context.cluster { cluster.feedUser(context) } else { publish() }
                 // Answered once the sessions' new states are written too, so that a read after the
                 // answer finds the user in each. Whatever their outcome: the user is stored (with the
                 // answer under its key), and a session whose write failed comes back from the store
                 // with it (EventHub.goLive), so an error here would invite a retry of what is done.
-                journal.whenCommitted { _ in done(answer) }
+                guard let cluster = context.cluster else {
+                    publish()  // here, on the journal's thread: user changes reach the reactors in order
+                    return journal.whenCommitted { _ in done(answer) }
+                }
+                // In a cluster every node, this one too, takes the change from the store, by version
+                // (in order whatever thread reads it), away from the journal's thread: a read of
+                // PostgreSQL there would hold every session's commit.
+                context.waitingWork.run {
+                    cluster.feedUser(context)
+                    journal.whenCommitted { _ in done(answer) }
+                }
             }
         }
     }
