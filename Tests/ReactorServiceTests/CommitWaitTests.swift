@@ -92,6 +92,23 @@ final class CommitWaitTests: XCTestCase {
         XCTAssertTrue(waitUntil(timeout: 5) { asked.value != nil }, "answered")
         XCTAssertNotNil(asked.value ?? nil, "its write failed")
     }
+
+    /// A new session whose state changes before the journal takes its first write (the global
+    /// user, an effect): that write still keeps its version 0, the state its 201 showed.
+    func testANewSessionsFirstWriteKeepsVersionZeroThoughItChangedBeforeIt() {
+        _ = changeTaken(count: 1)  // the journal held in another session's commit
+        let record = SessionRecord(id: "new", kind: "counter", owner: nil, journal: journal, stored: nil, ttl: 0)
+        let fresh = EventHub(historyLength: 10, metrics: ServiceMetrics(), record: record, restoring: nil)
+        fresh.publish(EncodedState(json: Array(#"{"count":0}"#.utf8), pulses: []))
+        fresh.goLive()
+        fresh.publish(EncodedState(json: Array(#"{"count":7}"#.utf8), pulses: []))
+        store.allow(succeeding: true)
+        XCTAssertTrue(store.waitForCommitsStarted(2), "the new session's first write taken")
+        let first = store.written.first { $0.id == "new" }
+        XCTAssertEqual(first?.events.map(\.seq), [0, 1])
+        XCTAssertEqual(first?.events.first.map { String(decoding: $0.json, as: UTF8.self) }, #"{"count":0}"#)
+        XCTAssertEqual(first?.version, 1)
+    }
 }
 
 /// A store that commits only as the test allows, one outcome at a time.
@@ -130,9 +147,18 @@ private final class HeldStore: StoreEngine, @unchecked Sendable {
         condition.unlock()
     }
 
+    /// The session writes of the commits started, in order.
+    var written: [SessionWrite] {
+        condition.lock()
+        defer { condition.unlock() }
+        return writes
+    }
+    private var writes: [SessionWrite] = []
+
     func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String> {
         condition.lock()
         started += 1
+        for case let .session(write) in changes { writes.append(write) }
         condition.broadcast()
         while outcomes.isEmpty && !forever { condition.wait() }
         let succeeds = outcomes.isEmpty ? true : outcomes.removeFirst()

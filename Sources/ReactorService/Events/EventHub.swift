@@ -302,6 +302,7 @@ final class EventHub: Sendable {
             }
             if let record = state.record {
                 guard !events.isEmpty else { return }
+                if record.isNew, events[0].seq == 1 { record.firstState = state.stateJSON }
                 record.pending += zip(events, stored).map { PendingEvent(event: $0, stored: $1) }
                 markDirty(record)
                 return

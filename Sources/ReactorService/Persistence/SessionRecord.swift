@@ -21,6 +21,9 @@ final class SessionRecord {
     let journal: Journal
     /// Not written yet: the first write inserts it.
     var isNew: Bool
+    /// A new session's state at version 0, kept when it changes before its first write (the
+    /// global user, an effect): that write stores it as version 0, the state its 201 showed.
+    var firstState: [UInt8]?
     /// Queued in the journal for its next transaction.
     var isQueued = false
     /// The last activity time as stored, seconds since 1970, and how far behind it may be
@@ -82,7 +85,9 @@ final class SessionRecord {
     func take(state: [UInt8], version: UInt64, lastActive: Double, loggedActions: [LoggedAction]) -> SessionWrite {
         var events = pending.map(\.stored)
         // A new session's first state is its version 0 in the history, as a stream showed it.
-        if isNew && version == 0 { events.insert(StoredEvent(seq: 0, pulse: nil, json: state), at: 0) }
+        if isNew, let first = version == 0 ? state : firstState {
+            events.insert(StoredEvent(seq: 0, pulse: nil, json: first), at: 0)
+        }
         let inFlightEvents = pending
         pending = []
         let answers = self.answers
@@ -104,6 +109,7 @@ final class SessionRecord {
         guard let written = inFlight else { return nil }
         inFlight = nil
         isNew = false
+        firstState = nil
         committedMark = written.mark
         if let lastActive = written.lastActive { storedLastActive = lastActive }
         published = (written.seq, written.json)
