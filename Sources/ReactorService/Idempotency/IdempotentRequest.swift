@@ -59,7 +59,12 @@ struct IdempotentRequest: Sendable {
     /// forwarding node's fresh one (see `freshForwardHeader`).
     static func isLookedUp(_ request: Request) -> Bool {
         guard let field = keyField(of: request) else { return false }
-        return !field.isForwarders || request.headers[freshForwardHeader] == nil
+        return !isFreshForward(request, isForwarders: field.isForwarders)
+    }
+
+    /// Whether the key is a forwarding node's, made just now (see `freshForwardHeader`).
+    private static func isFreshForward(_ request: Request, isForwarders: Bool) -> Bool {
+        isForwarders && request.headers[freshForwardHeader] != nil
     }
 
     /// The key's field as sent: the client's, else a forwarding node's; with how many times it is.
@@ -98,7 +103,7 @@ struct IdempotentRequest: Sendable {
         text.append(UInt8(ascii: "\n"))
         JSONWhitespace.appendStripped(body, to: &text)
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
-        let isFresh = isForwarders && request.headers[freshForwardHeader] != nil
+        let isFresh = isFreshForward(request, isForwarders: isForwarders)
         return .key(
             IdempotentRequest(
                 scope: scope, key: key, digest: digest, isForwarders: isForwarders, isFresh: isFresh,

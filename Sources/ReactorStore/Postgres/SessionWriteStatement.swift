@@ -20,8 +20,9 @@ struct SessionWriteStatement {
     var logTrims = (sessions: [String?](), upto: [String?]())
 
     /// The statement, its parameters and a name that is the same for every statement of the
-    /// same parts: every write fenced (and checked against its base version) by the UPDATE's WHERE, the rows of the other parts kept
-    /// only for the sessions it wrote, one notification per session. It returns the ids written.
+    /// same parts: every write fenced and checked against its base version by the UPDATE's WHERE,
+    /// the rows of the other parts kept only for the sessions it wrote, one notification per
+    /// session. It returns the ids written.
     func sql(
         node: String, address: String, leaseDuration: Double, sentAt: String,
         lockedInOrder: (String) -> String, keeping: (String) -> String
