@@ -50,19 +50,7 @@ extension RouteTable {
         let maxAge = context.configuration.streamMaxAge.inSeconds
         let slowConsumers = context.slowConsumers
         let access = context.access
-        return .eventStream(headers: HTTPHeaders()) { stream in
-            var hub = source.hub
-            var attempts = 1
-            // Unloaded (idle) since it was found: found again, which loads it; the same
-            // resume from the same store, so the stream cannot tell. (Rare: read here, on
-            // libmicrohttpd's thread.)
-            while !hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
-                guard attempts < 3, case let .success(again) = Self.streamSource(id, context) else {
-                    return stream.close()
-                }
-                hub = again.hub
-                attempts += 1
-            }
+        @Sendable func started(_ stream: EventStream) {
             slowConsumers.watch(stream, kind: source.kind)
             access.endAtExpiry(stream, of: principal)
             // A plain close, no `event: end`: an EventSource reconnects and resumes.
@@ -70,6 +58,22 @@ extension RouteTable {
                 DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
                     stream?.close()
                 }
+            }
+        }
+        return .eventStream(headers: HTTPHeaders()) { stream in
+            if source.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
+                return started(stream)
+            }
+            // Unloaded (idle) since it was found: found again, which loads it, on a thread that
+            // may wait for the store; the same resume from the same store, so the stream cannot tell.
+            context.waitingWork.run {
+                for _ in 0..<2 {
+                    guard case let .success(again) = Self.streamSource(id, context) else { break }
+                    if again.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
+                        return started(stream)
+                    }
+                }
+                stream.close()
             }
         }
     }
