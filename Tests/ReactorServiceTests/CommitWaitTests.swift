@@ -93,6 +93,39 @@ final class CommitWaitTests: XCTestCase {
         XCTAssertNotNil(asked.value ?? nil, "its write failed")
     }
 
+    /// Two reactors of one session with changes in one batch (in a cluster: one let go as its
+    /// lease lapsed, one claimed since): each gets its own commit, so the store's refusal of the
+    /// first is not the second's. Together, the second's stored change was answered 503 and a
+    /// retry without a key applied it twice.
+    func testTwoReactorsOfOneSessionAreCommittedApartSoOnlyTheRefusedOneFails() {
+        _ = changeTaken(count: 1)  // the journal held in this commit
+        hub.publish(EncodedState(json: Array(#"{"count":2}"#.utf8), pulses: []))
+        let lettingGo = outcome(through: hub.latest.mark)
+        let stored = StoredSession(
+            id: "s", kind: "counter", stateJSON: Array(#"{"count":1}"#.utf8), version: 1, createdAt: 0,
+            lastActive: 0, events: [])
+        let record = SessionRecord(id: "s", kind: "counter", owner: nil, journal: journal, stored: stored, ttl: 0)
+        let claimed = EventHub(historyLength: 10, metrics: ServiceMetrics(), record: record, restoring: stored)
+        claimed.goLive()
+        claimed.publish(EncodedState(json: Array(#"{"count":5}"#.utf8), pulses: []))
+        let claimedOutcome = Locked<StoreError??>(.none)
+        claimed.whenCommitted(through: claimed.latest.mark) { failure in claimedOutcome.update { $0 = .some(failure) } }
+        let queuedBefore = Locked(false)  // waits for everything queued before it, the claimed change too
+        journal.whenCommitted { _ in queuedBefore.update { $0 = true } }
+        store.allow(succeeding: true)
+        XCTAssertTrue(store.waitForCommitsStarted(2))
+        store.allow(succeeding: true, refusing: ["s"])  // the reactor let go: refused
+        XCTAssertTrue(store.waitForCommitsStarted(3), "the claimed reactor's change in a commit of its own")
+        XCTAssertFalse(queuedBefore.value, "answered before the change queued ahead of it was written")
+        store.allow(succeeding: true)
+        XCTAssertTrue(waitUntil(timeout: 5) { queuedBefore.value })
+        XCTAssertTrue(waitUntil(timeout: 5) { lettingGo.value != nil && claimedOutcome.value != nil }, "answered")
+        XCTAssertEqual(store.batches, [["s"], ["s"], ["s"]])
+        XCTAssertNotNil(lettingGo.value ?? nil, "refused")
+        XCTAssertEqual(
+            claimedOutcome.value.map { $0 == nil }, true, "stored: \(String(describing: claimedOutcome.value))")
+    }
+
     /// A new session whose state changes before the journal takes its first write (the global
     /// user, an effect): that write still keeps its version 0, the state its 201 showed.
     func testANewSessionsFirstWriteKeepsVersionZeroThoughItChangedBeforeIt() {
@@ -115,7 +148,7 @@ final class CommitWaitTests: XCTestCase {
 private final class HeldStore: StoreEngine, @unchecked Sendable {
     let name = "held"
     private let condition = NSCondition()
-    private var outcomes: [Bool] = []
+    private var outcomes: [(succeeds: Bool, refused: Set<String>)] = []
     private var forever = false
     private var started = 0
 
@@ -133,9 +166,10 @@ private final class HeldStore: StoreEngine, @unchecked Sendable {
         return true
     }
 
-    func allow(succeeding: Bool) {
+    /// Lets the next commit end: failed, or committed with `refusing`'s sessions refused.
+    func allow(succeeding: Bool, refusing: Set<String> = []) {
         condition.lock()
-        outcomes.append(succeeding)
+        outcomes.append((succeeding, refusing))
         condition.broadcast()
         condition.unlock()
     }
@@ -155,16 +189,25 @@ private final class HeldStore: StoreEngine, @unchecked Sendable {
     }
     private var writes: [SessionWrite] = []
 
+    /// The sessions each commit started wrote, in order.
+    var batches: [[String]] {
+        condition.lock()
+        defer { condition.unlock() }
+        return sessionsByCommit
+    }
+    private var sessionsByCommit: [[String]] = []
+
     func commit(_ changes: [StoreChange], historyLength: Int, actionLogLength: Int) throws(StoreError) -> Set<String> {
         condition.lock()
         started += 1
         for case let .session(write) in changes { writes.append(write) }
+        sessionsByCommit.append(changes.compactMap { if case let .session(write) = $0 { write.id } else { nil } })
         condition.broadcast()
         while outcomes.isEmpty && !forever { condition.wait() }
-        let succeeds = outcomes.isEmpty ? true : outcomes.removeFirst()
+        let outcome = outcomes.isEmpty ? (succeeds: true, refused: []) : outcomes.removeFirst()
         condition.unlock()
-        if !succeeds { throw .full("the test's disk is full") }
-        return []
+        if !outcome.succeeds { throw .full("the test's disk is full") }
+        return outcome.refused
     }
 
     func loadUser() throws(StoreError) -> [UInt8]? { nil }

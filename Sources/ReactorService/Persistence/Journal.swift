@@ -10,6 +10,8 @@ import Foundation
 
 /// A session with changes the store has not got yet (its hub, in practice).
 protocol Journaled: AnyObject, Sendable {
+    /// The session whose changes these are.
+    var sessionID: String? { get }
     /// What changed since the last take, or nil when nothing is to be written. Called on the
     /// journal's thread; the change is in flight until `didCommit` or `commitFailed`.
     func takeChange() -> SessionWrite?
@@ -115,24 +117,47 @@ final class Journal: Sendable {
                 return queue
             }
             guard let taken else { return }
-            commit(taken.dirty, taken.changes, taken.completions)
+            let later = commit(taken.dirty, taken.changes, taken.completions)
+            if later.isEmpty { continue }
+            queue.withLock { queue in
+                queue.dirty = later.dirty + queue.dirty
+                queue.changes = later.changes + queue.changes
+                queue.completions = later.completions + queue.completions
+            }
         }
     }
 
+    /// Commits what was taken, and returns what waits for the next batch: a second reactor of a
+    /// session already written in this one (one let go, one claimed since, in a cluster), since
+    /// the store refuses per session. What was queued after it waits with it, in order.
     private func commit(
         _ entries: [any Journaled], _ explicit: [StoreChange],
         _ waiting: [(session: String?, completion: Completion)]
-    ) {
+    ) -> Queue {
         var batch: [StoreChange] = []
         var written: [(entry: any Journaled, session: String)] = []
+        var writtenIDs = Set<String>()
+        var later = Queue()
         batch.reserveCapacity(entries.count + explicit.count)
         for entry in entries {
+            if let id = entry.sessionID, writtenIDs.contains(id) {
+                later.dirty.append(entry)
+                continue
+            }
             guard let change = entry.takeChange() else { continue }
             batch.append(.session(change))
             written.append((entry, change.id))
+            writtenIDs.insert(change.id)
         }
-        // After the sessions' own writes: a delete is never undone by the same transaction.
-        batch += explicit
+        var waiting = waiting
+        if later.dirty.isEmpty {
+            // After the sessions' own writes: a delete is never undone by the same transaction.
+            batch += explicit
+        } else {
+            later.changes = explicit
+            later.completions = waiting
+            waiting = []
+        }
         var failure: StoreError?
         var refused: Set<String> = []
         if !batch.isEmpty {
@@ -155,6 +180,7 @@ final class Journal: Sendable {
             }
             for (session, completion) in waiting { completion(outcome(session)) }
         }
+        return later
     }
 }
 
