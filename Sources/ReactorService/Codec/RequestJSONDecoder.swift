@@ -241,6 +241,7 @@ private struct JSONParser {
             index += 1
             return .object(members)
         }
+        members.reserveCapacity(4)  // an envelope's few members without growing
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
