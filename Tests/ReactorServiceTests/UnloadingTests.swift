@@ -127,6 +127,16 @@ final class UnloadingTests: XCTestCase {
         }
     }
 
+    /// A stream found and never opened (a HEAD request) gives back the place it held.
+    func testAStreamThatNeverOpensLeavesItsSessionFreeToUnload() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let head = try fixture.client.request("HEAD", "/sessions/\(session)/events")
+        XCTAssertEqual(head.status, 200)
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once idle")
+    }
+
     func testAWatchedSessionStaysLoaded() throws {
         let fixture = try start()
         defer { fixture.stop() }

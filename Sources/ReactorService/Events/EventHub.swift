@@ -83,6 +83,9 @@ final class EventHub: Sendable {
         /// A thread is carrying out the outbox: another that adds to it leaves the work to it.
         /// (Beside the other flags: a word they share, not one of its own.)
         var isDelivering = false
+        /// Streams found for this session and not yet subscribed (`reserveSubscriber`): they
+        /// keep it in memory as a subscriber does. (Beside the flags, in the word they share.)
+        var reservations: UInt16 = 0
         var lastActivity = ProcessClock.now
         /// The session's action log, when it keeps one (a follower's hub does not).
         let actionLog: SessionActionLog?
@@ -214,11 +217,11 @@ final class EventHub: Sendable {
 
     /// True when nobody listens and nothing happened since `cutoff`.
     func isIdle(since cutoff: Double) -> Bool {
-        locked { $0.subscribers.isEmpty && $0.lastActivity < cutoff }
+        locked { $0.isUnwatched && $0.lastActivity < cutoff }
     }
 
     /// When nobody listens: the time of the last activity, to pick the least recently used.
-    var idleSince: Double? { locked { $0.subscribers.isEmpty ? $0.lastActivity : nil } }
+    var idleSince: Double? { locked { $0.isUnwatched ? $0.lastActivity : nil } }
 
     /// Ends the hub so that its session can leave memory, when nobody listens, nothing happened
     /// since `cutoff` and everything is written: true then. Its last activity goes to the store
@@ -226,7 +229,7 @@ final class EventHub: Sendable {
     /// resolution, an eighth of the TTL: the store expires it by that time, unloaded).
     func endForUnload(idleSince cutoff: Double) -> Bool {
         locked { state in
-            guard !state.isEnded, state.subscribers.isEmpty, state.lastActivity < cutoff else { return false }
+            guard !state.isEnded, state.isUnwatched, state.lastActivity < cutoff else { return false }
             if let record = state.record {
                 guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
                     record.lost == nil
@@ -333,14 +336,35 @@ final class EventHub: Sendable {
         record.journal.markDirty(self)
     }
 
+    /// Keeps the session in memory, as a subscriber would, until the stream found for it
+    /// subscribes with the reservation or is dropped unopened: between a stream's lookup and its
+    /// opening (a hop between threads) an unload would leave it nothing to subscribe to, with its
+    /// `200` already sent. Nil when the session has left already: look it up again.
+    func reserveSubscriber() -> SubscriberReservation? {
+        let reserved = locked { state in
+            guard !state.isEnded, state.reservations < .max else { return false }
+            state.reservations += 1
+            return true
+        }
+        return reserved ? SubscriberReservation(self) : nil
+    }
+
+    fileprivate func cancelReservation() {
+        locked { $0.reservations -= 1 }
+    }
+
     /// Adds a stream: what it missed since `lastEventID` when history covers it, else the
     /// current state; `retry` opens the first event it gets (a resume that missed nothing
-    /// gets it with the next one).
-    /// False, leaving the stream alone, when the session left memory meanwhile but lives on: the
-    /// caller looks it up again, which loads it.
-    func subscribe(_ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame) -> Bool {
+    /// gets it with the next one). `reservation`, this hub's, is used up.
+    /// False, leaving the stream alone, when the session left memory meanwhile but lives on
+    /// (unloaded without a reservation, or let go): the caller looks it up again, which loads it.
+    func subscribe(
+        _ stream: EventStream, lastEventID: UInt64?, filter: FieldFilter?, retry: Frame,
+        reservation: SubscriberReservation? = nil
+    ) -> Bool {
         let key = ObjectIdentifier(stream)
         let outcome: Subscription = locked { state in
+            if let reservation, reservation.hub === self, reservation.useUp() { state.reservations -= 1 }
             guard !state.isEnded else { return state.livesOn ? .sessionLeft : .sessionOver }
             var subscriber = Subscriber(stream: stream, filter: filter, retry: retry)
             if let lastEventID, let missed = state.history.events(after: lastEventID, latest: state.publishedSeq) {
@@ -527,7 +551,31 @@ final class EventHub: Sendable {
     }
 }
 
+/// A stream's claim on its session's place in memory until it subscribes (`EventHub.reserveSubscriber`);
+/// given back when it is dropped unused (a stream that never opened).
+final class SubscriberReservation: Sendable {
+    let hub: EventHub
+    private let isUsed = Locked(false)
+
+    fileprivate init(_ hub: EventHub) { self.hub = hub }
+
+    /// True the first time: the hub then counts it as used.
+    fileprivate func useUp() -> Bool {
+        isUsed.withLock { used in
+            defer { used = true }
+            return !used
+        }
+    }
+
+    deinit {
+        if useUp() { hub.cancelReservation() }
+    }
+}
+
 extension EventHub.State {
+    /// No subscriber, and no stream on its way to subscribing.
+    var isUnwatched: Bool { subscribers.isEmpty && reservations == 0 }
+
     /// What clients may see: the latest committed event and state (the latest, in memory).
     fileprivate var publishedSeq: UInt64 { record?.published.seq ?? seq }
     fileprivate var publishedJSON: [UInt8] { record?.published.json ?? stateJSON }

@@ -28,12 +28,17 @@ extension RouteTable {
         case let .failure(refusal): return .response(refusal.response)
         }
         let id = request.pathParameters["id"] ?? ""
-        let source: StreamSource
-        switch Self.streamSource(id, context, mayWait: mayWait) {
-        case let .success(found): source = found
-        case .failure(.needsStore): return nil
-        case let .failure(error): return .response(Problems.session(error))
+        var found: (source: StreamSource, reservation: SubscriberReservation)?
+        // Reserved in the hub found, so that it stays in memory until the stream subscribes;
+        // found again when it left between the two (then loaded, which takes a wait).
+        for _ in 0..<3 where found == nil {
+            switch Self.streamSource(id, context, mayWait: mayWait) {
+            case let .success(source): found = source.hub.reserveSubscriber().map { (source, $0) }
+            case .failure(.needsStore): return nil
+            case let .failure(error): return .response(Problems.session(error))
+            }
         }
+        guard let (source, reservation) = found else { return .response(Problems.session(.memoryFull)) }
         if let refusal = context.access.authorize(owner: source.owner, for: principal) { return .response(refusal) }
         let filter: FieldFilter?
         switch FieldFilter.requested(
@@ -61,11 +66,14 @@ extension RouteTable {
             }
         }
         return .eventStream(headers: HTTPHeaders()) { stream in
-            if source.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
+            if source.hub.subscribe(
+                stream, lastEventID: lastEventID, filter: streamFilter, retry: retry, reservation: reservation)
+            {
                 return started(stream)
             }
-            // Unloaded (idle) since it was found: found again, which loads it, on a thread that
-            // may wait for the store; the same resume from the same store, so the stream cannot tell.
+            // Let go since it was found (a lease lost, a commit lost): found again on a thread
+            // that may wait for the store; the same resume from the same store, so the stream
+            // cannot tell.
             context.waitingWork.run {
                 for _ in 0..<2 {
                     guard case let .success(again) = Self.streamSource(id, context) else { break }
@@ -73,7 +81,8 @@ extension RouteTable {
                         return started(stream)
                     }
                 }
-                stream.close()
+                // Not found again (a store error, no room): the client reconnects after `retry`.
+                stream.close(finalFrame: retry)
             }
         }
     }
