@@ -137,6 +137,7 @@ static struct {
     const char *ts_key;
     const char *out;
     const char *ready_file;
+    int pub_port;              /* where publishes go (default --port): another node of a cluster */
     long subs;
     double rate;               /* publishes per second; 0 = as fast as possible */
     int pub_conns;
@@ -150,7 +151,7 @@ static struct {
     int batch_us;              /* pause after each epoll round while publishing/holding */
     int rst_at_exit;           /* end every connection with RST instead of FIN */
 } opt = {
-    .port = 0, .subs = 0, .rate = 0, .pub_conns = 1, .duration = 5, .count = 0,
+    .port = 0, .pub_port = 0, .subs = 0, .rate = 0, .pub_conns = 1, .duration = 5, .count = 0,
     .drain = 10, .settle = 0.2, .connect_timeout = 60, .connect_parallel = 256,
 };
 
@@ -221,13 +222,14 @@ static void die(const char *fmt, ...) {
 }
 
 /* ------------------------------------------------------------------ sockets */
-static struct sockaddr_in target;
+static struct sockaddr_in target, pub_target;
 
 static int open_socket(conn_t *c) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     if (c->kind == K_PUB) { int one = 1; setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); }
-    int r = connect(fd, (struct sockaddr *)&target, sizeof target);
+    const struct sockaddr_in *to = c->kind == K_PUB ? &pub_target : &target;
+    int r = connect(fd, (const struct sockaddr *)to, sizeof *to);
     if (r < 0 && errno != EINPROGRESS) { int e = errno; close(fd); errno = e; return -1; }
     c->fd = fd;
     c->state = S_CONNECTING;
@@ -718,6 +720,7 @@ static void usage(void) {
 "usage: sseload MODE --port P [options]\n"
 "modes: sub | pub | pubsub | idle | sessions\n"
 "  -p, --port P            target 127.0.0.1:P (required)\n"
+"      --pub-port P        publish to 127.0.0.1:P instead (another node of a cluster)\n"
 "  -n, --subs N            subscribers (sub, pubsub, idle)\n"
 "      --path PATH         subscribe path, e.g. /sessions/ID/events or /sub/NAME; a %s takes\n"
 "                          ids from --ids-file round robin (subscriber i gets id i mod count)\n"
@@ -773,7 +776,7 @@ int main(int argc, char **argv) {
     else usage();
     const char *fmt = "reactord";
     static struct option lo[] = {
-        {"port", 1, 0, 'p'}, {"subs", 1, 0, 'n'}, {"path", 1, 0, 'P'}, {"ids-file", 1, 0, 'I'},
+        {"port", 1, 0, 'p'}, {"pub-port", 1, 0, 'Q'}, {"subs", 1, 0, 'n'}, {"path", 1, 0, 'P'}, {"ids-file", 1, 0, 'I'},
         {"format", 1, 0, 'f'}, {"session", 1, 0, 's'}, {"pub-path", 1, 0, 'U'}, {"rate", 1, 0, 'r'},
         {"pub-conns", 1, 0, 'k'}, {"duration", 1, 0, 'd'}, {"count", 1, 0, 'c'}, {"drain", 1, 0, 'D'},
         {"settle", 1, 0, 'S'}, {"connect-timeout", 1, 0, 'T'}, {"connect-parallel", 1, 0, 'C'},
@@ -784,6 +787,7 @@ int main(int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, "p:n:f:s:r:k:d:c:qh", lo, NULL)) != -1) {
         switch (ch) {
         case 'p': opt.port = atoi(optarg); break;
+        case 'Q': opt.pub_port = atoi(optarg); break;
         case 'n': opt.subs = atol(optarg); break;
         case 'P': opt.path = optarg; break;
         case 'I': opt.ids_file = optarg; break;
@@ -862,7 +866,11 @@ int main(int argc, char **argv) {
     target.sin_family = AF_INET;
     target.sin_port = htons((uint16_t)opt.port);
     target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);     /* 127.0.0.1, always */
-    snprintf(pub_host_hdr, sizeof pub_host_hdr, "127.0.0.1:%d", opt.port);
+    if (opt.pub_port <= 0) opt.pub_port = opt.port;
+    if (opt.pub_port > 65535) die("--pub-port out of range");
+    pub_target = target;
+    pub_target.sin_port = htons((uint16_t)opt.pub_port);
+    snprintf(pub_host_hdr, sizeof pub_host_hdr, "127.0.0.1:%d", opt.pub_port);
 
     epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) die("epoll_create1: %s", strerror(errno));
