@@ -81,8 +81,9 @@ extension RouteTable {
                         return started(stream)
                     }
                 }
-                // Not found again (a store error, no room): the client reconnects after `retry`.
-                stream.close(finalFrame: retry)
+                // Not found again (a store error, no room): closed as a lost lease closes it, and
+                // the client reconnects (no `retry:` alone: see the wire contract).
+                stream.close()
             }
         }
     }
