@@ -99,8 +99,8 @@ final class Followers: Sendable {
 
     /// The periodic pass: reads on where the store is ahead (a lost wake-up), ends the streams
     /// of sessions gone from the store, keeps watched sessions from expiring, and drops
-    /// followers nobody has watched for two passes (one pass could fall between a subscriber
-    /// finding the hub and subscribing to it). Returns the watched sessions no node holds (their
+    /// followers nobody has watched for two passes (one pass could fall between a stream
+    /// finding the hub and reserving its place in it). Returns the watched sessions no node holds (their
     /// holder let them go): a follower only relays what a holder commits, so until one of them is
     /// taken again, no change of the global user reaches it.
     @discardableResult
@@ -123,7 +123,7 @@ final class Followers: Sendable {
             }
             let (hub, drop, touch): (EventHub?, Bool, Bool) = follower.state.withLock { follower in
                 guard let hub = follower.hub else { return (nil, false, false) }
-                follower.unwatchedChecks = hub.subscriberCount == 0 ? follower.unwatchedChecks + 1 : 0
+                follower.unwatchedChecks = hub.isUnwatched ? follower.unwatchedChecks + 1 : 0
                 let due = follower.unwatchedChecks == 0 && now - follower.lastTouch >= touchInterval
                 if due { follower.lastTouch = now }
                 return (hub, follower.unwatchedChecks >= 2, due)

@@ -138,6 +138,8 @@ final class EventHub: Sendable {
     var snapshot: Snapshot { locked { Snapshot(version: $0.publishedSeq, stateJSON: $0.publishedJSON) } }
 
     var subscriberCount: Int { locked { $0.subscribers.count } }
+    /// No subscriber, and no stream on its way to subscribing (`reserveSubscriber`).
+    var isUnwatched: Bool { locked { $0.isUnwatched } }
 
     /// A durable session not written yet (its first write is queued or in flight).
     var isNewSession: Bool { locked { $0.record?.isNew ?? false } }
