@@ -95,8 +95,6 @@ final class EventHub: Sendable {
 
     private let state: Guarded<State>
     private let metrics: ServiceMetrics
-    /// Its session's id in a durable store (nil: memory only).
-    let sessionID: String?
 
     /// `record`: the session's place in a durable store (nil: memory only). `restoring`: the
     /// session as the store kept it, whose version and history continue here.
@@ -104,7 +102,6 @@ final class EventHub: Sendable {
         historyLength: Int, metrics: ServiceMetrics, record: sending SessionRecord? = nil,
         restoring stored: StoredSession? = nil, actionLog: sending SessionActionLog? = nil
     ) {
-        sessionID = record?.id
         var state = State(record: record, history: EventHistory(capacity: historyLength), actionLog: actionLog)
         if let stored {
             state.isUnusedSinceLoad = true

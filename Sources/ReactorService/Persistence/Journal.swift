@@ -10,8 +10,6 @@ import Foundation
 
 /// A session with changes the store has not got yet (its hub, in practice).
 protocol Journaled: AnyObject, Sendable {
-    /// The session whose changes these are.
-    var sessionID: String? { get }
     /// What changed since the last take, or nil when nothing is to be written. Called on the
     /// journal's thread; the change is in flight until `didCommit` or `commitFailed`.
     func takeChange() -> SessionWrite?
@@ -117,70 +115,71 @@ final class Journal: Sendable {
                 return queue
             }
             guard let taken else { return }
-            let later = commit(taken.dirty, taken.changes, taken.completions)
-            if later.isEmpty { continue }
-            queue.withLock { queue in
-                queue.dirty = later.dirty + queue.dirty
-                queue.changes = later.changes + queue.changes
-                queue.completions = later.completions + queue.completions
-            }
+            commit(taken.dirty, taken.changes, taken.completions)
         }
     }
 
-    /// Commits what was taken, and returns what waits for the next batch: a second reactor of a
-    /// session already written in this one (one let go, one claimed since, in a cluster), since
-    /// the store refuses per session. What was queued after it waits with it, in order.
     private func commit(
         _ entries: [any Journaled], _ explicit: [StoreChange],
         _ waiting: [(session: String?, completion: Completion)]
-    ) -> Queue {
-        var batch: [StoreChange] = []
-        var written: [(entry: any Journaled, session: String)] = []
-        var writtenIDs = Set<String>()
-        var later = Queue()
-        batch.reserveCapacity(entries.count + explicit.count)
+    ) {
+        // A second reactor of a session already in the batch (in a cluster: one let go as its
+        // lease lapsed, one claimed since) is committed in a transaction after it: the store
+        // refuses per session, and one's refusal must not be the other's.
+        var rounds: [[(entry: any Journaled, session: String, change: StoreChange)]] = [[]]
+        var roundOf: [String: Int] = [:]
+        rounds[0].reserveCapacity(entries.count)
         for entry in entries {
-            if let id = entry.sessionID, writtenIDs.contains(id) {
-                later.dirty.append(entry)
-                continue
-            }
             guard let change = entry.takeChange() else { continue }
-            batch.append(.session(change))
-            written.append((entry, change.id))
-            writtenIDs.insert(change.id)
+            let round = entries.count == 1 ? 0 : roundOf[change.id].map { $0 + 1 } ?? 0
+            if entries.count > 1 { roundOf[change.id] = round }
+            if round == rounds.count { rounds.append([]) }
+            rounds[round].append((entry, change.id, .session(change)))
         }
-        var waiting = waiting
-        if later.dirty.isEmpty {
-            // After the sessions' own writes: a delete is never undone by the same transaction.
-            batch += explicit
-        } else {
-            later.changes = explicit
-            later.completions = waiting
-            waiting = []
+        // After the sessions' own writes: a delete is never undone by the same transaction.
+        let outcomes = rounds.enumerated().map { index, round in
+            write(round.map(\.change) + (index == 0 ? explicit : []))
         }
-        var failure: StoreError?
-        var refused: Set<String> = []
-        if !batch.isEmpty {
-            do throws(StoreError) {
-                refused = try engine.commit(batch, historyLength: historyLength, actionLogLength: actionLogLength)
-            } catch {
-                failure = error
-            }
-            if let failure { failures.failed(failure, "to commit") } else { failures.succeeded() }
-        }
-        let notHeld = StoreError.notHeld(
-            "this node no longer holds this session (another node, or a later claim, does)")
-        func outcome(_ session: String?) -> StoreError? {
-            failure ?? (session.map(refused.contains) == true ? notHeld : nil)
-        }
+        let failure = outcomes.lazy.compactMap(\.failure).first
         // Every stream and request this batch wakes is resumed together at its end.
         EventStream.batchingResumes {
-            for (entry, session) in written {
-                if let failure = outcome(session) { entry.commitFailed(failure) } else { entry.didCommit() }
+            for (round, outcome) in zip(rounds, outcomes) {
+                for (entry, session, _) in round {
+                    if let failure = outcome.failure(of: session) {
+                        entry.commitFailed(failure)
+                    } else {
+                        entry.didCommit()
+                    }
+                }
             }
-            for (session, completion) in waiting { completion(outcome(session)) }
+            // Answered after every transaction: each waits for all that was queued before it.
+            for (session, completion) in waiting { completion(failure ?? outcomes[0].failure(of: session)) }
         }
-        return later
+    }
+
+    /// One transaction's outcome: its failure, or the sessions whose changes the store refused.
+    private struct Outcome {
+        var failure: StoreError?
+        var refused: Set<String> = []
+
+        func failure(of session: String?) -> StoreError? {
+            failure ?? (session.map(refused.contains) == true ? Self.notHeld : nil)
+        }
+
+        static let notHeld = StoreError.notHeld(
+            "this node no longer holds this session (another node, or a later claim, does)")
+    }
+
+    private func write(_ batch: [StoreChange]) -> Outcome {
+        var outcome = Outcome()
+        if batch.isEmpty { return outcome }
+        do throws(StoreError) {
+            outcome.refused = try engine.commit(batch, historyLength: historyLength, actionLogLength: actionLogLength)
+        } catch {
+            outcome.failure = error
+        }
+        if let failure = outcome.failure { failures.failed(failure, "to commit") } else { failures.succeeded() }
+        return outcome
     }
 }
 
