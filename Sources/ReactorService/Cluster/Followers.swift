@@ -131,6 +131,9 @@ final class Followers: Sendable {
             guard let hub else { continue }
             if drop {
                 forget(id, follower)
+                // Ended as let go: a stream that found it just now looks the session up again
+                // (a new follower) instead of subscribing to a hub nothing feeds.
+                hub.end(reason: nil)
                 continue
             }
             if touch { watched.append(id) }
