@@ -100,9 +100,9 @@ final class Followers: Sendable {
     /// The periodic pass: reads on where the store is ahead (a lost wake-up), ends the streams
     /// of sessions gone from the store, keeps watched sessions from expiring, and drops
     /// followers nobody has watched for two passes (one pass could fall between a stream
-    /// finding the hub and reserving its place in it). Returns the watched sessions no node holds (their
-    /// holder let them go): a follower only relays what a holder commits, so until one of them is
-    /// taken again, no change of the global user reaches it.
+    /// finding the hub and reserving its place in it). Returns the watched sessions no node
+    /// holds (their holder let them go): a follower only relays what a holder commits, so until
+    /// one of them is taken again, no change of the global user reaches it.
     @discardableResult
     func check() -> [String] {
         let all = followers.withLock { $0 }

@@ -126,26 +126,29 @@ final class Journal: Sendable {
         // A second reactor of a session already in the batch (in a cluster: one let go as its
         // lease lapsed, one claimed since) is committed in a transaction after it: the store
         // refuses per session, and one's refusal must not be the other's.
-        var rounds: [[(entry: any Journaled, session: String, change: StoreChange)]] = [[]]
+        var rounds: [[(entry: any Journaled, write: SessionWrite)]] = [[]]
         var roundOf: [String: Int] = [:]
         rounds[0].reserveCapacity(entries.count)
         for entry in entries {
-            guard let change = entry.takeChange() else { continue }
-            let round = entries.count == 1 ? 0 : roundOf[change.id].map { $0 + 1 } ?? 0
-            if entries.count > 1 { roundOf[change.id] = round }
+            guard let write = entry.takeChange() else { continue }
+            var round = 0
+            if entries.count > 1 {
+                round = roundOf[write.id].map { $0 + 1 } ?? 0
+                roundOf[write.id] = round
+            }
             if round == rounds.count { rounds.append([]) }
-            rounds[round].append((entry, change.id, .session(change)))
+            rounds[round].append((entry, write))
         }
         // After the sessions' own writes: a delete is never undone by the same transaction.
         let outcomes = rounds.enumerated().map { index, round in
-            write(round.map(\.change) + (index == 0 ? explicit : []))
+            commit(round.map { .session($0.write) } + (index == 0 ? explicit : []))
         }
         let failure = outcomes.lazy.compactMap(\.failure).first
         // Every stream and request this batch wakes is resumed together at its end.
         EventStream.batchingResumes {
             for (round, outcome) in zip(rounds, outcomes) {
-                for (entry, session, _) in round {
-                    if let failure = outcome.failure(of: session) {
+                for (entry, write) in round {
+                    if let failure = outcome.failure(of: write.id) {
                         entry.commitFailed(failure)
                     } else {
                         entry.didCommit()
@@ -170,7 +173,7 @@ final class Journal: Sendable {
             "this node no longer holds this session (another node, or a later claim, does)")
     }
 
-    private func write(_ batch: [StoreChange]) -> Outcome {
+    private func commit(_ batch: [StoreChange]) -> Outcome {
         var outcome = Outcome()
         if batch.isEmpty { return outcome }
         do throws(StoreError) {
