@@ -1,24 +1,26 @@
 /// A request's answer kept under its idempotency key, committed with the change the request
 /// made, so that a repeat of the request is given this answer again instead of running twice.
-package struct StoredAnswer: Sendable, Equatable {
+/// A class: it goes from the request's thread through the session's write to the journal's, and
+/// a copy of eight counted fields at each step cost more than the answer's own making.
+package final class StoredAnswer: Sendable, Equatable {
     /// Whose key it is: the caller's subject, or "" without authentication.
-    package var scope: String
-    package var key: String
+    package let scope: String
+    package let key: String
     /// What the request was (a digest of its method, route, session and body): a repeat with
     /// another request under the same key is refused.
-    package var request: String
-    package var status: Int
+    package let request: String
+    package let status: Int
     /// The header fields given back with it, in order.
-    package var headers: [Field]
-    package var body: [UInt8]
+    package let headers: [Field]
+    package let body: [UInt8]
     /// Seconds since 1970; after that it may be forgotten.
-    package var expires: Double
+    package let expires: Double
     /// The session whose change it answers: it is kept only if that change is (a write the
     /// store refuses, a delete of a session used since, take their answers with them).
-    package var session: String?
+    package let session: String?
     /// The claim it replaces (its run's token, see `ClusterStore.claimAnswer`); nil when its key
     /// was not claimed.
-    package var claim: String?
+    package let claim: String?
 
     /// A run's claim on the key (a shared store's placeholder row), not an answer: the key is
     /// running on some node, and there is nothing to replay yet. Written as a 409, which no kept
@@ -49,6 +51,13 @@ package struct StoredAnswer: Sendable, Equatable {
         self.expires = expires
         self.session = session
         self.claim = claim
+    }
+
+    package static func == (lhs: StoredAnswer, rhs: StoredAnswer) -> Bool {
+        lhs === rhs
+            || (lhs.scope == rhs.scope && lhs.key == rhs.key && lhs.request == rhs.request && lhs.status == rhs.status
+                && lhs.headers == rhs.headers && lhs.body == rhs.body && lhs.expires == rhs.expires
+                && lhs.session == rhs.session && lhs.claim == rhs.claim)
     }
 
     /// The header fields as one text column: `name: value` lines (reactord's own header values

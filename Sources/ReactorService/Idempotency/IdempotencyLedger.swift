@@ -74,11 +74,14 @@ final class IdempotencyLedger: Sendable {
                 return progress.claim
             }
             guard Self.isKept(response) else { return nil }
+            var headers: [StoredAnswer.Field] = []
+            headers.reserveCapacity(IdempotencyLedger.keptFields.count)
+            for (name, value) in response.headers where IdempotencyLedger.isKept(name) {
+                headers.append(StoredAnswer.Field(name, value))
+            }
             let answer = StoredAnswer(
                 scope: request.scope, key: request.key, request: request.digest, status: response.status,
-                headers: response.headers.compactMap { name, value in
-                    IdempotencyLedger.isKept(name) ? StoredAnswer.Field(name, value) : nil
-                },
+                headers: headers,
                 body: response.body,
                 expires: WallClock.now + (request.isForwarders ? ledger.forwardTTL : ledger.ttl), session: session,
                 claim: claim)
@@ -95,7 +98,7 @@ final class IdempotencyLedger: Sendable {
     }
 
     /// `isKept`'s names, in lowercase.
-    private static let keptFields = ["content-type", "etag", "location"].map { Array($0.utf8) }
+    fileprivate static let keptFields = ["content-type", "etag", "location"].map { Array($0.utf8) }
 
     /// Seconds a client's key is kept; a forwarding node's own keys only need to outlive a
     /// holder's lease and a forward's retry.

@@ -646,6 +646,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         leaseLock.unlock()
         var statement = SessionWriteStatement()
         var answers: [StoredAnswer] = []
+        /// Each answer's session: the write it came with (whatever the answer says).
+        var answerSessions: [String?] = []
         var logged: [(session: String, entry: LoggedAction)] = []
         var sent: [String] = []
         for (write, fence) in zip(writes, fences) {
@@ -671,11 +673,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 continue
             }
             sent.append(write.id)
-            answers += write.answers.map { answer in
-                var answer = answer
-                answer.session = write.id
-                return answer
-            }
+            answers += write.answers
+            answerSessions += repeatElement(Optional(write.id), count: write.answers.count)
             if actionLogLength > 0, let first = write.loggedActions.first, let last = write.loggedActions.last {
                 // Trimmed in steps of `trimStep` entries, as the SQLite engine does; when it is,
                 // only what the log keeps is inserted: the trim never meets a row inserted here.
@@ -717,7 +716,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         if sent.isEmpty { return }
         let started = monotonicNow()
         statement.answers = (
-            Self.columns(of: answers), answers.map { $0.claim.map(Self.claimBody) }, answers.map(\.session)
+            Self.columns(of: answers), answers.map { $0.claim.map(Self.claimBody) }, answerSessions
         )
         statement.logged = Self.columns(of: logged)
         let (sql, parameters, name) = statement.sql(
