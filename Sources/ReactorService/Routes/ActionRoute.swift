@@ -188,6 +188,14 @@ extension RouteTable {
         }
         var found: (any Session)?
         var ticket: IdempotencyLedger.Ticket?
+        // Found once: a keyed action's digest and its log entry both read it.
+        var sentAction: ArraySlice<UInt8>?
+        func actionSent() -> ArraySlice<UInt8> {
+            if let sentAction { return sentAction }
+            let read = actionJSON()
+            sentAction = read
+            return read
+        }
         do throws(RequestError) {
             var acted: any Session
             var outcome = ActionResult.gone
@@ -203,7 +211,7 @@ extension RouteTable {
                     if Self.keyLookupWaits(request, context, mayWait: mayWait) { return nil }
                     // Once the session is found here (held by this node, in a cluster): the store's
                     // word on the key is final only then.
-                    switch Self.admit(request, principal, .action, session: session.id, body: actionJSON(), context) {
+                    switch Self.admit(request, principal, .action, session: session.id, body: actionSent(), context) {
                     case let .answer(response): return .response(response)
                     case let .run(admitted): ticket = admitted
                     case nil: break
@@ -217,7 +225,7 @@ extension RouteTable {
                 let source =
                     context.configuration.actionLogLength > 0
                     ? ActionSource(
-                        json: actionJSON(), subject: principal?.subject,
+                        json: actionSent(), subject: principal?.subject,
                         idempotencyKey: ticket.flatMap { $0.request.isForwarders ? nil : $0.request.key })
                     : nil
                 outcome = session.perform(action.action, ifMatch: ifMatch, keep: keep, source: source)
@@ -257,7 +265,7 @@ extension RouteTable {
                 if Self.keyLookupWaits(request, context, mayWait: mayWait) { return nil }
                 if let id = request.pathParameters["id"]
                     ?? RequestJSONDecoder.TopLevelObject(parsing: request.body)?.string("session"),
-                    let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionJSON(), context)
+                    let kept = Self.keptAnswer(request, principal, .action, session: id, body: actionSent(), context)
                 {
                     return .response(kept)
                 }
