@@ -237,7 +237,10 @@ extension ServiceContext {
             return
         }
         DispatchQueue.global().async { [self] in
-            guard let persistence, sessions.unload(session, ifIdleSince: ProcessClock.now) else { return }
+            // Its streams here would hold it where its requests no longer come (opened before a
+            // node joined, or came back): they close, and resume where the balancer sends them.
+            guard let persistence, sessions.unload(session, ifIdleSince: ProcessClock.now, closingStreams: true)
+            else { return }
             didUnload([session], counter: cluster.metrics.handovers, persistence: persistence)
         }
     }

@@ -226,23 +226,32 @@ final class EventHub: Sendable {
     /// since `cutoff` and everything is written: true then. Its last activity goes to the store
     /// first when the stored one is further behind than writes let it be (the record's
     /// resolution, an eighth of the TTL: the store expires it by that time, unloaded).
-    func endForUnload(idleSince cutoff: Double) -> Bool {
-        locked { state in
-            guard !state.isEnded, state.isUnwatched, state.lastActivity < cutoff else { return false }
+    ///
+    /// `closingStreams`: its subscribers do not keep it (a hand-over to the node their requests
+    /// reach now); their streams close without `event: end`, and their clients resume there.
+    func endForUnload(idleSince cutoff: Double, closingStreams: Bool = false) -> Bool {
+        let closed: Int? = locked { state in
+            guard !state.isEnded, closingStreams || state.isUnwatched, state.lastActivity < cutoff else { return nil }
             if let record = state.record {
                 guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
                     record.lost == nil
-                else { return false }
+                else { return nil }
                 if state.lastActiveWallTime - record.storedLastActive > record.activityResolution {
                     record.activityDue = true
                     markDirty(record)
-                    return false
+                    return nil
                 }
             }
             state.isEnded = true
+            // A stream reserved or subscribing now looks the session up again.
             state.livesOn = true
-            return true
+            for subscriber in state.subscribers.values { state.outbox.append(.close(subscriber.stream, final: nil)) }
+            defer { state.subscribers.removeAll() }
+            return state.subscribers.count
         }
+        guard let closed else { return false }
+        if closed > 0 { metrics.subscribers.decrement(by: Double(closed)) }
+        return true
     }
 
     /// With a durable store, queues a write of the last activity when the stored one is behind

@@ -58,7 +58,8 @@ protocol Session: AnyObject, Sendable {
     /// Releases the reactor and ends the hub to leave memory, when the session is idle since
     /// `cutoff` (no subscriber, no running effect, nothing left to write): true then. Atomic with
     /// actions: one that comes later finds no reactor, and its request looks the session up again.
-    func unload(idleSince cutoff: Double) -> Bool
+    /// `closingStreams`: subscribers do not keep it, their streams close (`EventHub.endForUnload`).
+    func unload(idleSince cutoff: Double, closingStreams: Bool) -> Bool
     /// The state's top-level field names, nil ones included (empty once the session ended).
     func stateFieldNames() -> Set<String>
 }
@@ -209,10 +210,12 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
         hub.end(reason: reason)
     }
 
-    func unload(idleSince cutoff: Double) -> Bool {
+    func unload(idleSince cutoff: Double, closingStreams: Bool) -> Bool {
         held.withLock { held in
             // The hub last: once it has ended, no action may find the reactor (its change would be dropped).
-            guard held.hasReactor, !held.hasRunningEffects, hub.endForUnload(idleSince: cutoff) else { return false }
+            guard held.hasReactor, !held.hasRunningEffects,
+                hub.endForUnload(idleSince: cutoff, closingStreams: closingStreams)
+            else { return false }
             held.release()
             return true
         }

@@ -95,7 +95,7 @@ final class SessionTable: Sendable {
 
     /// Unloads and returns the sessions idle since `cutoff` (see `Session.unload`).
     func unloadIdle(since cutoff: Double) -> [any Session] {
-        removeEach { $0.unload(idleSince: cutoff) }
+        removeEach { $0.unload(idleSince: cutoff, closingStreams: false) }
     }
 
     /// Unloads up to `count` of the idle sessions least recently used, to make room; returns them.
@@ -115,9 +115,10 @@ final class SessionTable: Sendable {
     }
 
     /// Unloads `session` if it is still in memory and idle since `cutoff` (see `Session.unload`).
-    func unload(_ session: any Session, ifIdleSince cutoff: Double) -> Bool {
+    func unload(_ session: any Session, ifIdleSince cutoff: Double, closingStreams: Bool = false) -> Bool {
         let removed = shard(session.key).withLock { sessions in
-            guard sessions[session.key] === session, session.unload(idleSince: cutoff) else { return false }
+            guard sessions[session.key] === session, session.unload(idleSince: cutoff, closingStreams: closingStreams)
+            else { return false }
             sessions[session.key] = nil
             return true
         }
