@@ -70,14 +70,15 @@ MHD_queue_response (struct MHD_Connection *connection, unsigned int status, stru
     return MHD_NO;
   mhd_own_answers_handler handler = atomic_load (&installed_handler);
   struct MHD_Response *replacement = NULL;
+  unsigned int answered = status;
   if (NULL != handler && caller >= libmicrohttpd_start && caller < libmicrohttpd_end
       && NULL != connection && NULL != response)
-    replacement = handler (connection, status);
+    replacement = handler (connection, &answered);
   if (NULL == replacement)
     return libmicrohttpd_queue (connection, status, response);
   // The connection holds its own reference once queued; libmicrohttpd's caller destroys its
   // response, which was never queued, as it would after queueing it.
-  enum MHD_Result queued = libmicrohttpd_queue (connection, status, replacement);
+  enum MHD_Result queued = libmicrohttpd_queue (connection, answered, replacement);
   MHD_destroy_response (replacement);
   return queued;
 }

@@ -99,11 +99,12 @@ func mhdCollectField(
 
 /// One of libmicrohttpd's own answers (a 431, say), about to be made: the response to send in
 /// its place (owned by the caller), see `OwnAnswers`.
-func mhdOwnAnswer(raw: OpaquePointer?, status: UInt32) -> OpaquePointer? {
-    guard let raw else { return nil }
+func mhdOwnAnswer(raw: OpaquePointer?, status: UnsafeMutablePointer<UInt32>?) -> OpaquePointer? {
+    guard let raw, let status else { return nil }
     let connection = Connection(raw: raw)
     guard let server = OwnAnswers.server(of: connection) else { return nil }
-    let answer = server._withUnsafeGuaranteedRef { $0.ownAnswer(connection, status: Int(status)) }
+    let answer = server._withUnsafeGuaranteedRef { $0.ownAnswer(connection, status: Int(status.pointee)) }
+    status.pointee = UInt32(answer.status)
     return Connection.makeResponse(answer)
 }
 

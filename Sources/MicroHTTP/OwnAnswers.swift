@@ -3,7 +3,8 @@ internal import ConcurrencyPrimitives
 
 /// The answers libmicrohttpd makes itself, before any callback of ours: 414 and 431 for a
 /// request line or head too large for the connection's memory pool, 400 or 413 for a malformed
-/// chunked body, 400 or 505 for a bad HTTP version. (A Content-Length it cannot read is kept
+/// chunked body (400 too where it answers 500: a chunk's size line longer than it reads), 400
+/// or 505 for a bad HTTP version. (A Content-Length it cannot read is kept
 /// from it, and answered by `framingProblem`: its own answer to that had its head twice.) Where CMicroHTTPDOwnAnswers is linked and `handler` installed (a reactord server
 /// does both; MicroHTTP alone neither), each goes to `handler`, and what it makes is sent instead
 /// of libmicrohttpd's HTML page: a problem document with the same status, naming the problem,
@@ -15,7 +16,8 @@ internal import ConcurrencyPrimitives
 package enum OwnAnswers {
     /// What CMicroHTTPDOwnAnswers' `mhd_own_answers_install` takes: the answer to send in place
     /// of libmicrohttpd's (a response the caller owns), or nil to send libmicrohttpd's.
-    package static let handler: @convention(c) (OpaquePointer?, UInt32) -> OpaquePointer? = { raw, status in
+    package static let handler: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt32>?) -> OpaquePointer? = {
+        raw, status in
         mhdOwnAnswer(raw: raw, status: status)
     }
 
@@ -45,7 +47,8 @@ extension HTTPServer {
     /// What to send instead of one of libmicrohttpd's own answers.
     func ownAnswer(_ connection: Connection, status: Int) -> Response {
         let headers = connection.headersAndQuery().0
-        var response = Response.problem(status: status, detail: OwnAnswers.detail(status: status, headers: headers))
+        let problem = OwnAnswers.problem(answering: status, headers: headers)
+        var response = Response.problem(status: problem.status, detail: problem.detail)
         if let decorate = configuration.decorate {
             // Neither method nor target is to be had from libmicrohttpd at this point.
             decorate(
@@ -57,6 +60,21 @@ extension HTTPServer {
 }
 
 extension OwnAnswers {
+    /// The answer to send for libmicrohttpd's `status`, told from it and the fields it had read.
+    static func problem(answering status: Int, headers: HTTPHeaders) -> (status: Int, detail: String) {
+        // Its 500 is its answer when the connection's buffer is full and it cannot read on: while
+        // reading a chunked body (every byte of which goes to the route as it comes), a chunk's
+        // size line too long to fit beside the head. The client's doing.
+        if status == 500, headers["Transfer-Encoding"] != nil {
+            return (
+                400,
+                "the chunked request body is malformed: a chunk's size line, with its extensions, "
+                    + "is longer than this server reads"
+            )
+        }
+        return (status, detail(status: status, headers: headers))
+    }
+
     /// The problem libmicrohttpd found, told from its status and the fields it had read.
     static func detail(status: Int, headers: HTTPHeaders) -> String {
         let chunked = headers["Transfer-Encoding"] != nil

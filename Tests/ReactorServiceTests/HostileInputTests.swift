@@ -364,6 +364,17 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    func testAChunkSizeLineTooLongToReadIsA400NotA500() throws {
+        // libmicrohttpd answers 500 when its buffer fills before a chunk's size line ends.
+        for extensions in [String(repeating: "e", count: 4_000), String(repeating: "0", count: 4_000)] {
+            let body = "13;\(extensions)\r\n{\"type\":\"increase\"}\r\n0\r\n\r\n"
+            let request =
+                "POST /sessions/\(session)/actions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\(body)"
+            assertAnsweredByLibmicrohttpd(try raw(request), 400, mentions: ["size line"])
+        }
+        try assertUnchangedAndAlive()
+    }
+
     func testAQueryTooLargeForThePoolIs414NotADroppedConnection() throws {
         // Parsed into the connection's pool, 60 short arguments (or 25 long ones) ran it dry, and
         // libmicrohttpd closed the connection without a word.

@@ -20,10 +20,11 @@
 #include <microhttpd.h>
 
 /// Called on libmicrohttpd's thread for each answer libmicrohttpd makes itself, before it is
-/// sent: returns a response to send in its place with the same status (the caller queues it,
-/// then destroys this reference), or NULL to send libmicrohttpd's. Must not block.
+/// sent: returns a response to send in its place (the caller queues it, then destroys this
+/// reference) with the status `*status` holds then (libmicrohttpd's, unless the handler set
+/// another), or NULL to send libmicrohttpd's. Must not block.
 typedef struct MHD_Response *(*mhd_own_answers_handler) (struct MHD_Connection *connection,
-                                                         unsigned int status);
+                                                         unsigned int *status);
 
 /// Sets the process's handler (NULL for none): 1 when libmicrohttpd's own answers will reach
 /// it, 0 when this build cannot hook them (another libmicrohttpd version).
