@@ -77,6 +77,11 @@ final class ErrorTests: XCTestCase {
         assertProblem(
             try fixture.client.request("POST", "/sessions", body: #"{"reactor":"nope"}"#), 422,
             mentions: ["nope", "counter"])
+        // A name as long as the body allows is not sent back whole.
+        let long = try fixture.client.request(
+            "POST", "/sessions", body: #"{"reactor":""# + String(repeating: "x", count: 4_000) + #""}"#)
+        assertProblem(long, 422, mentions: [String(repeating: "x", count: 64) + "…'", "counter"])
+        XCTAssertLessThan(long.text.utf8.count, 500, long.text)
         try assertSessionUnchanged()
     }
 
