@@ -45,4 +45,20 @@ final class CurrentUserTests: XCTestCase {
         XCTAssertTrue(next.state["user"] is NSNull, "\(next.data)")
         XCTAssertEqual(try fixture.client.request("GET", "/user").text, "null")
     }
+
+    func testTheTokenIsReadWithoutTheWhitespaceAroundIt() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        for field in [
+            "Bearer \(ServerFixture.token) ", "Bearer  \(ServerFixture.token)\t", "bearer \(ServerFixture.token)",
+        ] {
+            let put = try fixture.client.request(
+                "PUT", "/user", body: #"{"id":"u1","name":"kim"}"#, headers: ["Authorization": field])
+            XCTAssertEqual(put.status, 200, "\(field.debugDescription): \(put.text)")
+        }
+        let empty = try fixture.client.request(
+            "PUT", "/user", body: #"{"id":"u1","name":"kim"}"#, headers: ["Authorization": "Bearer \t "])
+        XCTAssertEqual(empty.status, 401, empty.text)
+        XCTAssertTrue(empty.text.contains("empty"), empty.text)
+    }
 }

@@ -103,10 +103,14 @@ final class SessionAccess: Sendable {
             guard parts.first?.lowercased() == "bearer" else {
                 return .failure(TokenRejection(.malformed, "the Authorization header must use the Bearer scheme"))
             }
-            guard parts.count == 2 else {
+            // The spaces and tabs around a field's value are not part of it (RFC 9110, 5.5);
+            // libmicrohttpd strips only those before it.
+            var token = parts.count == 2 ? parts[1].drop { $0 == " " || $0 == "\t" } : ""
+            while let last = token.last, last == " " || last == "\t" { token = token.dropLast() }
+            guard !token.isEmpty else {
                 return .failure(TokenRejection(.malformed, "the Authorization header's bearer token is empty"))
             }
-            return .success(parts[1].drop { $0 == " " })
+            return .success(token)
         }
         if queryToken, let token = request.query["access_token"] { return .success(Substring(token)) }
         return .failure(
