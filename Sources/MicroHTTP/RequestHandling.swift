@@ -97,6 +97,9 @@ extension HTTPServer {
             return true
         }
         let httpMethod = HTTPMethod(cString: method)
+        if let coding = connection.header("Content-Encoding"), let refusal = Self.unsupportedCoding(coding) {
+            return refuse(refusal, connection, httpMethod, url, closing: true)
+        }
         if connection.poolRoom(limit: configuration.connectionMemoryLimit) < 256 {
             // libmicrohttpd reads the body into what the head left of the pool, and with none
             // left answers 500 itself.
@@ -512,6 +515,20 @@ extension HTTPServer {
         return Request(
             method: method, path: path, query: query, headers: headers,
             body: body, peer: peer, client: client, pathParameters: parameters)
+    }
+
+    /// A body in a content coding (gzip, …) is not decoded: read as it is, it would fail as JSON
+    /// at its first byte, or, if it happened to be JSON, be taken for what it is not. 415 names
+    /// the coding, and `Accept-Encoding` says what is taken (RFC 9110, 15.5.16).
+    static func unsupportedCoding(_ field: String) -> Response? {
+        // A coding is a token: no space or tab in it, only around it.
+        let codings = field.split(separator: ",").map { $0.filter { $0 != " " && $0 != "\t" }.lowercased() }
+        guard let coding = codings.first(where: { !$0.isEmpty && $0 != "identity" }) else { return nil }
+        let shown = coding.count > 32 ? coding.prefix(32) + "…" : Substring(coding)
+        return .problem(
+            status: 415,
+            detail: "the request body's Content-Encoding '\(shown)' is not supported; send the body unencoded",
+            headers: HTTPHeaders([("Accept-Encoding", "identity")]))
     }
 
     private func bodyTooLarge() -> Response {

@@ -375,6 +375,22 @@ final class HostileInputTests: XCTestCase {
         try assertUnchangedAndAlive()
     }
 
+    func testABodyInAContentCodingIsRefusedNamingIt() throws {
+        let body = #"{"type":"increase"}"#
+        func post(_ coding: String) throws -> ResponseParser? {
+            try raw(
+                "POST /sessions/\(session)/actions HTTP/1.1\r\nHost: t\r\nContent-Encoding: \(coding)\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        }
+        for coding in ["gzip", "identity, br", "X-Custom"] {
+            let refused = try post(coding)
+            assertProblem(refused, 415, mentions: ["Content-Encoding", "unencoded"])
+            XCTAssertEqual(refused?.header("Accept-Encoding"), "identity")
+        }
+        try assertUnchangedAndAlive()
+        XCTAssertEqual(try post("identity")?.status, 200, "identity is no coding")
+    }
+
     func testAQueryTooLargeForThePoolIs414NotADroppedConnection() throws {
         // Parsed into the connection's pool, 60 short arguments (or 25 long ones) ran it dry, and
         // libmicrohttpd closed the connection without a word.
