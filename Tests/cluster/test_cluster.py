@@ -945,3 +945,33 @@ def test_a_key_sent_to_every_node_at_once_creates_one_session_and_sets_the_user_
                                                 headers={"Idempotency-Key": "refused"})
         assert status == 422
     assert cluster.postgres.sql(cluster.dsn, "SELECT count(*) FROM reactord_answers WHERE status = 0") == "0"
+
+
+def test_a_stream_that_follows_its_old_holder_directly_is_closed_once_not_at_every_hand_over(cluster):
+    """A client follows a session on node A directly while its actions go through node B. The
+    first hand-over to B closes the stream; the client comes straight back to A, which takes the
+    session back for it. Later hand-overs leave that stream open (the actions are forwarded
+    meanwhile) instead of closing it every eight actions, and the client sees every version once,
+    in order."""
+    a, b = cluster.nodes[0], cluster.nodes[1]
+    session = a.create()
+    reader = EventReader(a.port, session)
+    assert reader.wait_for(lambda events: len(events) == 1)
+    ids, closes = [], 0
+    for _ in range(40):
+        status, body, _ = b.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
+        assert status == 200, body
+        time.sleep(0.1)
+        if reader.closed.is_set():
+            closes += 1
+            ids += [int(event["id"]) for _, event in reader.events if "id" in event]
+            assert all(event["event"] != "end" for _, event in reader.events)
+            reader = EventReader(a.port, session, last_event_id=ids[-1])
+    try:
+        if not ids or ids[-1] != 40:
+            assert reader.wait_for(lambda events: any(event.get("id") == "40" for event in events)), reader.events
+        ids += [int(event["id"]) for _, event in reader.events if "id" in event]
+    finally:
+        reader.close()
+    assert closes <= 1, f"the stream was closed {closes} times"
+    assert ids == list(range(41)), ids

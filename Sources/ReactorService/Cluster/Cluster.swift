@@ -213,6 +213,15 @@ final class Cluster: Sendable {
         }
     }
 
+    /// `key` was handed over: this node's followers do not take it back for a lease (the node
+    /// its requests reach takes it on its next one), which would undo the hand-over.
+    func rest(_ key: SessionKey) {
+        let until = ProcessClock.now + store.leaseDuration
+        notTakenBefore.withLock { table in
+            if table.count < 10_000 { table[key] = until }
+        }
+    }
+
     /// Counts the sessions this node holds whose streams it serves through a follower (taken for
     /// them: see `take`) as used, as a session with a subscriber of its own is: not unloaded as idle.
     func touchWatched(_ context: ServiceContext) {
@@ -239,8 +248,12 @@ extension ServiceContext {
         DispatchQueue.global().async { [self] in
             // Its streams here would hold it where its requests no longer come (opened before a
             // node joined, or came back): they close, and resume where the balancer sends them.
-            guard let persistence, sessions.unload(session, ifIdleSince: ProcessClock.now, closingStreams: true)
-            else { return }
+            let now = ProcessClock.now
+            let closing = cluster.placement.mayCloseStreams(of: session.key, now: now)
+            let watched = !session.hub.isUnwatched
+            guard let persistence, sessions.unload(session, ifIdleSince: now, closingStreams: closing) else { return }
+            if closing && watched { cluster.placement.didCloseStreams(of: session.key, now: now) }
+            cluster.rest(session.key)
             didUnload([session], counter: cluster.metrics.handovers, persistence: persistence)
         }
     }
