@@ -104,7 +104,7 @@ func mhdOwnAnswer(raw: OpaquePointer?, status: UnsafeMutablePointer<UInt32>?) ->
     let connection = Connection(raw: raw)
     guard let server = OwnAnswers.server(of: connection) else { return nil }
     let answer = server._withUnsafeGuaranteedRef { $0.ownAnswer(connection, status: Int(status.pointee)) }
-    status.pointee = UInt32(answer.status)
+    status.pointee = UInt32(clamping: answer.status)  // never a trap on libmicrohttpd's thread
     return Connection.makeResponse(answer)
 }
 

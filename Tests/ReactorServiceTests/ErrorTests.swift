@@ -82,6 +82,14 @@ final class ErrorTests: XCTestCase {
             "POST", "/sessions", body: #"{"reactor":""# + String(repeating: "x", count: 4_000) + #""}"#)
         assertProblem(long, 422, mentions: [String(repeating: "x", count: 64) + "…'", "counter"])
         XCTAssertLessThan(long.text.utf8.count, 500, long.text)
+        // Nor one character of a thousand combining marks, nor an action's unknown type.
+        let marks = "e" + String(repeating: "\u{301}", count: 1_000)
+        let combined = try fixture.client.request("POST", "/sessions", body: #"{"reactor":""# + marks + #""}"#)
+        assertProblem(combined, 422, mentions: ["unknown reactor"])
+        XCTAssertLessThan(combined.text.utf8.count, 500, combined.text)
+        let type = try fixture.send(session, #"{"type":""# + String(repeating: "y", count: 3_000) + #""}"#)
+        assertProblem(type, 422, mentions: [String(repeating: "y", count: 64) + "…'"])
+        XCTAssertLessThan(type.text.utf8.count, 500, type.text)
         try assertSessionUnchanged()
     }
 

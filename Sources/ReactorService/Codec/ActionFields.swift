@@ -46,7 +46,7 @@ public struct ActionFields {
         listener?.expectedTypes(expected)
         return DecodingError.dataCorruptedError(
             forKey: FieldKey("type"), in: container,
-            debugDescription: "unknown action type '\(type)'; expected one of: "
+            debugDescription: "unknown action type '\(Problems.excerpt(type))'; expected one of: "
                 + expected.joined(separator: ", "))
     }
 
