@@ -281,6 +281,16 @@ def forwarded(cluster):
     return total
 
 
+def served_by_holder(cluster, balancer, sessions, rounds):
+    """The share of `rounds` increases of each session, sent through nginx, that no node forwarded."""
+    before = forwarded(cluster)
+    for _ in range(rounds):
+        for session in sessions:
+            status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
+            assert status == 200, body
+    return 1 - (forwarded(cluster) - before) / (rounds * len(sessions))
+
+
 def test_through_nginx_a_session_comes_to_live_where_its_requests_land(balanced):
     """The shipped nginx.conf hashes on the id in /sessions/{id}...; each session moves to that
     node after its first requests (Placement), so that from then on nine actions in ten (here:
@@ -295,12 +305,7 @@ def test_through_nginx_a_session_comes_to_live_where_its_requests_land(balanced)
         for session in sessions:
             status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
             assert status == 200, body
-    before = forwarded(cluster)
-    for _ in range(20):
-        for session in sessions:
-            status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
-            assert status == 200, body
-    share = 1 - (forwarded(cluster) - before) / (20 * len(sessions))
+    share = served_by_holder(cluster, balancer, sessions, rounds=20)
     assert share >= 0.9, f"only {share:.0%} of actions were served by their holder"
     for session in sessions:   # every action applied once, wherever it went
         status, body, _ = balancer.request("GET", f"/sessions/{session}")
@@ -338,12 +343,7 @@ def test_a_session_followed_where_its_requests_no_longer_land_moves_and_its_stre
                     assert int(resumed.events[0][1]["id"]) == last + 1, resumed.events
             finally:
                 resumed.close()
-        before = forwarded(cluster)
-        for _ in range(10):
-            for session in sessions:
-                status, body, _ = balancer.request("POST", f"/sessions/{session}/actions", {"type": "increase"})
-                assert status == 200, body
-        share = 1 - (forwarded(cluster) - before) / (10 * len(sessions))
+        share = served_by_holder(cluster, balancer, sessions, rounds=10)
         assert share >= 0.9, f"only {share:.0%} of actions were served by their holder"
         for session in sessions:
             status, body, _ = balancer.request("GET", f"/sessions/{session}")
