@@ -5,10 +5,11 @@ import ConcurrencyPrimitives
 /// another node holds the session, each of them is forwarded. So the holder counts the forwarded
 /// actions in a row that one node sent it, and past `threshold` hands the session over: it
 /// leaves memory once nothing runs for it (no running effect, everything written; its streams
-/// here close, to resume where the balancer sends them, at most once in `streamClosingInterval`;
-/// else once it has none), its lease goes back, and that node takes it on its next request. An action that reaches the holder
-/// directly ends the streak: under a round-robin balancer, whose requests come from every node,
-/// sessions stay put. Correctness never depends on it: any node serves any session.
+/// here close, to resume where the balancer sends them, at most once in `streamClosingInterval`,
+/// else once it has none), its lease goes back, and that node takes it on its next request. An
+/// action that reaches the holder directly ends the streak: under a round-robin balancer, whose
+/// requests come from every node, sessions stay put. Correctness never depends on it: any node
+/// serves any session.
 final class Placement: Sendable {
     let threshold: Int
     /// How long after a hand-over that closed a session's streams another may not: a client that
