@@ -103,10 +103,7 @@ final class SessionAccess: Sendable {
             guard parts.first?.lowercased() == "bearer" else {
                 return .failure(TokenRejection(.malformed, "the Authorization header must use the Bearer scheme"))
             }
-            // The spaces and tabs around a field's value are not part of it (RFC 9110, 5.5);
-            // libmicrohttpd strips only those before it.
-            var token = parts.count == 2 ? parts[1].drop { $0 == " " || $0 == "\t" } : ""
-            while let last = token.last, last == " " || last == "\t" { token = token.dropLast() }
+            let token = parts.count == 2 ? parts[1].trimmingSpaceAndTab() : ""
             guard !token.isEmpty else {
                 return .failure(TokenRejection(.malformed, "the Authorization header's bearer token is empty"))
             }

@@ -205,18 +205,16 @@ final class Cluster: Sendable {
                 case .failure:
                     // Not to be had here now (it cannot be restored, memory is full, the store
                     // fails): not tried again for a while, rather than at every check.
-                    notTakenBefore.withLock { table in
-                        if table.count < 10_000 { table[key] = now + 30 }
-                    }
+                    rest(key, for: 30)
                 }
             }
         }
     }
 
-    /// `key` was handed over: this node's followers do not take it back for a lease (the node
-    /// its requests reach takes it on its next one), which would undo the hand-over.
-    func rest(_ key: SessionKey) {
-        let until = ProcessClock.now + store.leaseDuration
+    /// `take` leaves `key` alone for `seconds`: after a hand-over, a lease (the node its requests
+    /// reach takes it on its next one; taking it back would undo the hand-over).
+    func rest(_ key: SessionKey, for seconds: Double? = nil) {
+        let until = ProcessClock.now + (seconds ?? store.leaseDuration)
         notTakenBefore.withLock { table in
             if table.count < 10_000 { table[key] = until }
         }

@@ -9,3 +9,14 @@ extension StringProtocol {
         return String(self[first...last])
     }
 }
+
+extension Substring {
+    /// Without the optional whitespace around it (RFC 9110's OWS: spaces and tabs), which is not
+    /// part of a field's value; libmicrohttpd strips only what comes before it.
+    func trimmingSpaceAndTab() -> Substring {
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
+    }
+}

@@ -245,9 +245,7 @@ final class EventHub: Sendable {
             state.isEnded = true
             // A stream reserved or subscribing now looks the session up again.
             state.livesOn = true
-            for subscriber in state.subscribers.values { state.outbox.append(.close(subscriber.stream, final: nil)) }
-            defer { state.subscribers.removeAll() }
-            return state.subscribers.count
+            return state.closeSubscribers(final: nil)
         }
         guard let closed else { return false }
         if closed > 0 { metrics.subscribers.decrement(by: Double(closed)) }
@@ -447,12 +445,7 @@ final class EventHub: Sendable {
             state.isEnded = true
             // Not over (a lease lost, a commit lost, a stop): a subscribe coming now looks it up again.
             if reason == nil { state.livesOn = true }
-            // Behind whatever is still queued for them.
-            for subscriber in state.subscribers.values {
-                state.outbox.append(.close(subscriber.stream, final: frame))
-            }
-            defer { state.subscribers.removeAll() }
-            return (state.subscribers.count, state.record?.dropPending() ?? [])
+            return (state.closeSubscribers(final: frame), state.record?.dropPending() ?? [])
         }
         for waiter in waiters { waiter(.unavailable("the session ended before its last change was stored")) }
         if ended > 0 { metrics.subscribers.decrement(by: Double(ended)) }
@@ -587,6 +580,14 @@ extension EventHub.State {
     /// What clients may see: the latest committed event and state (the latest, in memory).
     fileprivate var publishedSeq: UInt64 { record?.published.seq ?? seq }
     fileprivate var publishedJSON: [UInt8] { record?.published.json ?? stateJSON }
+
+    /// Closes every subscriber's stream, behind whatever is still queued for it, after `final`
+    /// when there is one; returns how many there were.
+    fileprivate mutating func closeSubscribers(final: Frame?) -> Int {
+        for subscriber in subscribers.values { outbox.append(.close(subscriber.stream, final: final)) }
+        defer { subscribers.removeAll() }
+        return subscribers.count
+    }
 
     fileprivate mutating func used() {
         lastActivity = ProcessClock.now

@@ -61,7 +61,7 @@ enum Preconditions {
         guard let (first, count) = request.headers.first(name) else { return nil }
         // Field lines sent more than once are one list (RFC 9110, 5.3).
         let field = count == 1 ? first : request.headers.values(name).joined(separator: ", ")
-        let text = Self.trimmingSpaceAndTab(field[...])
+        let text = field[...].trimmingSpaceAndTab()
         if text == "*" { return .any }
         let malformed = PreconditionError(
             response: .problem(
@@ -73,7 +73,7 @@ enum Preconditions {
         var read = 0
         // Empty elements of the list are ignored (RFC 9110, 5.6.1); at least one tag is needed.
         for part in text.split(separator: ",") {
-            var text = Self.trimmingSpaceAndTab(part)
+            var text = part.trimmingSpaceAndTab()
             if text.isEmpty { continue }
             read += 1
             let weak = text.hasPrefix("W/")
@@ -100,15 +100,6 @@ enum Preconditions {
         }
         guard read > 0 else { throw malformed }
         return .tags(tags)
-    }
-
-    /// Without the optional whitespace around it (RFC 9110's OWS: spaces and tabs), as
-    /// openapi.yaml's pattern reads it.
-    private static func trimmingSpaceAndTab(_ text: Substring) -> Substring {
-        var text = text
-        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
-        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
-        return text
     }
 
     private static func all(_ text: Substring, in allowed: String) -> Bool {
