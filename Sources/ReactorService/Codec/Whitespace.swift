@@ -14,9 +14,10 @@ extension Substring {
     /// Without the optional whitespace around it (RFC 9110's OWS: spaces and tabs), which is not
     /// part of a field's value; libmicrohttpd strips only what comes before it.
     func trimmingSpaceAndTab() -> Substring {
-        var text = self
-        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
-        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
-        return text
+        let isSpaceOrTab = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var utf8 = self.utf8
+        while let first = utf8.first, isSpaceOrTab(first) { utf8 = utf8.dropFirst() }
+        while let last = utf8.last, isSpaceOrTab(last) { utf8 = utf8.dropLast() }
+        return Substring(utf8)
     }
 }

@@ -80,7 +80,8 @@ struct IdempotentRequest: Sendable {
         body: @autoclosure () -> ArraySlice<UInt8> = []
     ) -> Reading {
         guard let (sent, count, isForwarders) = keyField(of: request) else { return .none }
-        let key = withoutTrailingWhitespace(sent)
+        let trimmed = sent[...].trimmingSpaceAndTab()
+        let key = trimmed.utf8.count == sent.utf8.count ? sent : String(trimmed)
         guard count == 1 else {
             return .malformed(
                 .problem(status: 400, detail: "header \(header) is sent \(count) times; send it once"))
@@ -113,12 +114,6 @@ struct IdempotentRequest: Sendable {
 
 /// `value` without the spaces and tabs after it, which are not part of a field's value (RFC 9110,
 /// 5.5); libmicrohttpd strips only those before it.
-private func withoutTrailingWhitespace(_ value: String) -> String {
-    var utf8 = value.utf8[...]
-    while let last = utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { utf8 = utf8.dropLast() }
-    return utf8.count == value.utf8.count ? value : String(Substring(utf8))
-}
-
 /// What the first character that is not visible ASCII is, and where; nil when there is none.
 /// (Not a count of what was sent: a byte outside ASCII arrives as U+FFFD.)
 private func firstInvisibleCharacter(in text: String) -> String? {
