@@ -121,6 +121,10 @@ package enum StoreChange: Sendable {
     /// Forgets at most `limit` action log entries logged before `time` (seconds since 1970); each
     /// session's newest entry stays, so that its numbering goes on after it.
     case forgetLoggedActions(before: Double, limit: Int)
+    /// A session's last activity (seconds since 1970), written as it leaves memory: its writes
+    /// carry it coarsely (`SessionWrite.lastActive`). Only ever moves the stored time later;
+    /// nothing when the session is gone.
+    case activity(id: String, lastActive: Double)
 }
 
 package struct SessionWrite: Sendable {

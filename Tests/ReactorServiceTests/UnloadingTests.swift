@@ -292,6 +292,27 @@ final class UnloadingTests: XCTestCase {
             "expired 6.8 s after it was made, 4.8 s after it was read, with a TTL of 6 s")
     }
 
+    /// A session that leaves memory idle takes its last activity to the store, however recent:
+    /// an action or a read just before counts the whole TTL from then, not from the coarser time
+    /// stored with its writes (an eighth of the TTL behind at most).
+    func testASessionUnloadedIdleExpiresATTLAfterItsLastUseNotBefore() throws {
+        let fixture = try start { $0.sessionTTL = .seconds(8) }
+        defer { fixture.stop() }
+        let acted = try fixture.createSession()
+        let read = try fixture.createSession()
+        Thread.sleep(forTimeInterval: 0.9)  // within an eighth of the TTL of their creation
+        XCTAssertEqual(try fixture.send(acted, #"{"type":"increase"}"#).status, 200)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(read)").status, 200)
+        let lastUse = ProcessInfo.processInfo.systemUptime
+        XCTAssertTrue(waitUntil(timeout: 5) { (try? self.health(fixture).loaded) == 0 }, "unloaded once idle")
+        Thread.sleep(forTimeInterval: max(0, lastUse + 7.7 - ProcessInfo.processInfo.systemUptime))
+        for session in [acted, read] {
+            XCTAssertEqual(
+                try fixture.client.request("GET", "/sessions/\(session)").status, 200,
+                "expired 7.7 s after its last use, with a TTL of 8 s")
+        }
+    }
+
     func testWithoutATTLAStoredSessionNeverExpires() throws {
         var fixture = try start { $0.sessionTTL = .seconds(1) }
         let session = try fixture.createSession()

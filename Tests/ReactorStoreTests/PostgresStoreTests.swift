@@ -518,6 +518,19 @@ final class PostgresStoreTests: XCTestCase {
         try store.touch([])
     }
 
+    /// A session's activity as it leaves memory moves its stored time only later, whoever holds
+    /// it, and writes nothing for a session that is gone.
+    func testActivityMovesTheStoredTimeOnlyLater() throws {
+        let store = try open(try database())
+        try store.commit([write("s1", version: 0, isNew: true, lastActive: 1_000)], historyLength: 10)
+        store.release(["s1"])
+        try store.commit(
+            [.activity(id: "s1", lastActive: 3_000), .activity(id: "gone", lastActive: 3_000)], historyLength: 10)
+        XCTAssertEqual(try store.session("s1", historyLength: 1)?.lastActive, 3_000)
+        XCTAssertEqual(try store.commit([.activity(id: "s1", lastActive: 2_000)], historyLength: 10), [])
+        XCTAssertEqual(try store.session("s1", historyLength: 1)?.lastActive, 3_000, "never moved back")
+    }
+
     // MARK: - Action log (the bodies are ActionLogChecks', shared with SQLiteStoreTests)
 
     func testActionLogEntriesAreWrittenWithTheirCommitAndReadInPages() throws {

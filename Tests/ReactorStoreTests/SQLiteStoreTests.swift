@@ -49,6 +49,20 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(try store.sessions(lastActiveBefore: 2_000, limit: 10), [])
     }
 
+    /// A session's activity as it leaves memory moves its stored time only later, and writes
+    /// nothing for a session that is gone.
+    func testActivityMovesTheStoredTimeOnlyLater() throws {
+        let store = try SQLiteStore(path: folder.appendingPathComponent("t.sqlite").path)
+        defer { store.close() }
+        try store.commit([write("s1", version: 0, isNew: true, lastActive: 1_000)], historyLength: 2)
+        try store.commit(
+            [.activity(id: "s1", lastActive: 3_000), .activity(id: "gone", lastActive: 3_000)], historyLength: 2)
+        XCTAssertEqual(try store.session("s1", historyLength: 2)?.lastActive, 3_000)
+        try store.commit([.activity(id: "s1", lastActive: 2_000)], historyLength: 2)
+        XCTAssertEqual(try store.session("s1", historyLength: 2)?.lastActive, 3_000, "never moved back")
+        XCTAssertEqual(try store.sessionCount(), 1)
+    }
+
     /// The WAL's file is reused once checkpointed, so it stays near SQLite's autocheckpoint
     /// (1,000 pages). A statement left on a row kept its connection's snapshot, and every frame
     /// after it: the action log's sweep did, and the file grew by every commit's pages (a GB in

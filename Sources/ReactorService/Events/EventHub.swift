@@ -223,9 +223,9 @@ final class EventHub: Sendable {
     var idleSince: Double? { locked { $0.isUnwatched ? $0.lastActivity : nil } }
 
     /// Ends the hub so that its session can leave memory, when nobody listens, nothing happened
-    /// since `cutoff` and everything is written: true then. Its last activity goes to the store
-    /// first when the stored one is further behind than writes let it be (the record's
-    /// resolution, an eighth of the TTL: the store expires it by that time, unloaded).
+    /// since `cutoff` and everything is written: true then. Its last activity follows it to the
+    /// store, however recent (its writes carry it only to an eighth of the TTL, and the store
+    /// expires it by the stored time once it is out of memory).
     ///
     /// `closingStreams`: its subscribers do not keep it (a hand-over to the node their requests
     /// reach now); their streams close without `event: end`, and their clients resume there.
@@ -236,10 +236,9 @@ final class EventHub: Sendable {
                 guard !record.isNew, !record.isQueued, record.inFlight == nil, record.pending.isEmpty,
                     record.lost == nil
                 else { return nil }
-                if state.lastActiveWallTime - record.storedLastActive > record.activityResolution {
-                    record.activityDue = true
-                    markDirty(record)
-                    return nil
+                let lastActive = state.lastActiveWallTime
+                if lastActive > record.storedLastActive, record.activityResolution.isFinite {
+                    record.journal.write([.activity(id: record.id, lastActive: lastActive)]) { _ in }
                 }
             }
             state.isEnded = true

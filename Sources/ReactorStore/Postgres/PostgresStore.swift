@@ -228,6 +228,10 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                         into: &outcome)
                 case let .delete(id, reason, idleBefore):
                     try delete(id, reason: reason, idleBefore: idleBefore, on: connection, into: &outcome)
+                case let .activity(id, lastActive):
+                    try connection.execute(
+                        "UPDATE reactord_sessions SET last_active = $2 WHERE id = $1 AND last_active < $2",
+                        [id, String(lastActive)])
                 case let .user(json): try writeUser(json, on: connection)
                 case let .answers(answers):
                     try keep(
@@ -543,6 +547,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
     private enum Step {
         case sessions([SessionWrite])
         case delete(id: String, reason: String, idleBefore: Double?)
+        case activity(id: String, lastActive: Double)
         case user([UInt8]?)
         case answers([StoredAnswer])
         case forgetAnswers(expiredBefore: Double, limit: Int)
@@ -568,7 +573,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         for step in steps {
             switch step {
             case let .sessions(writes): ids += writes.map(\.id)
-            case let .delete(id, _, _): ids.append(id)
+            case let .delete(id, _, _), let .activity(id, _): ids.append(id)
             case .user, .answers, .forgetAnswers, .forgetLoggedActions: break
             }
         }
@@ -609,6 +614,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             case let .delete(id, reason, idleBefore):
                 if index[id] != nil { flush() }
                 steps.append(.delete(id: id, reason: reason, idleBefore: idleBefore))
+            case let .activity(id, lastActive):
+                steps.append(.activity(id: id, lastActive: lastActive))
             case let .user(json):
                 steps.append(.user(json))
             case let .answer(answer):

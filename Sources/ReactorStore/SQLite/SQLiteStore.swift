@@ -188,6 +188,9 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
                         }
                         // Its events and its log.
                         try writer.statement("DELETE FROM events WHERE session = ?").bind(.text(id)).run()
+                    case let .activity(id, lastActive):
+                        try writer.statement("UPDATE sessions SET last_active = ?2 WHERE id = ?1 AND last_active < ?2")
+                            .bind(.text(id), .real(lastActive)).run()
                     case let .user(json?):
                         try writer.statement("INSERT OR REPLACE INTO global_user (only, data) VALUES (1, ?)")
                             .bind(.utf8(json)).run()
