@@ -47,14 +47,23 @@ public final class HTTPServer: @unchecked Sendable {
         // No arithmetic on a limit may overflow, whatever a caller sets: past these no machine
         // serves anyway (libmicrohttpd counts connections in an unsigned int).
         configuration.connectionLimit = min(configuration.connectionLimit, Self.maxConnectionLimit)
+        configuration.connectionsPerIP = min(configuration.connectionsPerIP, Self.maxConnectionLimit)
         configuration.bodyLimit = min(configuration.bodyLimit, Int.max / 2)
+        configuration.threads = min(max(configuration.threads, 1), Self.maxThreads)
+        // libmicrohttpd takes it as an unsigned int of seconds: a larger one would wrap (to 0, no timeout).
+        configuration.connectionTimeout = min(max(configuration.connectionTimeout, 1), Self.maxConnectionTimeout)
         self.configuration = configuration
         self.router = router
         edge = EdgeGuard(configuration: configuration)
     }
 
-    /// The largest `connectionLimit` honoured; a larger one is taken as this.
+    /// The largest `connectionLimit` (and `connectionsPerIP`) honoured; a larger one is taken as this.
     public static let maxConnectionLimit = 1 << 24
+    /// The most `threads`: each is a daemon with its own epoll set and thread, and more than the
+    /// machine's cores only add switches. A larger number is taken as this.
+    public static let maxThreads = 256
+    /// The longest `connectionTimeout` honoured, in seconds (about 31 years); a longer one is taken as this.
+    public static let maxConnectionTimeout = 1_000_000_000
 
     /// Binds, then starts libmicrohttpd. Throws `HTTPServerError` when it cannot.
     public func start() throws {
@@ -91,7 +100,7 @@ public final class HTTPServer: @unchecked Sendable {
         log.initialize(to: mhd_shim_logger(handler: mhdLogLine, cls: me.toOpaque()))
         // Not libmicrohttpd's thread pool: its workers' epoll sets are out of reach of the batch
         // ticker, so each thread is a daemon of its own.
-        let threads = max(1, configuration.threads)
+        let threads = configuration.threads
         let states = UnsafeMutablePointer<mhd_shim_parse_state>.allocate(capacity: threads)
         // 512 bytes of the pool stay for the request's header fields and the response's head
         // (a 3.5 KB query fits a 4 KiB pool, as before; the 55 short arguments that ran it dry do not).

@@ -321,11 +321,14 @@ public final class ReactorServer: Sendable {
         http.connectionsPerIP = configuration.effectiveConnectionsPerIP
         http.trustedProxies = configuration.trustedProxies
         http.headTimeout = configuration.headTimeout.inSeconds
-        http.connectionTimeout = max(1, Int(configuration.connectionTimeout.inSeconds.rounded(.up)))
+        // Whole seconds (libmicrohttpd's); `HTTPServer` bounds the number, a Double past Int would trap first.
+        http.connectionTimeout = Int(
+            min(max(configuration.connectionTimeout.inSeconds.rounded(.up), 1), Double(HTTPServer.maxConnectionTimeout))
+        )
         http.bodyLimit = configuration.bodyLimit
         http.heartbeatInterval = configuration.heartbeat.inSeconds
         http.streamQueueLimit = configuration.streamQueueLimit
-        let cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins)).decorator
+        let cors = CORSPolicy(configuration: configuration).decorator
         let limits = context.limitNotices
         http.decorate = { [weak context] head, response in
             cors?(head, &response)
@@ -378,7 +381,10 @@ public final class ReactorServer: Sendable {
             metadata["printed_to"] = "stderr (a terminal)"
         }
         logger.info(
-            "no admin token configured; made one for this run (set REACTORD_ADMIN_TOKEN to choose it)",
+            """
+            no admin token configured; made one for this run (choose one with REACTORD_ADMIN_TOKEN or \
+            --admin-token, or ServiceConfiguration.adminToken where reactord is embedded)
+            """,
             metadata: metadata)
     }
 

@@ -126,6 +126,21 @@ extension ServiceConfiguration {
         connectionsPerIP ?? Self.defaultConnectionsPerIP(connectionLimit: connectionLimit)
     }
 
+    /// `text` as a browser sends it in `Origin` (`scheme://host[:port]`, scheme and host in lower
+    /// case, no trailing `/`), `*` as it is, or nil when it names something else (a path, a query,
+    /// no scheme): a `corsOrigins` entry that could never match is a mistake to report, not ignore.
+    public static func corsOrigin(_ text: String) -> String? {
+        if text == "*" { return text }
+        let origin = text.hasSuffix("/") ? text.dropLast() : text[...]
+        let parts = origin.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let scheme = parts.first, let first = scheme.first, first.isLetter,
+            scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }),
+            parts[1].hasPrefix("//"), parts[1].count > 2,
+            !parts[1].dropFirst(2).contains(where: { "/?#@ ".contains($0) })
+        else { return nil }
+        return origin.lowercased()
+    }
+
     /// Whether `address` can be `advertise`: `http://HOST:PORT` (a path after it is ignored), read
     /// as forwards read it, with a host and a port above 0 (a missing port made every forward fail).
     public static func isNodeAddress(_ address: String) -> Bool {

@@ -73,7 +73,7 @@ final class ServiceContext: Sendable {
         sessions = SessionTable(capacity: configuration.maxSessions, storedCapacity: configuration.maxStoredSessions)
         currentUser = CurrentValueSubject(nil)
         retryFrame = EventFrames.retry(milliseconds: Int((configuration.streamRetry / .milliseconds(1)).rounded()))
-        cors = CORSPolicy(allowedOrigins: Set(configuration.corsOrigins))
+        cors = CORSPolicy(configuration: configuration)
         stores = Locked(
             Stores(
                 actionLogSettings: Self.actionLog(configuration, keepsEntries: true),

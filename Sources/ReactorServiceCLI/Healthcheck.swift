@@ -27,6 +27,9 @@ struct Healthcheck: ParsableCommand {
     var timeout: Double = 2
 
     mutating func validate() throws {
+        guard path.hasPrefix("/") else {
+            throw ValidationError("--path must start with '/', e.g. /readyz or /healthz (got \(path))")
+        }
         guard timeout.isFinite, timeout > 0, timeout <= 3_600 else {
             throw ValidationError("--timeout must be a number of seconds above 0 and at most 3600 (got \(timeout))")
         }

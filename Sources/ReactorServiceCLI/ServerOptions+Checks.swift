@@ -77,7 +77,9 @@ extension ServerOptions {
     /// The rules between values; each time was checked as it was read (`seconds`).
     func check(_ configuration: ServiceConfiguration) throws {
         let require = Self.require
-        try require(configuration.threads >= 1, threads, "threads", "must be at least 1", configuration.threads)
+        try require(
+            (1...HTTPServer.maxThreads).contains(configuration.threads), threads, "threads",
+            "must be from 1 to \(HTTPServer.maxThreads)", configuration.threads)
         try require(
             configuration.adminToken?.isEmpty != true, adminToken, "admin-token",
             "must not be empty (leave it out to have one generated)", "\"\"")
@@ -98,9 +100,11 @@ extension ServerOptions {
         try require(
             (1...HTTPServer.maxConnectionLimit).contains(configuration.connectionLimit), connectionLimit,
             "connection-limit", "must be from 1 to \(HTTPServer.maxConnectionLimit)", configuration.connectionLimit)
+        // The default (a tenth of the limit, at least 8) may exceed a small --connection-limit; a value given may not.
         try require(
-            configuration.effectiveConnectionsPerIP >= 0, connectionsPerIP, "connections-per-ip",
-            "must not be negative", configuration.effectiveConnectionsPerIP)
+            (0...configuration.connectionLimit).contains(configuration.connectionsPerIP ?? 0), connectionsPerIP,
+            "connections-per-ip", "must be from 0 (no limit) to --connection-limit (\(configuration.connectionLimit))",
+            configuration.effectiveConnectionsPerIP)
         try require(
             configuration.maxSessionsPerSubject >= 1, maxSessionsPerSubject, "max-sessions-per-subject",
             "must be at least 1", configuration.maxSessionsPerSubject)

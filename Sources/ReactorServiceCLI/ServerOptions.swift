@@ -132,9 +132,9 @@ public struct ServerOptions: ParsableArguments {
     var streamMaxAge: Double?
     @Option(
         help:
-            "Seconds a connection may stay silent mid-request before it is closed (slowloris); event streams have none. [env: REACTORD_CONNECTION_TIMEOUT] (default: 30)"
+            "Seconds a connection may stay silent mid-request or between keep-alive requests before it is closed (slowloris), rounded up to whole seconds; event streams have none. [env: REACTORD_CONNECTION_TIMEOUT] (default: 30)"
     )
-    var connectionTimeout: Int?
+    var connectionTimeout: Double?
     @Option(
         help: "Comma-separated browser origins allowed by CORS, or '*'. [env: REACTORD_CORS_ORIGINS] (default: none)")
     var corsOrigins: String?
@@ -233,16 +233,19 @@ public struct ServerOptions: ParsableArguments {
         configuration.streamMaxAge =
             try seconds(streamMaxAge, "stream-max-age", environment, .from(0, "from 0 to 1e9"))
             ?? configuration.streamMaxAge
-        if let timeout: Int = try connectionTimeout ?? environment.value("REACTORD_CONNECTION_TIMEOUT") {
-            try Self.require(
-                timeout >= 1, connectionTimeout, "connection-timeout", "must be at least 1 second", timeout)
-            configuration.connectionTimeout = .seconds(timeout)
-        }
+        configuration.connectionTimeout =
+            try seconds(connectionTimeout, "connection-timeout", environment, .from(1, "from 1 to 1e9"))
+            ?? configuration.connectionTimeout
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
-        configuration.corsOrigins =
-            origins.map {
-                $0.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
-            } ?? []
+        configuration.corsOrigins = try (origins?.split(separator: ",") ?? []).map { $0.trimmingWhitespace() }
+            .filter { !$0.isEmpty }.map { entry in
+                guard let origin = ServiceConfiguration.corsOrigin(entry) else {
+                    throw ValidationError(
+                        "\(corsOrigins != nil ? "--cors-origins" : "REACTORD_CORS_ORIGINS"): '\(entry)' is not an "
+                            + "origin: scheme://host[:port] as a browser sends it (e.g. https://app.example.com), or *")
+                }
+                return origin
+            }
         let storeText: String = try store ?? environment.value("REACTORD_STORE") ?? "sqlite:reactord.sqlite"
         do {
             configuration.store = try StoreLocation(parsing: storeText)

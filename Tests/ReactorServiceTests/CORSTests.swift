@@ -32,6 +32,14 @@ final class CORSTests: XCTestCase {
         Set((value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
     }
 
+    /// An origin configured with a trailing slash or in capitals is the one browsers send.
+    func testAnOriginConfiguredAsAURLMatchesWhatBrowsersSend() throws {
+        let other = try ServerFixture { $0.corsOrigins = ["HTTP://LocalHost:3000/"] }
+        defer { other.stop() }
+        let response = try other.client.request("GET", "/healthz", headers: ["Origin": "http://localhost:3000"])
+        XCTAssertEqual(response.header("Access-Control-Allow-Origin"), "http://localhost:3000")
+    }
+
     func testPreflightForPostActionFromAnAllowedOrigin() throws {
         let response = try preflight("/action", origin: Self.allowed)
         XCTAssertEqual(response.status, 204)

@@ -62,6 +62,9 @@ final class CommandLineTests: XCTestCase {
             (["--advertise", "http://:8080"], "--advertise"),
             (["healthcheck", "--timeout=-1"], "--timeout"),  // the subcommand's usage errors exit 2 too (was 64)
             (["healthcheck", "--bogus"], "--bogus"),
+            (["healthcheck", "--path", "readyz"], "--path"),  // was sent as a bad request line, "answered 400"
+            (["--cors-origins", "not a url"], "--cors-origins"),  // an origin that never matches is a mistake
+            (["--cors-origins", "https://app.example.com/login"], "--cors-origins"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-issuer", ""], "--jwt-issuer"),
             (["--jwt-secret", String(repeating: "s", count: 32), "--jwt-audience", ""], "--jwt-audience"),
             (["--connections-per-ip=-1"], "--connections-per-ip"),
@@ -169,6 +172,10 @@ final class CommandLineTests: XCTestCase {
             ("REACTORD_CONNECTION_TIMEOUT", "0"), ("REACTORD_LOG_LEVEL", "verbose"),
             ("REACTORD_ADMIN_TOKEN_FILE", "/no-such-folder/token"), ("REACTORD_ADVERTISE", "http://node-a"),
             ("REACTORD_ACTION_LOG", "-1"), ("REACTORD_ACTION_LOG", "many"), ("REACTORD_ACTION_LOG_AGE", "-60"),
+            // Values so large they crashed the server, at start or at its first connection.
+            ("REACTORD_THREADS", "9223372036854775807"), ("REACTORD_THREADS", "100000"),
+            ("REACTORD_CONNECTIONS_PER_IP", "9223372036854775800"), ("REACTORD_CONNECTIONS_PER_IP", "10001"),
+            ("REACTORD_CONNECTION_TIMEOUT", "9223372036854775807"), ("REACTORD_CONNECTION_TIMEOUT", "4294967296"),
         ]
         for (name, value) in cases {
             let outcome = try run([], environment: [name: value])
@@ -191,7 +198,13 @@ final class CommandLineTests: XCTestCase {
         // The flag wins over a bad variable (it is never read), and the message names the flag.
         let outcome = try run(["--threads", "0"], environment: ["REACTORD_THREADS": "2"])
         XCTAssertEqual(outcome.status, 2)
-        XCTAssertTrue(outcome.output.contains("--threads must be at least 1"), outcome.output)
+        XCTAssertTrue(outcome.output.contains("--threads must be from 1 to 256"), outcome.output)
+    }
+
+    /// `--connection-timeout` takes decimals, as every time does, rounded up to whole seconds.
+    func testAConnectionTimeoutWithDecimalsServes() throws {
+        let server = try ReactordProcess(arguments: ["--connection-timeout", "1.5"])
+        XCTAssertEqual(try HTTPClient(port: server.port).request("GET", "/healthz").status, 200)
     }
 
     func testLogLevelMessageListsTheLevels() throws {

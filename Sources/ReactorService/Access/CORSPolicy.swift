@@ -11,6 +11,11 @@ struct CORSPolicy: Sendable {
         "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match, \(IdempotentRequest.header)"
     private static let exposedHeaders = "Location, Retry-After, ETag, \(IdempotentRequest.replayedHeader)"
 
+    /// `configuration.corsOrigins` as browsers send them (`ServiceConfiguration.corsOrigin`).
+    init(configuration: ServiceConfiguration) {
+        allowedOrigins = Set(configuration.corsOrigins.map { ServiceConfiguration.corsOrigin($0) ?? $0 })
+    }
+
     func allows(_ origin: String) -> Bool {
         allowedOrigins.contains("*") || allowedOrigins.contains(origin)
     }
