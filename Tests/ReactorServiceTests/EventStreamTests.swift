@@ -123,6 +123,33 @@ final class EventStreamTests: XCTestCase {
         XCTAssertEqual(received, ["4", "5"])
     }
 
+    /// An `event: end` that is a stream's first event carries `retry:` as any first event does.
+    func testAnEndThatIsAResumesFirstEventCarriesRetry() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        let upToDate = try fixture.subscribe(session, headers: ["Last-Event-ID": "0"])
+        XCTAssertEqual(upToDate.drain().count, 0)
+        XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(session)").status, 204)
+        let end = try XCTUnwrap(upToDate.next())
+        XCTAssertEqual(end.event, "end")
+        XCTAssertEqual(end.retry, 3000)
+    }
+
+    /// A Last-Event-ID is digits (openapi.yaml's EventID): anything else starts the stream afresh,
+    /// with the current state, as an id this server never issued does.
+    func testALastEventIDThatIsNotDigitsStartsAfresh() throws {
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        for _ in 0..<3 { try fixture.send(session, #"{"type":"increase"}"#) }
+        for id in ["+1", "-0", "1e0", " 1 x"] {
+            let events = try fixture.subscribe(session, headers: ["Last-Event-ID": id]).drain()
+            XCTAssertEqual(events.map(\.id), ["3"], "Last-Event-ID \(id)")
+        }
+        XCTAssertEqual(try fixture.subscribe(session, headers: ["Last-Event-ID": "01"]).drain().map(\.id), ["2", "3"])
+    }
+
     func testResumeBeyondHistoryStartsWithCurrentState() throws {
         let fixture = try ServerFixture { $0.historyLength = 4 }
         defer { fixture.stop() }

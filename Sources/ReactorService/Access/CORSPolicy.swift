@@ -9,7 +9,8 @@ struct CORSPolicy: Sendable {
     /// the preconditions on a session's version; the key that makes a retry safe.
     private static let allowedHeaders =
         "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match, \(IdempotentRequest.header)"
-    private static let exposedHeaders = "Location, Retry-After, ETag, \(IdempotentRequest.replayedHeader)"
+    private static let exposedHeaders =
+        "Location, Retry-After, ETag, \(IdempotentRequest.replayedHeader), Reactord-Next-After"
 
     /// `configuration.corsOrigins` as browsers send them (`ServiceConfiguration.corsOrigin`).
     init(configuration: ServiceConfiguration) {

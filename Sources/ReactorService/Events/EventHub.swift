@@ -417,7 +417,7 @@ final class EventHub: Sendable {
         case .replayedInPart:
             return true
         case .sessionOver:
-            stream.close(finalFrame: EventFrames.end(reason: "deleted"))
+            stream.close(finalFrame: Frame(retry.bytes + EventFrames.end(reason: "deleted").bytes))
             return true
         case .sessionLeft:
             return false
@@ -583,7 +583,11 @@ extension EventHub.State {
     /// Closes every subscriber's stream, behind whatever is still queued for it, after `final`
     /// when there is one; returns how many there were.
     fileprivate mutating func closeSubscribers(final: Frame?) -> Int {
-        for subscriber in subscribers.values { outbox.append(.close(subscriber.stream, final: final)) }
+        for subscriber in subscribers.values {
+            // An `end` that is the stream's first event carries the `retry:` line, as any first event does.
+            let final = final.map { final in subscriber.retry.map { Frame($0.bytes + final.bytes) } ?? final }
+            outbox.append(.close(subscriber.stream, final: final))
+        }
         defer { subscribers.removeAll() }
         return subscribers.count
     }

@@ -47,9 +47,11 @@ extension RouteTable {
         case let .success(found): filter = found
         case let .failure(error): return .response(error.response)
         }
-        // An id that is not a number we issued is treated as no id: the stream starts afresh.
+        // An id that is not a number we issued (digits only, as openapi.yaml's EventID) is treated
+        // as no id: the stream starts afresh.
         let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])
-            .flatMap { UInt64($0.trimmingWhitespace()) }
+            .map { $0.trimmingWhitespace() }
+            .flatMap { $0.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } ? UInt64($0) : nil }
         let retry = context.retryFrame
         let streamFilter = filter
         let maxAge = context.configuration.streamMaxAge.inSeconds
