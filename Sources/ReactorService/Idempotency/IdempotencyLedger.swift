@@ -201,8 +201,9 @@ final class IdempotencyLedger: Sendable {
         metrics.mismatches.increment()
         return .problem(
             status: 422,
-            detail: "this \(IdempotentRequest.header) was used for another request (another "
-                + "route, session or body); a key names one request: send a new key for a new request")
+            detail: "this \(IdempotentRequest.header) was used for another request (another operation, "
+                + "session or body; POST /action and POST /sessions/{id}/actions are one operation); a key "
+                + "names one request: send a new key for a new request")
     }
 }
 

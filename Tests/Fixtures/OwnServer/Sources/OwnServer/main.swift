@@ -11,7 +11,7 @@ final class TodoReactor: Reactor {
     struct State: Codable {                // Codable: the sessions survive a restart (see Durable sessions)
         var items: [Item] = []
         var loading = false
-        var user: User?              // nil until someone PUTs /user (a nil field is left out of the JSON)
+        var user: User?              // nil until someone PUTs /user (left out of the JSON while nil)
         @Pulse var toast: String?    // every assignment is a `pulse` event, equal values too
     }
 
