@@ -408,6 +408,13 @@ class ActionLogTests: XCTestCase {
             "POST", "/sessions/\(session)/fork", body: #"{"version":2}"#,
             headers: ["Idempotency-Key": "fork-once"])
         XCTAssertEqual(other.status, 422, "the key named another fork: \(other.text)")
+        // A version of 400 digits is named as an integer out of range, cut short with an ellipsis.
+        let huge = try fixture.client.request(
+            "POST", "/sessions/\(session)/fork", body: #"{"version":\#(String(repeating: "9", count: 400))}"#)
+        XCTAssertEqual(huge.status, 422, huge.text)
+        let detail = huge.object["detail"] as? String ?? ""
+        XCTAssertTrue(detail.contains("within the range of UInt64") && detail.hasSuffix("…"), detail)
+        XCTAssertLessThan(detail.count, 200, detail)
     }
 
     func testAStateOlderThanTheHistoryIsA404NamingTheOldestKept() throws {
@@ -424,6 +431,43 @@ class ActionLogTests: XCTestCase {
         XCTAssertEqual(kept.status, 200, kept.text)
         XCTAssertEqual((kept.object["state"] as? [String: Any])?["total"] as? Int, oldest)
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/x").status, 400)
+    }
+
+    /// What the decoders allow the log keeps as the action it is: a body after a byte order mark,
+    /// POST /action's `action` member written with escapes (it logged the whole body), and a retry
+    /// of either under its key through the other route is the same request, replayed.
+    func testAnActionAfterAByteOrderMarkOrUnderAnEscapedKeyIsLoggedAsTheAction() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        let bom = "\u{FEFF}"
+        try act(fixture, session, bom + #"{"type":"add","amount":1}"#, headers: ["Idempotency-Key": "bom-path"])
+        for (body, key) in [
+            (bom + #"{"session":"\#(session)","action":{"type":"add","amount":2}}"#, "bom-wrapped"),
+            (#"{"session":"\#(session)","\u0061ction":{"type":"add","amount":3}}"#, "escaped"),
+        ] {
+            let response = try fixture.client.request("POST", "/action", body: body, headers: ["Idempotency-Key": key])
+            XCTAssertEqual(response.status, 200, response.text)
+        }
+        let page = try fixture.client.request("GET", "/sessions/\(session)/actions")
+        XCTAssertEqual(page.status, 200)
+        let entries = try XCTUnwrap(page.object["actions"] as? [[String: Any]], page.text)
+        XCTAssertEqual(
+            entries.map { $0["action"] as? NSDictionary },
+            [1, 2, 3].map { ["type": "add", "amount": $0] as NSDictionary }, page.text)
+        let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
+        for line in export.text.split(separator: "\n") {
+            XCTAssertNoThrow(try JSONSerialization.jsonObject(with: Data(line.utf8)), String(line))
+        }
+        let replayed = try fixture.client.request(
+            "POST", "/action", body: #"{"session":"\#(session)","action":{"type":"add","amount":1}}"#,
+            headers: ["Idempotency-Key": "bom-path"])
+        XCTAssertEqual(replayed.status, 200, replayed.text)
+        XCTAssertEqual(replayed.header("Idempotent-Replayed"), "true")
+        let again = try fixture.client.request(
+            "POST", "/sessions/\(session)/actions", body: #"{"type":"add","amount":3}"#,
+            headers: ["Idempotency-Key": "escaped"])
+        XCTAssertEqual(again.header("Idempotent-Replayed"), "true", again.text)
     }
 
     func testRedactedFieldsNeverReachTheLog() throws {

@@ -1,6 +1,26 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// Moving over JSON text as sent, for the codecs that read a body's bytes rather than decode it
 /// (an idempotency key's digest, the action log's redaction): whitespace, and one value whole.
 enum JSONScan {
+    /// A member's name as the decoder reads it, from its quoted text: `"pass\u0077ord"` is `password`.
+    static func memberName(_ quoted: ArraySlice<UInt8>) -> String {
+        guard quoted.count >= 2 else { return "" }
+        guard quoted.contains(UInt8(ascii: "\\")) else {
+            return String(decoding: quoted.dropFirst().dropLast(), as: UTF8.self)
+        }
+        return (try? JSONDecoder().decode(String.self, from: Data(quoted))) ?? ""
+    }
+
+    /// The text without the UTF-8 byte order mark a body may start with (the decoders allow it).
+    static func withoutByteOrderMark(_ json: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        json.starts(with: [0xEF, 0xBB, 0xBF]) ? json.dropFirst(3) : json
+    }
+
     static func isSpace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
     }

@@ -51,7 +51,8 @@ enum RequestDecoding {
             throw .malformed(
                 "request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
         case let .duplicateKey(key)?:
-            throw .malformed("request body has the key '\(key.prefix(40))' twice in one object; send each key once")
+            throw .malformed(
+                "request body has the key '\(Problems.excerpt(key))' twice in one object; send each key once")
         case nil: break
         }
     }
@@ -76,9 +77,12 @@ enum RequestDecoding {
 
     private static func describe(_ mismatch: RequestJSONDecoder.IntegerMismatch) -> String {
         let field = mismatch.path.isEmpty ? "the request body" : "field '\(path(mismatch.path))'"
-        let integral = Double(mismatch.literal).map { $0.isFinite && $0 == $0.rounded() } ?? false
+        // Digits alone are an integer, however many (Double reads 400 of them as infinity).
+        let integral =
+            mismatch.literal.drop { $0 == "-" }.allSatisfy { ("0"..."9").contains($0) }
+            || (Double(mismatch.literal).map { $0.isFinite && $0 == $0.rounded() } ?? false)
         let what = integral ? "an integer within the range of \(mismatch.type)" : "an integer"
-        return "\(field) must be \(what), not \(mismatch.literal.prefix(40))"
+        return "\(field) must be \(what), not \(Problems.excerpt(mismatch.literal))"
     }
 
     /// Foundation's `JSONDecoder` alone: the reference for values and for every error's wording.

@@ -28,7 +28,7 @@ enum LoggedActionJSON {
             if oneLine {
                 JSONWhitespace.appendStripped(json[...], to: &out)
             } else {
-                out.append(contentsOf: json)
+                out.append(contentsOf: JSONScan.withoutByteOrderMark(json[...]))  // kept so before it was dropped
             }
         }
         if let subject = entry.subject {

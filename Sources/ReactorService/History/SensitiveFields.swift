@@ -42,7 +42,7 @@ enum SensitiveFields {
             var colon = index
             JSONScan.skipSpace(json, &colon)
             guard colon < json.endIndex, json[colon] == UInt8(ascii: ":"),
-                names.contains(memberName(json[start..<index]))
+                names.contains(JSONScan.memberName(json[start..<index]))
             else { continue }
             var value = colon + 1
             JSONScan.skipSpace(json, &value)
@@ -56,12 +56,4 @@ enum SensitiveFields {
 
     private static let redacted = Array(#""[redacted]""#.utf8)
 
-    /// A member's name as the decoder reads it: `"pass\u0077ord"` is `password`.
-    private static func memberName(_ quoted: ArraySlice<UInt8>) -> String {
-        guard quoted.count >= 2 else { return "" }
-        guard quoted.contains(UInt8(ascii: "\\")) else {
-            return String(decoding: quoted.dropFirst().dropLast(), as: UTF8.self)
-        }
-        return (try? JSONDecoder().decode(String.self, from: Data(quoted))) ?? ""
-    }
 }

@@ -152,6 +152,7 @@ private func hexadecimal(_ bytes: ArraySlice<UInt8>) -> String {
 /// name the same request.
 enum JSONWhitespace {
     static func appendStripped(_ json: ArraySlice<UInt8>, to out: inout [UInt8]) {
+        let json = JSONScan.withoutByteOrderMark(json)
         var index = json.startIndex
         while index < json.endIndex {
             let start = index
@@ -166,32 +167,34 @@ enum JSONWhitespace {
         }
     }
 
-    /// The bytes of the top-level object's member `name` (its value as sent), or nil when the
-    /// body is not an object with that member as written.
+    /// The bytes of the top-level object's member `name` (its value as sent, its key written
+    /// with escapes or not), or nil when the body is not an object with that member.
     static func member(_ name: String, of body: [UInt8]) -> ArraySlice<UInt8>? {
-        let json = body[...]
+        let json = JSONScan.withoutByteOrderMark(body[...])
         var index = json.startIndex
         func skipSpace() { JSONScan.skipSpace(json, &index) }
         func skipValue() -> Bool { JSONScan.skipValue(json, &index) }
         skipSpace()
-        guard index < json.count, json[index] == UInt8(ascii: "{") else { return nil }
+        guard index < json.endIndex, json[index] == UInt8(ascii: "{") else { return nil }
         index += 1
         while true {
             skipSpace()
-            guard index < json.count, json[index] == UInt8(ascii: "\"") else { return nil }
+            guard index < json.endIndex, json[index] == UInt8(ascii: "\"") else { return nil }
             let keyStart = index
             guard skipValue() else { return nil }
-            // The key as written, between its quotes (one with escapes is never `name`).
-            let isWanted = json[(keyStart + 1)..<(index - 1)].elementsEqual(name.utf8)
+            let key = json[keyStart..<index]
+            let isWanted =
+                key.contains(UInt8(ascii: "\\"))
+                ? JSONScan.memberName(key) == name : key.dropFirst().dropLast().elementsEqual(name.utf8)
             skipSpace()
-            guard index < json.count, json[index] == UInt8(ascii: ":") else { return nil }
+            guard index < json.endIndex, json[index] == UInt8(ascii: ":") else { return nil }
             index += 1
             skipSpace()
             let valueStart = index
             guard skipValue() else { return nil }
             if isWanted { return json[valueStart..<index] }
             skipSpace()
-            guard index < json.count, json[index] == UInt8(ascii: ",") else { return nil }
+            guard index < json.endIndex, json[index] == UInt8(ascii: ",") else { return nil }
             index += 1
         }
     }

@@ -140,7 +140,8 @@ extension RouteTable {
         add(.POST, "/sessions/{id}/actions") { request in
             @Sendable func attempt(mayWait: Bool) -> Reply? {
                 Self.act(
-                    on: request, action: { request.body[...] }, context, mayWait: mayWait, userInfo: userInfo,
+                    on: request, action: { JSONScan.withoutByteOrderMark(request.body[...]) }, context,
+                    mayWait: mayWait, userInfo: userInfo,
                     decoder: decoder
                 ) {
                     principal, info, _, found throws(RequestError) in
