@@ -296,20 +296,22 @@ final class UnloadingTests: XCTestCase {
     /// an action or a read just before counts the whole TTL from then, not from the coarser time
     /// stored with its writes (an eighth of the TTL behind at most).
     func testASessionUnloadedIdleExpiresATTLAfterItsLastUseNotBefore() throws {
-        let fixture = try start { $0.sessionTTL = .seconds(8) }
+        // Checked 0.7 s either side: before the TTL runs out after the last use, after it ran
+        // out after the creation (the stored time without the fix).
+        let fixture = try start { $0.sessionTTL = .seconds(12) }
         defer { fixture.stop() }
         let acted = try fixture.createSession()
         let read = try fixture.createSession()
-        Thread.sleep(forTimeInterval: 0.9)  // within an eighth of the TTL of their creation
+        Thread.sleep(forTimeInterval: 1.4)  // within an eighth of the TTL of their creation
         XCTAssertEqual(try fixture.send(acted, #"{"type":"increase"}"#).status, 200)
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(read)").status, 200)
         let lastUse = ProcessInfo.processInfo.systemUptime
         XCTAssertTrue(waitUntil(timeout: 5) { (try? self.health(fixture).loaded) == 0 }, "unloaded once idle")
-        Thread.sleep(forTimeInterval: max(0, lastUse + 7.7 - ProcessInfo.processInfo.systemUptime))
+        Thread.sleep(forTimeInterval: max(0, lastUse + 11.3 - ProcessInfo.processInfo.systemUptime))
         for session in [acted, read] {
             XCTAssertEqual(
                 try fixture.client.request("GET", "/sessions/\(session)").status, 200,
-                "expired 7.7 s after its last use, with a TTL of 8 s")
+                "expired 11.3 s after its last use, with a TTL of 12 s")
         }
     }
 
