@@ -50,8 +50,8 @@ public final class HTTPServer: @unchecked Sendable {
         configuration.connectionsPerIP = min(configuration.connectionsPerIP, Self.maxConnectionLimit)
         configuration.bodyLimit = min(configuration.bodyLimit, Int.max / 2)
         configuration.threads = min(max(configuration.threads, 1), Self.maxThreads)
-        // libmicrohttpd takes it as an unsigned int of seconds: a larger one would wrap (to 0, no timeout).
-        configuration.connectionTimeout = min(max(configuration.connectionTimeout, 1), Self.maxConnectionTimeout)
+        // libmicrohttpd takes it as an unsigned int of seconds (0: none): a larger one would wrap.
+        configuration.connectionTimeout = min(max(configuration.connectionTimeout, 0), Self.maxConnectionTimeout)
         self.configuration = configuration
         self.router = router
         edge = EdgeGuard(configuration: configuration)

@@ -127,18 +127,22 @@ extension ServiceConfiguration {
     }
 
     /// `text` as a browser sends it in `Origin` (`scheme://host[:port]`, scheme and host in lower
-    /// case, no trailing `/`), `*` as it is, or nil when it names something else (a path, a query,
-    /// no scheme): a `corsOrigins` entry that could never match is a mistake to report, not ignore.
+    /// case, no trailing `/`, no default port), `*`, `null` and `file://` as they are, or nil when
+    /// it names something else (a path, a query, no scheme): a `corsOrigins` entry that could never
+    /// match is a mistake to report, not ignore.
     public static func corsOrigin(_ text: String) -> String? {
-        if text == "*" { return text }
-        let origin = text.hasSuffix("/") ? text.dropLast() : text[...]
+        if ["*", "null", "file://"].contains(text) { return text }
+        let origin = (text.hasSuffix("/") ? text.dropLast() : text[...]).lowercased()
         let parts = origin.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2, let scheme = parts.first, let first = scheme.first, first.isLetter,
             scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }),
             parts[1].hasPrefix("//"), parts[1].count > 2,
             !parts[1].dropFirst(2).contains(where: { "/?#@ ".contains($0) })
         else { return nil }
-        return origin.lowercased()
+        for (defaultScheme, port) in [("http", ":80"), ("https", ":443")] where scheme == defaultScheme {
+            if origin.hasSuffix(port) { return String(origin.dropLast(port.count)) }
+        }
+        return origin
     }
 
     /// Whether `address` can be `advertise`: `http://HOST:PORT` (a path after it is ignored), read

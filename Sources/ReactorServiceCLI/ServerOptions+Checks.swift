@@ -100,10 +100,9 @@ extension ServerOptions {
         try require(
             (1...HTTPServer.maxConnectionLimit).contains(configuration.connectionLimit), connectionLimit,
             "connection-limit", "must be from 1 to \(HTTPServer.maxConnectionLimit)", configuration.connectionLimit)
-        // The default (a tenth of the limit, at least 8) may exceed a small --connection-limit; a value given may not.
         try require(
-            (0...configuration.connectionLimit).contains(configuration.connectionsPerIP ?? 0), connectionsPerIP,
-            "connections-per-ip", "must be from 0 (no limit) to --connection-limit (\(configuration.connectionLimit))",
+            (0...HTTPServer.maxConnectionLimit).contains(configuration.effectiveConnectionsPerIP), connectionsPerIP,
+            "connections-per-ip", "must be from 0 (no limit) to \(HTTPServer.maxConnectionLimit)",
             configuration.effectiveConnectionsPerIP)
         try require(
             configuration.maxSessionsPerSubject >= 1, maxSessionsPerSubject, "max-sessions-per-subject",

@@ -34,10 +34,14 @@ final class CORSTests: XCTestCase {
 
     /// An origin configured with a trailing slash or in capitals is the one browsers send.
     func testAnOriginConfiguredAsAURLMatchesWhatBrowsersSend() throws {
-        let other = try ServerFixture { $0.corsOrigins = ["HTTP://LocalHost:3000/"] }
+        let other = try ServerFixture {
+            $0.corsOrigins = ["HTTP://LocalHost:3000/", "https://app.example:443", "null"]
+        }
         defer { other.stop() }
-        let response = try other.client.request("GET", "/healthz", headers: ["Origin": "http://localhost:3000"])
-        XCTAssertEqual(response.header("Access-Control-Allow-Origin"), "http://localhost:3000")
+        for origin in ["http://localhost:3000", "https://app.example", "null"] {
+            let response = try other.client.request("GET", "/healthz", headers: ["Origin": origin])
+            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), origin)
+        }
     }
 
     func testPreflightForPostActionFromAnAllowedOrigin() throws {

@@ -174,7 +174,7 @@ final class CommandLineTests: XCTestCase {
             ("REACTORD_ACTION_LOG", "-1"), ("REACTORD_ACTION_LOG", "many"), ("REACTORD_ACTION_LOG_AGE", "-60"),
             // Values so large they crashed the server, at start or at its first connection.
             ("REACTORD_THREADS", "9223372036854775807"), ("REACTORD_THREADS", "100000"),
-            ("REACTORD_CONNECTIONS_PER_IP", "9223372036854775800"), ("REACTORD_CONNECTIONS_PER_IP", "10001"),
+            ("REACTORD_CONNECTIONS_PER_IP", "9223372036854775800"), ("REACTORD_CONNECTIONS_PER_IP", "16777217"),
             ("REACTORD_CONNECTION_TIMEOUT", "9223372036854775807"), ("REACTORD_CONNECTION_TIMEOUT", "4294967296"),
         ]
         for (name, value) in cases {

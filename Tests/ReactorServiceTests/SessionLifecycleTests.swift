@@ -100,4 +100,18 @@ final class SessionLifecycleTests: XCTestCase {
         XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(ids[1])").status, 204)
         XCTAssertEqual(try fixture.client.request("POST", "/sessions").status, 429)
     }
+
+    /// A rate so small its wait is past any integer (it trapped, at the first refusal) waits 1e9 s.
+    func testATinyCreationRateRefusesWithABoundedWait() throws {
+        let fixture = try ServerFixture {
+            $0.sessionCreateRate = 1e-20
+            $0.sessionCreateBurst = 1
+        }
+        defer { fixture.stop() }
+        _ = try fixture.createSession()
+        let refused = try fixture.client.request("POST", "/sessions")
+        XCTAssertEqual(refused.status, 429, refused.text)
+        XCTAssertEqual(refused.header("Retry-After"), "1000000000")
+        XCTAssertEqual(try fixture.client.request("GET", "/healthz").status, 200)
+    }
 }

@@ -28,7 +28,8 @@ final class CreationRateLimit: Sendable {
                 state.byPeer[peer] = bucket
                 if state.byPeer.count > state.pruneAt { prune(&state, now: now) }
             }
-            guard bucket.tokens >= 1 else { return max(1, Int(((1 - bucket.tokens) / rate).rounded(.up))) }
+            // Bounded: a tiny rate (1e-20 a second) would make a wait past Int, which traps.
+            guard bucket.tokens >= 1 else { return max(1, Int(min(((1 - bucket.tokens) / rate).rounded(.up), 1e9))) }
             bucket.tokens -= 1
             return nil
         }

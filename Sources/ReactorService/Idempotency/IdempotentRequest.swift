@@ -112,8 +112,6 @@ struct IdempotentRequest: Sendable {
     }
 }
 
-/// `value` without the spaces and tabs after it, which are not part of a field's value (RFC 9110,
-/// 5.5); libmicrohttpd strips only those before it.
 /// What the first character that is not visible ASCII is, and where; nil when there is none.
 /// (Not a count of what was sent: a byte outside ASCII arrives as U+FFFD.)
 private func firstInvisibleCharacter(in text: String) -> String? {

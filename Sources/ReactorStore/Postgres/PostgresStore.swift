@@ -228,10 +228,16 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                         into: &outcome)
                 case let .delete(id, reason, idleBefore):
                     try delete(id, reason: reason, idleBefore: idleBefore, on: connection, into: &outcome)
-                case let .activity(id, lastActive):
+                case let .activities(times):
                     try connection.execute(
-                        "UPDATE reactord_sessions SET last_active = $2 WHERE id = $1 AND last_active < $2",
-                        [id, String(lastActive)])
+                        """
+                        UPDATE reactord_sessions s SET last_active = u.t FROM unnest($1::text[], $2::float8[]) u(id, t)
+                            WHERE s.id = u.id AND s.last_active < u.t
+                        """,
+                        [
+                            Self.array(strings: times.map(\.id)),
+                            Self.array(strings: times.map { String($0.lastActive) }),
+                        ])
                 case let .user(json): try writeUser(json, on: connection)
                 case let .answers(answers):
                     try keep(
@@ -547,7 +553,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
     private enum Step {
         case sessions([SessionWrite])
         case delete(id: String, reason: String, idleBefore: Double?)
-        case activity(id: String, lastActive: Double)
+        /// Sessions' last activities, by id: one statement for a sweep's unloads, however many.
+        case activities([(id: String, lastActive: Double)])
         case user([UInt8]?)
         case answers([StoredAnswer])
         case forgetAnswers(expiredBefore: Double, limit: Int)
@@ -573,7 +580,8 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         for step in steps {
             switch step {
             case let .sessions(writes): ids += writes.map(\.id)
-            case let .delete(id, _, _), let .activity(id, _): ids.append(id)
+            case let .delete(id, _, _): ids.append(id)
+            case let .activities(times): ids += times.map(\.id)
             case .user, .answers, .forgetAnswers, .forgetLoggedActions: break
             }
         }
@@ -615,7 +623,13 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                 if index[id] != nil { flush() }
                 steps.append(.delete(id: id, reason: reason, idleBefore: idleBefore))
             case let .activity(id, lastActive):
-                steps.append(.activity(id: id, lastActive: lastActive))
+                // After the writes before it, as the SQLite engine applies them in order.
+                flush()
+                if case let .activities(previous)? = steps.last {
+                    steps[steps.count - 1] = .activities(previous + [(id, lastActive)])
+                } else {
+                    steps.append(.activities([(id, lastActive)]))
+                }
             case let .user(json):
                 steps.append(.user(json))
             case let .answer(answer):
