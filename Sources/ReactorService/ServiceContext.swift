@@ -245,11 +245,14 @@ final class ServiceContext: Sendable {
 
     /// Sessions unloaded (out of the table, their hubs ended): they live on in the store, and in a
     /// cluster their leases go back, so any node takes them on their next request.
-    func didUnload(_ unloaded: [any Session], counter: Counter, persistence: Persistence, restoring: Bool = false) {
+    func didUnload(
+        _ unloaded: [any Session], counter: Counter, persistence: Persistence, restoring: Bool = false,
+        handedOver: Bool = false
+    ) {
         guard !unloaded.isEmpty else { return }
         for session in unloaded { end(session, reason: nil) }
         counter.increment(by: Int64(unloaded.count))
-        persistence.releaseLeases(of: unloaded, in: self, restoring: restoring)
+        persistence.releaseLeases(of: unloaded, in: self, restoring: restoring, afterCommit: !handedOver)
     }
 
     /// Ends a session removed from the table: `event: end` with `reason` for its streams, or

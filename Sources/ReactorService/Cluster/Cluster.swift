@@ -252,7 +252,7 @@ extension ServiceContext {
             guard let persistence, sessions.unload(session, ifIdleSince: now, closingStreams: closing) else { return }
             if closing && watched { cluster.placement.didCloseStreams(of: session.key, now: now) }
             cluster.rest(session.key)
-            didUnload([session], counter: cluster.metrics.handovers, persistence: persistence)
+            didUnload([session], counter: cluster.metrics.handovers, persistence: persistence, handedOver: true)
         }
     }
 

@@ -193,12 +193,24 @@ final class Persistence: Sendable {
     /// Cluster mode: gives back the leases of `unloaded` sessions, in one statement, unless one was
     /// loaded again meanwhile (then its new lease stays). Under the restore lock, which a load holds
     /// from its table check to its adoption; `restoring`: the caller holds it already.
-    func releaseLeases(of unloaded: [any Session], in context: ServiceContext, restoring: Bool) {
+    /// `afterCommit`: once what the journal holds is written, their last activities with it
+    /// (`StoreChange.activity`, queued as they left): released before, a session is another
+    /// node's to expire by the older time it has stored. (A hand-over is not: its next holder
+    /// counts its activity on, and every moment it stays held here is one a request loads it back.)
+    func releaseLeases(of unloaded: [any Session], in context: ServiceContext, restoring: Bool, afterCommit: Bool) {
         guard let store = context.cluster?.store else { return }
-        let release = {
+        let release: @Sendable () -> Void = {
             store.release(unloaded.map(\.id).filter { context.sessions.session($0) == nil })
         }
-        if restoring { release() } else { self.restoring.withLock { _ in release() } }
+        if afterCommit {
+            journal.whenCommitted { [self] _ in
+                DispatchQueue.global().async { self.restoring.withLock { _ in release() } }
+            }
+        } else if restoring {
+            release()
+        } else {
+            self.restoring.withLock { _ in release() }
+        }
     }
 
     /// Takes `session` out of memory for a DELETE and tombstones it, in one step under the restore
