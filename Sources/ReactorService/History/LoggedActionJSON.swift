@@ -28,7 +28,8 @@ enum LoggedActionJSON {
             if oneLine {
                 JSONWhitespace.appendStripped(json[...], to: &out)
             } else {
-                out.append(contentsOf: JSONScan.withoutByteOrderMark(json[...]))  // kept so before it was dropped
+                // An entry logged before the mark was dropped where the action is read may hold it.
+                out.append(contentsOf: JSONScan.withoutByteOrderMark(json[...]))
             }
         }
         if let subject = entry.subject {
