@@ -237,7 +237,7 @@ extension RouteTable {
 
     private static func limit(of request: Request) -> Result<Int, Refused> {
         guard let text = request.query["limit"] else { return .success(HistoryJSON.defaultPage) }
-        guard let limit: Int = wholeNumber(text), limit >= 1, limit <= HistoryJSON.largestPage else {
+        guard let limit = Int(digits: text), limit >= 1, limit <= HistoryJSON.largestPage else {
             return .failure(
                 Refused(
                     .problem(
@@ -249,17 +249,9 @@ extension RouteTable {
     }
 
     private static func version(_ text: String, named name: String) -> Result<UInt64, Refused> {
-        guard let version: UInt64 = wholeNumber(text) else {
+        guard let version = UInt64(digits: text) else {
             return .failure(Refused(.problem(status: 400, detail: "\(name) must be a version: a whole number from 0")))
         }
         return .success(version)
-    }
-
-    /// Decimal digits only: Swift's own parse also takes a sign.
-    private static func wholeNumber<Number: FixedWidthInteger>(_ text: String) -> Number? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
-            return nil
-        }
-        return Number(text)
     }
 }

@@ -50,8 +50,7 @@ extension RouteTable {
         // An id that is not a number we issued (digits only, as openapi.yaml's EventID) is treated
         // as no id: the stream starts afresh.
         let lastEventID = (request.headers["Last-Event-ID"] ?? request.query["lastEventId"])
-            .map { $0.trimmingWhitespace() }
-            .flatMap { $0.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } ? UInt64($0) : nil }
+            .flatMap { UInt64(digits: $0.trimmingWhitespace()) }
         let retry = context.retryFrame
         let streamFilter = filter
         let maxAge = context.configuration.streamMaxAge.inSeconds

@@ -86,8 +86,7 @@ enum Preconditions {
             let tag = quoted ? text.dropFirst().dropLast() : text
             let dot = tag.firstIndex(of: ".")
             let digits = tag[..<(dot ?? tag.endIndex)]
-            guard !digits.isEmpty, digits.count <= 19, Self.all(digits, in: "0123456789"),
-                digits == "0" || digits.first != "0", let version = UInt64(digits)
+            guard digits.count <= 19, digits == "0" || digits.first != "0", let version = UInt64(digits: digits)
             else { throw malformed }
             var view: UInt64?
             if let dot {
