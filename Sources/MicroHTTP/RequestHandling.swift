@@ -524,10 +524,10 @@ extension HTTPServer {
         // A coding is a token: no space or tab in it, only around it.
         let codings = field.split(separator: ",").map { $0.filter { $0 != " " && $0 != "\t" }.lowercased() }
         guard let coding = codings.first(where: { !$0.isEmpty && $0 != "identity" }) else { return nil }
-        let shown = coding.count > 32 ? coding.prefix(32) + "…" : Substring(coding)
         return .problem(
             status: 415,
-            detail: "the request body's Content-Encoding '\(shown)' is not supported; send the body unencoded",
+            detail: "the request body's Content-Encoding '\(Response.excerpt(coding, limit: 32))' is not supported; "
+                + "send the body unencoded",
             headers: HTTPHeaders([("Accept-Encoding", "identity")]))
     }
 

@@ -46,6 +46,16 @@ public struct Response: Sendable {
         return Response(status: status, headers: fields, body: Array(json.utf8))
     }
 
+    /// `text` as a problem's detail quotes what a client sent: its first `limit` Unicode scalars,
+    /// then "…". (Scalars, not characters: a character can hold any number of combining marks.)
+    package static func excerpt(_ text: some StringProtocol, limit: Int = 64) -> String {
+        let scalars = text.unicodeScalars
+        guard scalars.count > limit else { return String(text) }
+        var cut = String.UnicodeScalarView(scalars.prefix(limit))
+        cut.append("…")
+        return String(cut)
+    }
+
     /// The status sent: one of three digits (RFC 9110 §15), else 500.
     var wireStatus: Int { (100...999).contains(status) ? status : 500 }
 

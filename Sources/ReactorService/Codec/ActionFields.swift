@@ -1,3 +1,5 @@
+import MicroHTTP
+
 /// The wire form of an action: a JSON object whose `"type"` names the case and whose other
 /// fields are its associated values, e.g. `{"type":"alert","message":"Hello"}`.
 ///
@@ -46,7 +48,7 @@ public struct ActionFields {
         listener?.expectedTypes(expected)
         return DecodingError.dataCorruptedError(
             forKey: FieldKey("type"), in: container,
-            debugDescription: "unknown action type '\(Problems.excerpt(type))'; expected one of: "
+            debugDescription: "unknown action type '\(Response.excerpt(type))'; expected one of: "
                 + expected.joined(separator: ", "))
     }
 

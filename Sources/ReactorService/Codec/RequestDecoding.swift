@@ -52,7 +52,7 @@ enum RequestDecoding {
                 "request body nests JSON arrays and objects more than \(RequestJSONDecoder.maxDepth) levels deep")
         case let .duplicateKey(key)?:
             throw .malformed(
-                "request body has the key '\(Problems.excerpt(key))' twice in one object; send each key once")
+                "request body has the key '\(Response.excerpt(key))' twice in one object; send each key once")
         case nil: break
         }
     }
@@ -82,7 +82,7 @@ enum RequestDecoding {
             mismatch.literal.drop { $0 == "-" }.allSatisfy { ("0"..."9").contains($0) }
             || (Double(mismatch.literal).map { $0.isFinite && $0 == $0.rounded() } ?? false)
         let what = integral ? "an integer within the range of \(mismatch.type)" : "an integer"
-        return "\(field) must be \(what), not \(Problems.excerpt(mismatch.literal))"
+        return "\(field) must be \(what), not \(Response.excerpt(mismatch.literal))"
     }
 
     /// Foundation's `JSONDecoder` alone: the reference for values and for every error's wording.

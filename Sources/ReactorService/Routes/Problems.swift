@@ -3,16 +3,6 @@ import ReactorStore
 
 /// The problem documents routes answer with, worded once.
 enum Problems {
-    /// `text` as a problem quotes what a client sent: its first 64 Unicode scalars, then "…".
-    /// (Scalars, not characters: a character can hold any number of combining marks.)
-    static func excerpt(_ text: String) -> String {
-        let scalars = text.unicodeScalars
-        guard scalars.count > 64 else { return text }
-        var cut = String.UnicodeScalarView(scalars.prefix(64))
-        cut.append("…")
-        return String(cut)
-    }
-
     static func body(_ error: RequestError) -> Response {
         switch error {
         case let .malformed(detail): return .problem(status: 400, detail: detail)

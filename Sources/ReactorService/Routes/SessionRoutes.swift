@@ -229,7 +229,7 @@ extension RouteTable {
             return .response(
                 .problem(
                     status: 422,
-                    detail: "unknown reactor '\(Problems.excerpt(kind))'; this server has: "
+                    detail: "unknown reactor '\(Response.excerpt(kind))'; this server has: "
                         + kinds.joined(separator: ", ")))
         }
         return open(kind, factory, for: principal, request, ticket: ticket, context)
