@@ -1,19 +1,13 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// Moving over JSON text as sent, for the codecs that read a body's bytes rather than decode it
-/// (an idempotency key's digest, the action log's redaction): whitespace, and one value whole.
+/// (an idempotency key's digest, the action log's redaction): whitespace, one value whole, and a
+/// string's escapes (the request decoder's too).
 enum JSONScan {
     /// A member's name as the decoder reads it, from its quoted text: `"pass\u0077ord"` is `password`.
     static func memberName(_ quoted: ArraySlice<UInt8>) -> String {
         guard quoted.count >= 2 else { return "" }
-        guard quoted.contains(UInt8(ascii: "\\")) else {
-            return String(decoding: quoted.dropFirst().dropLast(), as: UTF8.self)
-        }
-        return (try? JSONDecoder().decode(String.self, from: Data(quoted))) ?? ""
+        let text = quoted.dropFirst().dropLast()
+        guard text.contains(UInt8(ascii: "\\")) else { return String(decoding: text, as: UTF8.self) }
+        return text.withUnsafeBufferPointer(unescaped) ?? ""
     }
 
     /// The text without the UTF-8 byte order mark a body may start with (the decoders allow it).
@@ -80,5 +74,66 @@ enum JSONScan {
     /// What ends a scalar.
     private static func isDelimiter(_ byte: UInt8) -> Bool {
         byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") || isSpace(byte)
+    }
+
+    /// A JSON string's text between its quotes, its escapes decoded; nil when one is invalid.
+    static func unescaped(_ raw: UnsafeBufferPointer<UInt8>) -> String? {
+        var out: [UInt8] = []
+        out.reserveCapacity(raw.count)
+        var i = 0
+        while i < raw.count {
+            let byte = raw[i]
+            guard byte == UInt8(ascii: "\\") else {
+                out.append(byte)
+                i += 1
+                continue
+            }
+            guard i + 1 < raw.count else { return nil }
+            let escape = raw[i + 1]
+            i += 2
+            switch escape {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                guard let unit = hex4(raw, at: i) else { return nil }
+                i += 4
+                var scalarValue = UInt32(unit)
+                if (0xD800...0xDBFF).contains(unit) {
+                    guard i + 6 <= raw.count, raw[i] == UInt8(ascii: "\\"), raw[i + 1] == UInt8(ascii: "u"),
+                        let low = hex4(raw, at: i + 2), (0xDC00...0xDFFF).contains(low)
+                    else { return nil }
+                    i += 6
+                    scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(unit) {
+                    return nil
+                }
+                guard let scalar = Unicode.Scalar(scalarValue) else { return nil }
+                out.append(contentsOf: String(Character(scalar)).utf8)
+            default:
+                return nil
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    private static func hex4(_ raw: UnsafeBufferPointer<UInt8>, at start: Int) -> UInt16? {
+        guard start + 4 <= raw.count else { return nil }
+        var value: UInt16 = 0
+        for offset in 0..<4 {
+            let byte = raw[start + offset]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt16(digit)
+        }
+        return value
     }
 }
