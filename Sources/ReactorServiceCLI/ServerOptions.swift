@@ -239,12 +239,13 @@ public struct ServerOptions: ParsableArguments {
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
         configuration.corsOrigins = try (origins?.split(separator: ",") ?? []).map { $0.trimmingWhitespace() }
             .filter { !$0.isEmpty }.map { entry in
-                guard let origin = ServiceConfiguration.corsOrigin(entry) else {
+                // Checked here, taken in the form browsers send by CORSPolicy (for embedders too).
+                guard ServiceConfiguration.corsOrigin(entry) != nil else {
                     throw ValidationError(
                         "\(corsOrigins != nil ? "--cors-origins" : "REACTORD_CORS_ORIGINS"): '\(entry)' is not an "
                             + "origin: scheme://host[:port] as a browser sends it (e.g. https://app.example.com), or *")
                 }
-                return origin
+                return entry
             }
         let storeText: String = try store ?? environment.value("REACTORD_STORE") ?? "sqlite:reactord.sqlite"
         do {
