@@ -179,7 +179,12 @@ public struct ReactorSession<State: Decodable & Sendable>: Sendable {
     @discardableResult
     public func send<Action: Encodable>(_ action: Action, idempotencyKey: String? = nil) async throws -> Snapshot<State>
     {
-        let body = try JSONEncoder().encode(action)
+        // Sorted keys: the same action is the same bytes in every run of the app (JSONEncoder's own
+        // order changes from one process to the next), so a key kept and sent again later is
+        // replayed, not refused with 422 as another request.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let body = try encoder.encode(action)
         let (reply, replayed): (SessionReply<State>, Bool) = try await client.request(
             "POST", "sessions/\(id)/actions", body: body, idempotencyKey: idempotencyKey ?? IdempotencyKey.make())
         return Snapshot(version: reply.version, state: reply.state, replayed: replayed)

@@ -87,6 +87,27 @@ final class RetryTests: XCTestCase {
         XCTAssertEqual(keys(server), ["order-42", "order-42"])
     }
 
+    /// An action's members in an order of their own, nested.
+    private struct WideAction: Encodable {
+        struct Inner: Encodable { let yankee = 1, bravo = 2, xray = 3, charlie = 4 }
+        let type = "wide"
+        let zulu = 1, alpha = 2, mike = 3, echo = 4, golf = 5, kilo = 6, delta = 7
+        let inner = Inner()
+    }
+
+    func testAnActionIsTheSameBytesInEveryProcessSoAKeptKeyIsReplayed() async throws {
+        // JSONEncoder's member order changes from one process to the next; a key kept and sent
+        // again by a later run of the app must carry the same body, or the server refuses it (422).
+        let server = try serve([.answer(200, [:], Self.reply(count: 1, version: 1))])
+        try await client(server).session(id: Self.session, state: CounterState.self).send(
+            WideAction(), idempotencyKey: "kept")
+        let body = server.requests.first.map { String(decoding: $0.body, as: UTF8.self) }
+        XCTAssertEqual(
+            body,
+            #"{"alpha":2,"delta":7,"echo":4,"golf":5,"inner":{"bravo":2,"charlie":4,"xray":3,"yankee":1},"#
+                + #""kilo":6,"mike":3,"type":"wide","zulu":1}"#)
+    }
+
     func test503And504AreRetriedAndRetryAfterIsWaitedFor() async throws {
         let server = try serve([
             .answer(503, ["Retry-After": "1"]), .answer(504),
