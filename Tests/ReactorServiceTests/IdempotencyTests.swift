@@ -238,6 +238,36 @@ final class IdempotencyTests: XCTestCase {
         }
     }
 
+    /// The admins' keys are one space whether authentication is on or not: a PUT /user retried
+    /// across a restart that turns it on is replayed, not applied again, and the callers' keys of
+    /// before are not the admins'.
+    func testTheAdminsKeysStayTheirsWhenAuthenticationIsTurnedOnOrOff() throws {
+        let user = #"{"id":"a","name":"b"}"#
+        let admin = ["Authorization": "Bearer t"]
+        var server = try start()
+        var client = HTTPClient(port: server.port)
+        XCTAssertEqual(try create(client, key: "callers").status, 201)
+        let put = try client.request(
+            "PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "p"]) { $1 })
+        XCTAssertEqual(put.status, 200, put.text)
+        for secret in [["--jwt-secret", "0123456789abcdef0123456789abcdef-secret"], []] {
+            server.process.terminate()
+            XCTAssertNotNil(server.waitForExit(timeout: 10))
+            server = try start(secret)
+            client = HTTPClient(port: server.port)
+            assertReplay(
+                try client.request("PUT", "/user", body: user, headers: admin.merging(["Idempotency-Key": "p"]) { $1 }),
+                of: put)
+        }
+        server.process.terminate()
+        XCTAssertNotNil(server.waitForExit(timeout: 10))
+        server = try start(["--jwt-secret", "0123456789abcdef0123456789abcdef-secret"])
+        client = HTTPClient(port: server.port)
+        let cleared = try client.request(
+            "DELETE", "/user", headers: admin.merging(["Idempotency-Key": "callers"]) { $1 })
+        XCTAssertEqual(cleared.status, 204, "an open server's callers' key is not the admins': \(cleared.text)")
+    }
+
     /// A repeat sent the moment the first answer arrives is replayed, never a 409: the key's
     /// run ends before its answer goes out, not when the journal lets go of the request's
     /// closures (which came after the answer, and failed CI's run of the test above).

@@ -23,7 +23,7 @@ struct IdempotentRequest: Sendable {
         var isUnheld: Bool { self == .createSession || self == .setUser || self == .clearUser }
     }
 
-    /// Whose key it is: see `scope(of:for:authenticating:)`.
+    /// Whose key it is: see `scope(of:for:)`.
     let scope: String
     let key: String
     let digest: String
@@ -35,14 +35,21 @@ struct IdempotentRequest: Sendable {
     let isUnheld: Bool
 
     /// The space of keys `kind`'s are in: the caller's subject with authentication, one shared
-    /// space ("") without; the user routes' are the admins', apart from both: "" with
-    /// authentication (no subject is empty), another without (the callers have "").
-    static func scope(of kind: Kind, for principal: Principal?, authenticating: Bool) -> String {
+    /// space ("") without; the user routes' are the admins', apart from both and the same in
+    /// either mode, so that a retry across a restart that turns authentication on is replayed.
+    /// No subject is empty, and one that starts with `reservedMark` gets another in front:
+    /// `adminScope` is no subject's.
+    static func scope(of kind: Kind, for principal: Principal?) -> String {
         switch kind {
-        case .setUser, .clearUser: authenticating ? "" : "admin"
-        case .action, .createSession, .deleteSession, .fork: principal?.subject ?? ""
+        case .setUser, .clearUser: return adminScope
+        case .action, .createSession, .deleteSession, .fork:
+            guard let subject = principal?.subject else { return "" }
+            return subject.utf8.first == reservedMark ? "\u{1}" + subject : subject
         }
     }
+
+    private static let reservedMark = UInt8(1)
+    private static let adminScope = "\u{1}admins"
 
     /// What a request says of its key.
     enum Reading {

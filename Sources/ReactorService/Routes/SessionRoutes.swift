@@ -310,8 +310,7 @@ extension RouteTable {
         session: @autoclosure () -> String = "", body: @autoclosure () -> ArraySlice<UInt8> = [],
         _ context: ServiceContext
     ) -> IdempotencyLedger.Admission? {
-        let scope = IdempotentRequest.scope(
-            of: kind, for: principal, authenticating: context.access.isAuthenticating)
+        let scope = IdempotentRequest.scope(of: kind, for: principal)
         switch IdempotentRequest.read(request, scope: scope, kind: kind, session: session(), body: body()) {
         case .none: return nil
         case let .malformed(refusal): return .answer(refusal)
