@@ -117,7 +117,9 @@ final class PreconditionTests: XCTestCase {
         XCTAssertEqual(stale.object["version"] as? Int, 1, "the problem says where the session stands")
         XCTAssertEqual((stale.object["state"] as? [String: Any])?["count"] as? Int, 1)
         XCTAssertEqual(stale.header("ETag"), #""1""#)
-        assertProblem(try act(session, ifMatch: #"W/"1""#), 412, mentions: ["version 1"])  // weak never matches
+        // A weak tag never matches, and the 412 says so: sent again unchanged, it never would.
+        assertProblem(try act(session, ifMatch: #"W/"1""#), 412, mentions: ["version 1", "weak", "without W/"])
+        assertProblem(try act(session, ifMatch: #"W/"1", "0""#), 412, mentions: ["version 1", "try again"])
         XCTAssertEqual(try act(session, ifMatch: "*").status, 200, "* is: the session exists")
         XCTAssertEqual(try act(session, ifMatch: #""5", "2""#).status, 200)
         XCTAssertEqual(try act(session, ifMatch: "3").status, 200, "a bare version is read as its tag")

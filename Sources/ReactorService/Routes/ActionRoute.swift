@@ -246,7 +246,8 @@ extension RouteTable {
             case .stale:
                 // Where it stands as clients may see it: once what is pending is committed.
                 return Self.answer(afterCommitOf: session.hub, context) { _ in
-                    Self.notApplied(Preconditions.failed(session.hub.snapshot), kind: session.kind, context)
+                    Self.notApplied(
+                        Preconditions.failed(session.hub.snapshot, condition: ifMatch), kind: session.kind, context)
                 }
             case .gone:
                 // Stopping, or found each time and let go again before the action ran (each failed

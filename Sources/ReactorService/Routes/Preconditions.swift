@@ -10,8 +10,8 @@ enum Preconditions {
     enum Condition: Equatable {
         /// `*`: the session exists.
         case any
-        /// One of these tags.
-        case tags([Tag])
+        /// One of these tags; `weakLeftOut`: `If-Match` also had weak ones, which never match.
+        case tags([Tag], weakLeftOut: Bool = false)
     }
 
     /// An entity tag read: the version, and the mark of the view it came from (nil: the whole state).
@@ -70,6 +70,7 @@ enum Preconditions {
                     "\(name) must be * or entity tags as ETag sends them (\"<version>\", a view's "
                     + "\"<version>.<16 hex digits>\"), e.g. \(name): \"12\""))
         var tags: [Tag] = []
+        var weakLeftOut = false
         var read = 0
         // Empty elements of the list are ignored (RFC 9110, 5.6.1); at least one tag is needed.
         for part in text.split(separator: ",") {
@@ -95,10 +96,14 @@ enum Preconditions {
                 view = UInt64(mark, radix: 16)
             }
             // A weak tag never matches strongly: kept out of If-Match's list.
-            if !(weak && name == "If-Match") { tags.append(Tag(version: version, view: view)) }
+            if weak && name == "If-Match" {
+                weakLeftOut = true
+            } else {
+                tags.append(Tag(version: version, view: view))
+            }
         }
         guard read > 0 else { throw malformed }
-        return .tags(tags)
+        return .tags(tags, weakLeftOut: weakLeftOut)
     }
 
     private static func all(_ text: Substring, in allowed: String) -> Bool {
@@ -110,7 +115,7 @@ enum Preconditions {
     static func holds(_ condition: Condition, at version: UInt64) -> Bool {
         switch condition {
         case .any: return true
-        case let .tags(tags): return tags.contains { $0.version == version }
+        case let .tags(tags, _): return tags.contains { $0.version == version }
         }
     }
 
@@ -119,7 +124,7 @@ enum Preconditions {
     static func holds(_ condition: Condition, at version: UInt64, view: FieldFilter?) -> Bool {
         switch condition {
         case .any: return true
-        case let .tags(tags): return tags.contains(Tag(version: version, view: view.map(viewMark)))
+        case let .tags(tags, _): return tags.contains(Tag(version: version, view: view.map(viewMark)))
         }
     }
 
@@ -130,12 +135,17 @@ enum Preconditions {
         Response(status: 304, headers: HTTPHeaders([("ETag", current.headers["ETag"] ?? "")]), body: current.body)
     }
 
-    /// 412: the session moved on; the problem document carries where it stands now.
-    static func failed(_ snapshot: EventHub.Snapshot) -> Response {
+    /// 412: the session moved on, or `condition` had only weak tags (which a proxy may have made
+    /// of the ETag); the problem document carries where it stands now.
+    static func failed(_ snapshot: EventHub.Snapshot, condition: Condition?) -> Response {
         var json = Array(#"{"type":"about:blank","title":"Precondition Failed","status":412,"detail":"#.utf8)
+        let weakOnly = condition == .tags([], weakLeftOut: true)
         StateJSONEncoder.appendString(
-            "If-Match: the session is at version \(snapshot.version) now; "
-                + "read it, and try again on that version", into: &json)
+            weakOnly
+                ? "If-Match: a weak tag (W/\"...\") never matches (RFC 9110, 13.1.1); send the ETag as it "
+                    + "came, without W/ (the session is at version \(snapshot.version) now)"
+                : "If-Match: the session is at version \(snapshot.version) now; "
+                    + "read it, and try again on that version", into: &json)
         json.append(contentsOf: #","version":"#.utf8)
         StateJSONEncoder.appendUnsigned(snapshot.version, into: &json)
         json.append(contentsOf: #","state":"#.utf8)

@@ -121,7 +121,7 @@ extension RouteTable {
                 switch session.release(ifAt: ifMatch) {
                 case .stale:
                     return Self.answer(afterCommitOf: session.hub, context) { _ in
-                        Preconditions.failed(session.hub.snapshot)
+                        Preconditions.failed(session.hub.snapshot, condition: ifMatch)
                     }
                 case .gone: continue
                 case .applied: break
