@@ -2,6 +2,7 @@ import Foundation
 import OpenCombine
 import ReactorCore
 import ReactorService
+import TestSupport
 import XCTest
 
 /// Sessions that live in the store: with a durable store a session leaves memory once idle
@@ -63,6 +64,22 @@ final class UnloadingTests: XCTestCase {
         let acted = try fixture.send(session, #"{"type":"increase"}"#)
         XCTAssertEqual(acted.status, 200, acted.text)
         XCTAssertEqual(acted.object["version"] as? Int, 4, "an action loads it and continues its versions")
+    }
+
+    func testReadsRacingToLoadASessionAreOneLoadTimedOnce() throws {
+        let fixture = try start { $0.threads = 4 }
+        defer { fixture.stop() }
+        let session = try fixture.createSession()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "unloaded once idle")
+        let statuses = TestSupport.Locked([Int]())
+        let port = fixture.port
+        DispatchQueue.concurrentPerform(iterations: 16) { _ in
+            let status = (try? HTTPClient(port: port).request("GET", "/sessions/\(session)"))?.status ?? 0
+            statuses.update { $0.append(status) }
+        }
+        XCTAssertEqual(statuses.value, Array(repeating: 200, count: 16))
+        XCTAssertEqual(try metric(fixture, "reactord_session_loads_total"), 1)
+        XCTAssertEqual(try metric(fixture, "reactord_session_load_duration_seconds_count"), 1, "the one load, timed")
     }
 
     func testAResumeAcrossAnUnloadMissesNothing() throws {
