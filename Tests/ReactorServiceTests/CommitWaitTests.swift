@@ -126,6 +126,37 @@ final class CommitWaitTests: XCTestCase {
             claimedOutcome.value.map { $0 == nil }, true, "stored: \(String(describing: claimedOutcome.value))")
     }
 
+    /// Changes of more sessions than one transaction takes (a user change writes every session
+    /// in memory) go in several, in order, and what waited for them is answered after the last:
+    /// in one transaction, SQLite's WAL grew by a page a session, past what checkpoints bound.
+    func testManySessionsChangesAreWrittenInTransactionsOfBoundedSize() {
+        _ = changeTaken(count: 1)  // the journal held in this commit while the others queue
+        let count = Journal.sessionsPerTransaction * 2 + 10
+        let hubs = (0..<count).map { index in
+            let id = "m\(index)"
+            let stored = StoredSession(
+                id: id, kind: "counter", stateJSON: Array(#"{"count":0}"#.utf8), version: 0, createdAt: 0,
+                lastActive: 0, events: [])
+            let record = SessionRecord(id: id, kind: "counter", owner: nil, journal: journal, stored: stored, ttl: 0)
+            let hub = EventHub(historyLength: 10, metrics: ServiceMetrics(), record: record, restoring: stored)
+            hub.goLive()
+            hub.publish(EncodedState(json: Array(#"{"count":1}"#.utf8), pulses: []))
+            return hub
+        }
+        let answered = Locked(false)
+        journal.whenCommitted { _ in answered.update { $0 = true } }
+        store.allowForever()
+        XCTAssertTrue(waitUntil(timeout: 5) { answered.value })
+        let batches = store.batches.dropFirst()
+        XCTAssertEqual(batches.map(\.count), [Journal.sessionsPerTransaction, Journal.sessionsPerTransaction, 10])
+        XCTAssertEqual(batches.flatMap { $0 }, hubs.indices.map { "m\($0)" }, "every change, in order")
+        let committed = Locked(0)
+        for hub in hubs {
+            hub.whenCommitted(through: hub.latest.mark) { if $0 == nil { committed.update { $0 += 1 } } }
+        }
+        XCTAssertTrue(waitUntil(timeout: 5) { committed.value == count })
+    }
+
     /// A new session whose state changes before the journal takes its first write (the global
     /// user, an effect): that write still keeps its version 0, the state its 201 showed.
     func testANewSessionsFirstWriteKeepsVersionZeroThoughItChangedBeforeIt() {

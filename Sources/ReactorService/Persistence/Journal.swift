@@ -26,6 +26,11 @@ protocol Journaled: AnyObject, Sendable {
 final class Journal: Sendable {
     typealias Completion = @Sendable (StoreError?) -> Void
 
+    /// The most sessions one transaction writes. A user change writes every session in memory:
+    /// in one transaction SQLite's WAL grew by about a page a session (hundreds of MB at 100,000
+    /// sessions), past the bound its checkpoints keep between transactions.
+    static let sessionsPerTransaction = 128
+
     let engine: any StoreEngine
     private let historyLength: Int
     private let actionLogLength: Int
@@ -139,15 +144,28 @@ final class Journal: Sendable {
             if round == rounds.count { rounds.append([]) }
             rounds[round].append((entry, write))
         }
-        // After the sessions' own writes: a delete is never undone by the same transaction.
-        let outcomes = rounds.enumerated().map { index, round in
-            commit(round.map { .session($0.write) } + (index == 0 ? explicit : []))
+        // Each round in transactions of at most `sessionsPerTransaction` sessions, the first
+        // round's last carrying the explicit changes after the sessions' own writes: a delete is
+        // never undone by a later transaction of the batch.
+        var transactions: [(round: Int, writes: ArraySlice<(entry: any Journaled, write: SessionWrite)>)] = []
+        for (index, round) in rounds.enumerated() {
+            var start = 0
+            repeat {
+                let end = min(start + Self.sessionsPerTransaction, round.count)
+                transactions.append((index, round[start..<end]))
+                start = end
+            } while start < round.count
+        }
+        let carrying = transactions.lastIndex { $0.round == 0 } ?? 0
+        let outcomes = transactions.enumerated().map { index, transaction in
+            commit(transaction.writes.map { .session($0.write) } + (index == carrying ? explicit : []))
         }
         let failure = outcomes.lazy.compactMap(\.failure).first
+        let refusedInFirstRound = outcomes[...carrying].reduce(into: Set<String>()) { $0.formUnion($1.refused) }
         // Every stream and request this batch wakes is resumed together at its end.
         EventStream.batchingResumes {
-            for (round, outcome) in zip(rounds, outcomes) {
-                for (entry, write) in round {
+            for (transaction, outcome) in zip(transactions, outcomes) {
+                for (entry, write) in transaction.writes {
                     if let failure = outcome.failure(of: write.id) {
                         entry.commitFailed(failure)
                     } else {
@@ -156,7 +174,8 @@ final class Journal: Sendable {
                 }
             }
             // Answered after every transaction: each waits for all that was queued before it.
-            for (session, completion) in waiting { completion(failure ?? outcomes[0].failure(of: session)) }
+            let firstRound = Outcome(refused: refusedInFirstRound)
+            for (session, completion) in waiting { completion(failure ?? firstRound.failure(of: session)) }
         }
     }
 
