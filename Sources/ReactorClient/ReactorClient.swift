@@ -368,7 +368,7 @@ public struct Problem: Error, Sendable, CustomStringConvertible {
 
 /// Why a `ReactorClient` or `ReactorSession` call failed.
 public enum ReactorClientError: Error, Sendable, CustomStringConvertible {
-    /// The server answered with an error status (for 503, 504, and 409 to a keyed request:
+    /// The server answered with an error status (for 502, 503, 504, and 409 to a keyed request:
     /// the last answer, after the retries of ``RetryPolicy``).
     case problem(Problem)
     /// No answer: connection refused, reset or closed early, timeout, ... (after the retries

@@ -7,9 +7,10 @@ import FoundationNetworking
 /// When and how often a ``ReactorClient`` tries a request again.
 ///
 /// A request is retried when its answer may have gone missing or the server asked to come back:
-/// a network error (connection refused, reset or closed before the whole answer, timeout), 503,
-/// 504, and a 409 with `Retry-After` to a request that carries an `Idempotency-Key` (the first
-/// request with that key is still running). Other answers, 4xx above all, are final.
+/// a network error (connection refused, reset or closed before the whole answer, timeout), 502
+/// (a proxy's: the server it sent the request to failed on the way), 503, 504, and a 409 with
+/// `Retry-After` to a request that carries an `Idempotency-Key` (the first request with that key
+/// is still running). Other answers, 4xx above all, are final.
 ///
 /// Actions, `POST /sessions` and `DELETE /sessions/{id}` carry an `Idempotency-Key` that stays
 /// the same across their retries, so a retry of a request that did run gets the stored answer
@@ -55,12 +56,12 @@ public struct RetryPolicy: Sendable, Equatable {
         return .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
-    /// Whether an answer with `status` is worth retrying: 503 and 504; 409 only for a keyed
+    /// Whether an answer with `status` is worth retrying: 502, 503 and 504; 409 only for a keyed
     /// request and with `Retry-After` (the key's first request is still running; other 409s,
     /// such as a damaged session's, will not change).
     static func retries(status: Int, keyed: Bool, hasRetryAfter: Bool) -> Bool {
         switch status {
-        case 503, 504: true
+        case 502, 503, 504: true
         case 409: keyed && hasRetryAfter
         default: false
         }

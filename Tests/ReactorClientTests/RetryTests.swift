@@ -108,9 +108,9 @@ final class RetryTests: XCTestCase {
                 + #""kilo":6,"mike":3,"type":"wide","zulu":1}"#)
     }
 
-    func test503And504AreRetriedAndRetryAfterIsWaitedFor() async throws {
+    func test502To504AreRetriedAndRetryAfterIsWaitedFor() async throws {
         let server = try serve([
-            .answer(503, ["Retry-After": "1"]), .answer(504),
+            .answer(503, ["Retry-After": "1"]), .answer(504), .answer(502),
             .answer(200, [:], Self.reply(count: 1, version: 1)),
         ])
         let session = client(server).session(id: Self.session, state: CounterState.self)
@@ -118,7 +118,7 @@ final class RetryTests: XCTestCase {
         let after = try await session.send(CounterAction.increase)
         let elapsed = ContinuousClock.now - start
         XCTAssertEqual(after.state.count, 1)
-        XCTAssertEqual(server.requests.count, 3)
+        XCTAssertEqual(server.requests.count, 4)
         XCTAssertEqual(Set(keys(server)).count, 1, "one key across the retries: \(keys(server))")
         XCTAssertNotNil(keys(server).first ?? nil)
         XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(1000), "Retry-After: 1 was not waited for")
