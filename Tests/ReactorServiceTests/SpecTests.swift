@@ -81,7 +81,7 @@ final class SpecTests: XCTestCase {
         XCTAssertEqual(discriminator["propertyName"] as? String, "type")
         XCTAssertEqual(
             Set((discriminator["mapping"] as? [String: String] ?? [:]).keys),
-            ["setCount", "setNote", "setLimits", "setSmall"])
+            ["setCount", "setNote", "setLimits", "setSmall", "setRatio"])
 
         let setCount = try component("FormActionSetCount", in: spec)
         XCTAssertEqual(setCount["required"] as? [String], ["type", "count"])
@@ -102,13 +102,16 @@ final class SpecTests: XCTestCase {
         let small = try XCTUnwrap(
             (try component("FormActionSetSmall", in: spec)["properties"] as? [String: [String: Any]])?["small"])
         XCTAssertEqual(small["maximum"] as? Int, 255)
+        let ratio = try XCTUnwrap(
+            (try component("FormActionSetRatio", in: spec)["properties"] as? [String: [String: Any]])?["ratio"])
+        XCTAssertEqual(ratio["type"] as? String, "number")
 
         // The state: fields from the State type, the nil optional one included but not required.
         let state = try component("FormState", in: spec)
         let properties = try XCTUnwrap(state["properties"] as? [String: [String: Any]])
-        XCTAssertEqual(Set(properties.keys), ["count", "note", "limits", "small"])
+        XCTAssertEqual(Set(properties.keys), ["count", "note", "limits", "small", "ratio"])
         XCTAssertEqual(properties["note"]?["nullable"] as? Bool, true)
-        XCTAssertEqual(Set(state["required"] as? [String] ?? []), ["count", "limits", "small"])
+        XCTAssertEqual(Set(state["required"] as? [String] ?? []), ["count", "limits", "small", "ratio"])
         XCTAssertEqual((try component("State", in: spec)["anyOf"] as? [[String: String]])?.count, 2)
         // The counter's pulse.
         let pulse = try component("CounterPulse", in: spec)

@@ -6,7 +6,7 @@ import XCTest
 /// served by a real server: the bugs users hit with theirs.
 final class FormReactor: Reactor {
     enum Action: Decodable {
-        case setCount(Int), setNote(String?), setLimits([Int]), setSmall(UInt8)
+        case setCount(Int), setNote(String?), setLimits([Int]), setSmall(UInt8), setRatio(Float)
 
         init(from decoder: any Decoder) throws {
             let fields = try ActionFields(from: decoder)
@@ -15,7 +15,8 @@ final class FormReactor: Reactor {
             case "setNote": self = .setNote(try fields.decodeIfPresent("note"))
             case "setLimits": self = .setLimits(try fields.decode("limits"))
             case "setSmall": self = .setSmall(try fields.decode("small"))
-            default: throw fields.unknownType(expected: ["setCount", "setNote", "setLimits", "setSmall"])
+            case "setRatio": self = .setRatio(try fields.decode("ratio"))
+            default: throw fields.unknownType(expected: ["setCount", "setNote", "setLimits", "setSmall", "setRatio"])
             }
         }
     }
@@ -26,6 +27,7 @@ final class FormReactor: Reactor {
         var note: String?
         var limits: [Int] = []
         var small: UInt8 = 0
+        var ratio: Float = 0
     }
 
     let initialState = State()
@@ -37,6 +39,7 @@ final class FormReactor: Reactor {
         case let .setNote(note): state.note = note
         case let .setLimits(limits): state.limits = limits
         case let .setSmall(small): state.small = small
+        case let .setRatio(ratio): state.ratio = ratio
         }
         return state
     }
@@ -73,6 +76,14 @@ final class UserReactorTests: XCTestCase {
         assertProblem(
             try fixture.send(session, #"{"type":"setSmall","small":256}"#), 422,
             mentions: ["action.small", "UInt8"])
+        // A number Float cannot hold: JSON all the same, so 422 (JSONDecoder calls it "not valid JSON").
+        for route in ["/action", "/sessions/\(session)/actions"] {
+            let body = #"{"type":"setRatio","ratio":1e300}"#
+            assertProblem(
+                try fixture.client.request(
+                    "POST", route, body: route == "/action" ? #"{"session":"\#(session)","action":\#(body)}"# : body),
+                422, mentions: ["does not fit"])
+        }
         // Not JSON at all is still 400.
         assertProblem(try fixture.send(session, #"{"type":"setCount","count":1.}"#), 400, mentions: ["JSON"])
         // What JSONDecoder takes as an integer still works, and nothing above changed the state.

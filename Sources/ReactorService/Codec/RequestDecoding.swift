@@ -67,11 +67,13 @@ enum RequestDecoding {
     {
         do throws(RequestError) {
             return try decodeWithFoundation(T.self, from: body, with: decoder)
-        } catch .malformed(let detail) {
-            // The body parsed (a mismatch is only met while decoding parsed JSON), so Foundation's
-            // pathless "not valid JSON" is about that number: 422 naming its field, not 400.
-            guard let mismatch else { throw .malformed(detail) }
-            throw .invalid(describe(mismatch))
+        } catch .malformed {
+            // The body's syntax was checked before (`refuse`), so Foundation's pathless "not valid
+            // JSON" is about a value: a number that does not fit its field (JSONDecoder names
+            // neither). 422, naming the field when the fast decoder met the number.
+            throw .invalid(
+                mismatch.map(describe)
+                    ?? "a value in the request body does not fit the type of its field (a number out of its range?)")
         }
     }
 
