@@ -94,6 +94,19 @@ final class IdempotencyTests: XCTestCase {
         XCTAssertEqual(try count(client, session), 1)
     }
 
+    /// A body of whitespace alone is not the empty body (which opens the default kind): its
+    /// repeat under the empty one's key is another request, not that answer replayed.
+    func testWhitespaceAloneIsNotTheEmptyBody() throws {
+        let server = try start()
+        let client = HTTPClient(port: server.port)
+        let created = try client.request("POST", "/sessions", headers: ["Idempotency-Key": "e"])
+        XCTAssertEqual(created.status, 201, created.text)
+        let blank = try client.request("POST", "/sessions", body: " \n", headers: ["Idempotency-Key": "e"])
+        XCTAssertEqual(blank.status, 422, blank.text)
+        XCTAssertNil(blank.header("Idempotent-Replayed"))
+        assertReplay(try client.request("POST", "/sessions", headers: ["Idempotency-Key": "e"]), of: created)
+    }
+
     func testAMalformedKeyIs400NamingTheHeader() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)

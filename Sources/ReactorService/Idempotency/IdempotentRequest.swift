@@ -109,7 +109,10 @@ struct IdempotentRequest: Sendable {
         text.append(UInt8(ascii: "\n"))
         text.append(contentsOf: session.utf8)
         text.append(UInt8(ascii: "\n"))
+        let bodyStart = text.count
         JSONWhitespace.appendStripped(body, to: &text)
+        // Whitespace alone is no JSON (400), unlike an empty body (a route's defaults): another request.
+        if text.count == bodyStart && !body.isEmpty { text.append(UInt8(ascii: " ")) }
         let digest = hexadecimal(SHA256.digest(text).prefix(16))
         let isFresh = isFreshForward(request, isForwarders: isForwarders)
         return .key(
