@@ -132,7 +132,49 @@ final class CommitWaitTests: XCTestCase {
     func testManySessionsChangesAreWrittenInTransactionsOfBoundedSize() {
         _ = changeTaken(count: 1)  // the journal held in this commit while the others queue
         let count = Journal.sessionsPerTransaction * 2 + 10
-        let hubs = (0..<count).map { index in
+        let hubs = manySessionsChanged(count)
+        let answered = Locked(false)
+        let startedWhenAnswered = Locked(0)
+        let store = self.store!
+        journal.whenCommitted { _ in
+            startedWhenAnswered.update { $0 = store.commitsStarted }
+            answered.update { $0 = true }
+        }
+        store.allowForever()
+        XCTAssertTrue(waitUntil(timeout: 5) { answered.value })
+        XCTAssertEqual(startedWhenAnswered.value, 4, "answered after the batch's last transaction")
+        let batches = store.batches.dropFirst()
+        XCTAssertEqual(batches.map(\.count), [Journal.sessionsPerTransaction, Journal.sessionsPerTransaction, 10])
+        XCTAssertEqual(batches.flatMap { $0 }, hubs.indices.map { "m\($0)" }, "every change, in order")
+        let committed = Locked(0)
+        for hub in hubs {
+            hub.whenCommitted(through: hub.latest.mark) { if $0 == nil { committed.update { $0 += 1 } } }
+        }
+        XCTAssertTrue(waitUntil(timeout: 5) { committed.value == count })
+    }
+
+    /// A batch whose first transaction fails is not tried further (a stalled store would cost
+    /// each its timeout) and fails whole: every change in it, and a user change carried in its
+    /// last, are answered failed, as when the batch was one transaction.
+    func testABatchFailsWholeAtItsFirstFailedTransaction() {
+        _ = changeTaken(count: 1)
+        let hubs = manySessionsChanged(Journal.sessionsPerTransaction + 10)
+        let userWrite = Locked<StoreError??>(.none)
+        journal.write([.user(Array(#"{"id":"u"}"#.utf8))]) { failure in userWrite.update { $0 = .some(failure) } }
+        store.allow(succeeding: true)  // the held commit
+        XCTAssertTrue(store.waitForCommitsStarted(2), "the batch's first transaction")
+        store.allow(succeeding: false)
+        XCTAssertTrue(waitUntil(timeout: 5) { userWrite.value != nil }, "answered")
+        XCTAssertNotNil(userWrite.value ?? nil, "the user change was in a transaction never tried")
+        XCTAssertEqual(store.commitsStarted, 2, "nothing tried after the failure")
+        let failed = Locked(0)
+        for hub in hubs { hub.whenCommitted(through: hub.latest.mark) { if $0 != nil { failed.update { $0 += 1 } } } }
+        XCTAssertTrue(waitUntil(timeout: 5) { failed.value == hubs.count }, "\(failed.value) of \(hubs.count) failed")
+    }
+
+    /// `count` sessions, each with a change queued.
+    private func manySessionsChanged(_ count: Int) -> [EventHub] {
+        (0..<count).map { index in
             let id = "m\(index)"
             let stored = StoredSession(
                 id: id, kind: "counter", stateJSON: Array(#"{"count":0}"#.utf8), version: 0, createdAt: 0,
@@ -143,18 +185,6 @@ final class CommitWaitTests: XCTestCase {
             hub.publish(EncodedState(json: Array(#"{"count":1}"#.utf8), pulses: []))
             return hub
         }
-        let answered = Locked(false)
-        journal.whenCommitted { _ in answered.update { $0 = true } }
-        store.allowForever()
-        XCTAssertTrue(waitUntil(timeout: 5) { answered.value })
-        let batches = store.batches.dropFirst()
-        XCTAssertEqual(batches.map(\.count), [Journal.sessionsPerTransaction, Journal.sessionsPerTransaction, 10])
-        XCTAssertEqual(batches.flatMap { $0 }, hubs.indices.map { "m\($0)" }, "every change, in order")
-        let committed = Locked(0)
-        for hub in hubs {
-            hub.whenCommitted(through: hub.latest.mark) { if $0 == nil { committed.update { $0 += 1 } } }
-        }
-        XCTAssertTrue(waitUntil(timeout: 5) { committed.value == count })
     }
 
     /// A new session whose state changes before the journal takes its first write (the global

@@ -37,8 +37,9 @@ final class Journal: Sendable {
     private struct Queue {
         var dirty: [any Journaled] = []
         var changes: [StoreChange] = []
-        /// Each with the session its change is about, when it wrote one (a delete).
-        var completions: [(session: String?, completion: Completion)] = []
+        /// Each with the session its change is about, when it wrote one (a delete), and whether it
+        /// waits for everything queued before it (`whenCommitted`) or for its own changes (`write`).
+        var completions: [Waiter] = []
         var stopping = false
         var stopped = false
 
@@ -70,8 +71,9 @@ final class Journal: Sendable {
         }
     }
 
-    /// Writes `changes` after the sessions' pending changes, all in the same transaction, then
-    /// calls `completion` with nil once they are durable, or with the reason they are not.
+    /// Writes `changes` after the sessions' pending changes (in the transaction of the last of
+    /// them, or the only one), then calls `completion` with nil once they are durable, or with
+    /// the reason they are not.
     func write(_ changes: [StoreChange], then completion: @escaping Completion) {
         submit(changes, completion)
     }
@@ -97,7 +99,7 @@ final class Journal: Sendable {
         let stopped = queue.withLock { queue in
             if queue.stopped { return true }
             queue.changes += submitted
-            queue.completions.append((session, completion))
+            queue.completions.append(Waiter(session: session, waitsForAll: submitted.isEmpty, completion: completion))
             changed.signal()
             return false
         }
@@ -126,7 +128,7 @@ final class Journal: Sendable {
 
     private func commit(
         _ entries: [any Journaled], _ explicit: [StoreChange],
-        _ waiting: [(session: String?, completion: Completion)]
+        _ waiting: [Waiter]
     ) {
         // A second reactor of a session already in the batch (in a cluster: one let go as its
         // lease lapsed, one claimed since) is committed in a transaction after it: the store
@@ -145,8 +147,8 @@ final class Journal: Sendable {
             rounds[round].append((entry, write))
         }
         // Each round in transactions of at most `sessionsPerTransaction` sessions, the first
-        // round's last carrying the explicit changes after the sessions' own writes: a delete is
-        // never undone by a later transaction of the batch.
+        // round's last carrying the explicit changes after the sessions' own writes. (A later
+        // round's write of a session deleted there is refused by the store: its row is gone.)
         var transactions: [(round: Int, writes: ArraySlice<(entry: any Journaled, write: SessionWrite)>)] = []
         for (index, round) in rounds.enumerated() {
             var start = 0
@@ -157,8 +159,16 @@ final class Journal: Sendable {
             } while start < round.count
         }
         let carrying = transactions.lastIndex { $0.round == 0 } ?? 0
-        let outcomes = transactions.enumerated().map { index, transaction in
-            commit(transaction.writes.map { .session($0.write) } + (index == carrying ? explicit : []))
+        var outcomes: [Outcome] = []
+        outcomes.reserveCapacity(transactions.count)
+        for (index, transaction) in transactions.enumerated() {
+            // After a failure the rest is not tried: a stalled store would cost each its timeout,
+            // and a batch fails as a whole, as one transaction did.
+            if let failed = outcomes.last?.failure {
+                outcomes.append(Outcome(failure: failed))
+                continue
+            }
+            outcomes.append(commit(transaction.writes.map { .session($0.write) } + (index == carrying ? explicit : [])))
         }
         let failure = outcomes.lazy.compactMap(\.failure).first
         let refusedInFirstRound = outcomes[...carrying].reduce(into: Set<String>()) { $0.formUnion($1.refused) }
@@ -173,10 +183,20 @@ final class Journal: Sendable {
                     }
                 }
             }
-            // Answered after every transaction: each waits for all that was queued before it.
+            // Answered after every transaction: a `write` by the one that carried its changes (and
+            // every one before it), a `whenCommitted` by all that was queued before it.
             let firstRound = Outcome(refused: refusedInFirstRound)
-            for (session, completion) in waiting { completion(failure ?? firstRound.failure(of: session)) }
+            for waiter in waiting {
+                let failed = waiter.waitsForAll ? failure : outcomes[carrying].failure
+                waiter.completion(failed ?? firstRound.failure(of: waiter.session))
+            }
         }
+    }
+
+    private struct Waiter {
+        let session: String?
+        let waitsForAll: Bool
+        let completion: Completion
     }
 
     /// One transaction's outcome: its failure, or the sessions whose changes the store refused.
