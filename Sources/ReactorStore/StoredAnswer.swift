@@ -3,7 +3,8 @@
 /// A class: it goes from the request's thread through the session's write to the journal's, and
 /// a copy of eight counted fields at each step cost more than the answer's own making.
 package final class StoredAnswer: Sendable, Equatable {
-    /// Whose key it is: the caller's subject, or "" without authentication.
+    /// Whose key it is: the caller's subject, "" without authentication, or the admins' own
+    /// (ReactorService's `IdempotentRequest.scope`).
     package let scope: String
     package let key: String
     /// What the request was (a digest of its method, route, session and body): a repeat with

@@ -5,6 +5,11 @@ import XCTest
 /// A reactor shaped like users' own (synthesized Codable, optional fields, integer fields),
 /// served by a real server: the bugs users hit with theirs.
 final class FormReactor: Reactor {
+    /// An error of the reactor's own, thrown while decoding an action.
+    struct Refusal: Error, CustomStringConvertible {
+        var description: String { "this form refuses that action" }
+    }
+
     enum Action: Decodable {
         case setCount(Int), setNote(String?), setLimits([Int]), setSmall(UInt8), setRatio(Float)
 
@@ -16,6 +21,7 @@ final class FormReactor: Reactor {
             case "setLimits": self = .setLimits(try fields.decode("limits"))
             case "setSmall": self = .setSmall(try fields.decode("small"))
             case "setRatio": self = .setRatio(try fields.decode("ratio"))
+            case "refuse": throw Refusal()
             default: throw fields.unknownType(expected: ["setCount", "setNote", "setLimits", "setSmall", "setRatio"])
             }
         }
@@ -84,6 +90,9 @@ final class UserReactorTests: XCTestCase {
                     "POST", route, body: route == "/action" ? #"{"session":"\#(session)","action":\#(body)}"# : body),
                 422, mentions: ["does not fit"])
         }
+        // The reactor's own decoding error, in its words.
+        assertProblem(
+            try fixture.send(session, #"{"type":"refuse"}"#), 422, mentions: ["this form refuses that action"])
         // Not JSON at all is still 400.
         assertProblem(try fixture.send(session, #"{"type":"setCount","count":1.}"#), 400, mentions: ["JSON"])
         // What JSONDecoder takes as an integer still works, and nothing above changed the state.

@@ -69,8 +69,8 @@ enum RequestDecoding {
             return try decodeWithFoundation(T.self, from: body, with: decoder)
         } catch .malformed {
             // The body's syntax was checked before (`refuse`), so Foundation's pathless "not valid
-            // JSON" is about a value: a number that does not fit its field (JSONDecoder names
-            // neither). 422, naming the field when the fast decoder met the number.
+            // JSON" (its only `.malformed`) is about a value: a number that does not fit its field
+            // (JSONDecoder names neither). 422, naming the field when the fast decoder met the number.
             throw .invalid(
                 mismatch.map(describe)
                     ?? "a value in the request body does not fit the type of its field (a number out of its range?)")
@@ -99,7 +99,8 @@ enum RequestDecoding {
         } catch let error as DecodingError {
             throw describe(error, body: body)
         } catch {
-            throw .malformed("request body is not valid JSON: \(error)")
+            // The decoded type's own error (a reactor's `init(from:)`), on JSON that parsed: its words.
+            throw .invalid("\(error)")
         }
     }
 
