@@ -7,7 +7,7 @@ public final class Responder: Sendable {
     let exchange: DeferredExchange
     private struct Extras {
         var headers = HTTPHeaders()
-        var onRespond: (@Sendable (Response) -> Void)?
+        var onRespond: (@Sendable (Reply) -> Void)?
     }
 
     /// Set before the responder is handed on, read when it answers (on another thread).
@@ -20,8 +20,8 @@ public final class Responder: Sendable {
     }
 
     /// Sees the answer as it is given (on the answering thread), e.g. for an access log or
-    /// request metrics; set before the responder is handed on.
-    public var onRespond: (@Sendable (Response) -> Void)? {
+    /// request metrics: a response, or an event stream; set before the responder is handed on.
+    public var onRespond: (@Sendable (Reply) -> Void)? {
         get { extras.withLock { $0.onRespond } }
         set { extras.withLock { $0.onRespond = newValue } }
     }
@@ -32,18 +32,18 @@ public final class Responder: Sendable {
         var response = response
         let extras = self.extras.current
         for (name, value) in extras.headers { response.headers.add(name, value) }
-        extras.onRespond?(response)
+        extras.onRespond?(.response(response))
         exchange.answer(response)
     }
 
     /// Answers with an event stream, as `Reply.eventStream` does: for a handler that learns on
     /// another thread that a stream is its answer. The stream is opened, and `open` runs, on
-    /// libmicrohttpd's thread (the connection is its to set up); `onRespond` sees a 200.
+    /// libmicrohttpd's thread (the connection is its to set up); `onRespond` sees the stream.
     public func respond(eventStreamWith headers: HTTPHeaders, open: @escaping @Sendable (EventStream) -> Void) {
         var headers = headers
         let extras = self.extras.current
         for (name, value) in extras.headers { headers.add(name, value) }
-        extras.onRespond?(Response(status: 200, headers: headers))
+        extras.onRespond?(.eventStream(headers: headers, open: open))
         exchange.answer(eventStreamWith: headers, open: open)
     }
 

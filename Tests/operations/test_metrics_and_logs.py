@@ -228,6 +228,34 @@ def test_json_log_has_access_and_lifecycle_lines(server):
     assert stopped["fields"]["sessions_in_memory"] == "1"  # kept in the store, not ended
 
 
+def test_a_stream_that_loads_its_session_is_logged_as_a_stream():
+    """A stream of a session unloaded to the store is answered after its load (the deferred
+    path): its access line says `stream=open`, as a stream of a loaded session's does."""
+    server = Server("--unload-after", "0.3")
+    try:
+        status, body = server.request("POST", "/sessions", "{}")
+        session = json.loads(body)["session"]
+        deadline = time.monotonic() + 10
+        while json.loads(server.request("GET", "/healthz")[1]).get("loaded_sessions") != 0:
+            assert time.monotonic() < deadline, "the session was not unloaded"
+            time.sleep(0.1)
+        for _ in range(2):  # the first loads it, the second finds it loaded
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as stream:
+                stream.sendall(f"GET /sessions/{session}/events HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+                assert b"event: state" in stream.recv(4096)
+        assert server.stop() == 0
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
+    records = [json.loads(line) for line in server.lines if line.strip()]
+    streams = [r["fields"] for r in records
+               if r.get("fields", {}).get("log") == "access" and r["fields"]["route"] == "/sessions/{id}/events"]
+    assert len(streams) == 2, streams
+    for fields in streams:
+        assert fields["status"] == "200" and fields.get("stream") == "open" and "bytes" not in fields, fields
+
+
 def test_the_text_log_keeps_a_line_break_in_logged_text_on_its_line():
     """The text log writes what clients and admins send (a user's id) escaped: a line break
     in it cannot forge a line of its own, nor a NUL make the log binary."""

@@ -34,10 +34,8 @@ struct RouteTable {
             if case let .deferred(work) = reply {
                 // Answered later (after the store's commit): observed when the answer is given.
                 return .deferred { responder in
-                    responder.onRespond = { response in
-                        observer.observe(
-                            request, .response(response),
-                            nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
+                    responder.onRespond = { answer in
+                        observer.observe(request, answer, nanoseconds: DispatchTime.now().uptimeNanoseconds &- start)
                     }
                     work(responder)
                 }
