@@ -196,4 +196,35 @@ final class PreconditionTests: XCTestCase {
             try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-Match": #""1""#]).status, 204)
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
     }
+
+    /// RFC 9110 §13.1: a server that receives a precondition on the session evaluates it.
+    /// `If-None-Match` on a DELETE: `*` never holds (the session exists), a tag not while the
+    /// session is at its version; `If-Match` on a GET: 412 once the version moved on.
+    func testIfNoneMatchOnDeleteAndIfMatchOnReadAreEvaluated() throws {
+        let session = try fixture.createSession()
+        XCTAssertEqual(try act(session, ifMatch: nil).status, 200)
+        let any = try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-None-Match": "*"])
+        assertProblem(any, 412, mentions: ["If-None-Match"])
+        XCTAssertEqual(any.object["version"] as? Int, 1)
+        assertProblem(
+            try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-None-Match": #""0", "1""#]),
+            412, mentions: ["version 1"])
+        assertProblem(
+            try fixture.client.request(
+                "DELETE", "/sessions/\(session)", headers: ["If-Match": #""1""#, "If-None-Match": #""1""#]),
+            412, mentions: ["If-None-Match"])
+
+        let stale = try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-Match": #""0""#])
+        assertProblem(stale, 412, mentions: ["version 1"])
+        XCTAssertEqual((stale.object["state"] as? [String: Any])?["count"] as? Int, 1)
+        let read = try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-Match": #""1""#])
+        XCTAssertEqual(read.status, 200, read.text)
+        XCTAssertEqual(
+            try fixture.client.request("GET", "/sessions/\(session)", headers: ["If-Match": "x"]).status, 400)
+
+        XCTAssertEqual(
+            try fixture.client.request("DELETE", "/sessions/\(session)", headers: ["If-None-Match": #""0""#]).status,
+            204)
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
+    }
 }

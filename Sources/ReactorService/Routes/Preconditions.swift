@@ -7,15 +7,32 @@ import MicroHTTP
 /// client already has that version of that representation.
 enum Preconditions {
     /// What an `If-Match` or `If-None-Match` field asks for.
-    enum Condition: Equatable {
+    enum Condition: Equatable, Sendable {
         /// `*`: the session exists.
         case any
         /// One of these tags; `weakLeftOut`: `If-Match` also had weak ones, which never match.
         case tags([Tag], weakLeftOut: Bool = false)
+        /// `If-None-Match`'s on a change: holds while the other does not (`*`: never, the
+        /// session existing).
+        indirect case not(Condition)
+        /// `If-Match` and `If-None-Match` both.
+        indirect case both(Condition, Condition)
+    }
+
+    /// A DELETE's condition: its `If-Match`, its `If-None-Match`, both, or nil. Throws the 400
+    /// of a field that cannot be read.
+    static func conditionOnDelete(of request: Request) throws(PreconditionError) -> Condition? {
+        let ifMatch = try condition("If-Match", of: request)
+        let ifNoneMatch = try condition("If-None-Match", of: request).map(Condition.not)
+        switch (ifMatch, ifNoneMatch) {
+        case let (both?, other?): return .both(both, other)
+        case let (one?, nil), let (nil, one?): return one
+        case (nil, nil): return nil
+        }
     }
 
     /// An entity tag read: the version, and the mark of the view it came from (nil: the whole state).
-    struct Tag: Equatable {
+    struct Tag: Equatable, Sendable {
         let version: UInt64
         let view: UInt64?
     }
@@ -116,6 +133,8 @@ enum Preconditions {
         switch condition {
         case .any: return true
         case let .tags(tags, _): return tags.contains { $0.version == version }
+        case let .not(other): return !holds(other, at: version)
+        case let .both(first, second): return holds(first, at: version) && holds(second, at: version)
         }
     }
 
@@ -125,6 +144,19 @@ enum Preconditions {
         switch condition {
         case .any: return true
         case let .tags(tags, _): return tags.contains(Tag(version: version, view: view.map(viewMark)))
+        case .not, .both: return false  // made for changes only (`conditionOnDelete`)
+        }
+    }
+
+    private static func whyNot(_ condition: Condition?, at version: UInt64) -> String {
+        switch condition {
+        case let .both(first, second)?: return whyNot(holds(first, at: version) ? second : first, at: version)
+        case .not(.any)?: return "If-None-Match: * holds only while the session does not exist, and it does"
+        case .not?: return "If-None-Match: the session is at version \(version), which the field names"
+        case .tags([], weakLeftOut: true)?:
+            return "If-Match: a weak tag (W/\"...\") never matches (RFC 9110, 13.1.1); send the ETag as it "
+                + "came, without W/ (the session is at version \(version) now)"
+        default: return "If-Match: the session is at version \(version) now; read it, and try again on that version"
         }
     }
 
@@ -135,17 +167,12 @@ enum Preconditions {
         Response(status: 304, headers: HTTPHeaders([("ETag", current.headers["ETag"] ?? "")]), body: current.body)
     }
 
-    /// 412: the session moved on, or `condition` had only weak tags (which a proxy may have made
-    /// of the ETag); the problem document carries where it stands now.
+    /// 412: `condition` does not hold for the session as it is now (it moved on; or `If-Match` had
+    /// only weak tags, which a proxy may have made of the ETag; or `If-None-Match` names its
+    /// version); the problem document carries where it stands.
     static func failed(_ snapshot: EventHub.Snapshot, condition: Condition?) -> Response {
         var json = Array(#"{"type":"about:blank","title":"Precondition Failed","status":412,"detail":"#.utf8)
-        let weakOnly = condition == .tags([], weakLeftOut: true)
-        StateJSONEncoder.appendString(
-            weakOnly
-                ? "If-Match: a weak tag (W/\"...\") never matches (RFC 9110, 13.1.1); send the ETag as it "
-                    + "came, without W/ (the session is at version \(snapshot.version) now)"
-                : "If-Match: the session is at version \(snapshot.version) now; "
-                    + "read it, and try again on that version", into: &json)
+        StateJSONEncoder.appendString(whyNot(condition, at: snapshot.version), into: &json)
         json.append(contentsOf: #","version":"#.utf8)
         StateJSONEncoder.appendUnsigned(snapshot.version, into: &json)
         json.append(contentsOf: #","state":"#.utf8)

@@ -30,8 +30,10 @@ extension RouteTable {
         case let .failure(refusal): return .response(refusal.response)
         }
         let ifNoneMatch: Preconditions.Condition?
+        let ifMatch: Preconditions.Condition?
         do throws(PreconditionError) {
             ifNoneMatch = try Preconditions.condition("If-None-Match", of: request)
+            ifMatch = try Preconditions.condition("If-Match", of: request)
         } catch {
             return .response(error.response)
         }
@@ -54,6 +56,9 @@ extension RouteTable {
             // A write that failed leaves the committed state, which is still the answer.
             return Self.answer(afterCommitOf: session.hub, context) { _ in
                 let snapshot = session.hub.snapshot
+                if let ifMatch, !Preconditions.holds(ifMatch, at: snapshot.version) {
+                    return Preconditions.failed(snapshot, condition: ifMatch)
+                }
                 let current = SessionJSON.response(of: session, snapshot, view: view)
                 if let ifNoneMatch, Preconditions.holds(ifNoneMatch, at: snapshot.version, view: view) {
                     return Preconditions.notModified(current)
@@ -79,7 +84,7 @@ extension RouteTable {
         }
         let ifMatch: Preconditions.Condition?
         do throws(PreconditionError) {
-            ifMatch = try Preconditions.condition("If-Match", of: request)
+            ifMatch = try Preconditions.conditionOnDelete(of: request)
         } catch {
             return .response(error.response)
         }
