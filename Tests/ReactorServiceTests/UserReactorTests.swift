@@ -22,6 +22,8 @@ final class FormReactor: Reactor {
             case "setSmall": self = .setSmall(try fields.decode("small"))
             case "setRatio": self = .setRatio(try fields.decode("ratio"))
             case "refuse": throw Refusal()
+            case "corrupt":
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "the form is torn"))
             default: throw fields.unknownType(expected: ["setCount", "setNote", "setLimits", "setSmall", "setRatio"])
             }
         }
@@ -93,6 +95,8 @@ final class UserReactorTests: XCTestCase {
         // The reactor's own decoding error, in its words.
         assertProblem(
             try fixture.send(session, #"{"type":"refuse"}"#), 422, mentions: ["this form refuses that action"])
+        let torn = try fixture.client.request("POST", "/sessions/\(session)/actions", body: #"{"type":"corrupt"}"#)
+        assertProblem(torn, 422, mentions: ["the form is torn"])
         // Not JSON at all is still 400.
         assertProblem(try fixture.send(session, #"{"type":"setCount","count":1.}"#), 400, mentions: ["JSON"])
         // What JSONDecoder takes as an integer still works, and nothing above changed the state.

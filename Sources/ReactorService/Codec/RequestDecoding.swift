@@ -115,7 +115,12 @@ enum RequestDecoding {
             let what = context.codingPath.isEmpty ? "the request body" : "field '\(path(context.codingPath))'"
             return .invalid("\(what) must be \(describe(type)), not null")
         case let .dataCorrupted(context):
-            if context.codingPath.isEmpty {
+            // JSONDecoder's own "not valid JSON" (FoundationEssentials' without its parser's error),
+            // not a decoded type's `dataCorruptedError` at the top (an action that is the whole body).
+            if context.codingPath.isEmpty
+                && (context.underlyingError != nil
+                    || context.debugDescription.hasPrefix("The given data was not valid JSON"))
+            {
                 #if canImport(FoundationEssentials)
                 // FoundationEssentials' JSONDecoder names no position.
                 let reason: String? = nil
@@ -124,6 +129,7 @@ enum RequestDecoding {
                 #endif
                 return .malformed("request body is not valid JSON" + (reason.map { ": \($0)" } ?? ""))
             }
+            if context.codingPath.isEmpty { return .invalid(context.debugDescription) }
             return .invalid("field '\(path(context.codingPath))': \(context.debugDescription)")
         @unknown default:
             return .invalid("\(error)")

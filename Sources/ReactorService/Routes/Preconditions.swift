@@ -152,7 +152,7 @@ enum Preconditions {
         switch condition {
         case let .both(first, second)?: return whyNot(holds(first, at: version) ? second : first, at: version)
         case .not(.any)?: return "If-None-Match: * holds only while the session does not exist, and it does"
-        case .not?: return "If-None-Match: the session is at version \(version), which the field names"
+        case .not?: return "If-None-Match named the version the session was at (it is at version \(version) now)"
         case .tags([], weakLeftOut: true)?:
             return "If-Match: a weak tag (W/\"...\") never matches (RFC 9110, 13.1.1); send the ETag as it "
                 + "came, without W/ (the session is at version \(version) now)"

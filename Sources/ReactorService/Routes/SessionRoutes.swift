@@ -143,8 +143,8 @@ extension RouteTable {
     /// DELETE of a stored session that cannot be restored: its row goes, so that it need not
     /// wait for its TTL (nor hold a place in its owner's quota). It stays, answering
     /// `unrestorable` (409), when what the request asks cannot be checked: the owner of a
-    /// damaged row (with authentication on), or a version in `If-Match` (its state does not
-    /// decode; `*` holds: it exists).
+    /// damaged row (with authentication on), or a version in `If-Match` or any `If-None-Match`
+    /// (its state does not decode; `If-Match: *` holds: it exists).
     private static func deleteUnrestorable(
         _ request: Request, _ principal: Principal?, _ id: String, owner: StoredOwner,
         ifMatch: Preconditions.Condition?, ticket: IdempotencyLedger.Ticket?, unrestorable: Response,
