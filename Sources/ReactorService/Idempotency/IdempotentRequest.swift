@@ -44,12 +44,12 @@ struct IdempotentRequest: Sendable {
         case .setUser, .clearUser: return adminScope
         case .action, .createSession, .deleteSession, .fork:
             guard let subject = principal?.subject else { return "" }
-            return subject.utf8.first == reservedMark ? "\u{1}" + subject : subject
+            return subject.utf8.first == reservedMark.utf8.first ? reservedMark + subject : subject
         }
     }
 
-    private static let reservedMark = UInt8(1)
-    private static let adminScope = "\u{1}admins"
+    private static let reservedMark = "\u{1}"
+    private static let adminScope = reservedMark + "admins"
 
     /// What a request says of its key.
     enum Reading {
