@@ -60,11 +60,12 @@ public final class ReactorServer: Sendable {
     ) {
         let token = configuration.adminToken ?? Self.randomToken()
         let context = ServiceContext(configuration: configuration, adminToken: token, logger: logger)
-        context.routes.withLock { $0 = RouteTable(context: context).router }
+        let routes = RouteTable(context: context)
+        context.routes.withLock { $0 = routes.handlers }
         self.context = context
         http = HTTPServer(
             configuration: Self.httpConfiguration(configuration, context: context, logger: logger),
-            router: context.routes.current)
+            router: routes.router)
     }
 
     /// Adds a reactor kind. `make` builds one reactor per session and is handed the global

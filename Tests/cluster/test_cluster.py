@@ -1,6 +1,7 @@
 """Cluster mode against a real PostgreSQL and three real reactord processes: any node serves
 any session, one state and one history per session, the global user once per change on every
 node, and what kill -9, SIGSTOP and a stopped database look like to clients."""
+import http.client
 import json
 import os
 import random
@@ -582,6 +583,39 @@ def test_a_node_stopped_with_sigterm_gives_its_sessions_back_at_once(cluster):
     assert status == 200 and json.loads(body)["state"]["count"] == 2, body
     assert time.monotonic() - began < LEASE
     assert cluster.node_holding(session) is other
+
+
+def test_a_forward_retried_on_the_forwarding_node_is_answered_and_counted_once(postgres):
+    """The holder stopped after the other node learnt of it: that node's forward finds nobody and
+    it serves the request itself. The client's answer is the route's once: one CORS field (a
+    browser refuses two) and one request in its /metrics."""
+    origin = "https://app.example"
+    cluster = Cluster(postgres, 2, "--cors-origins", origin)
+    try:
+        leaving, other = cluster.nodes
+        session = leaving.create()
+        assert other.act(session, {"type": "increase"})[0] == 200   # forwarded: `other` remembers its holder
+        leaving.process.terminate()
+        assert leaving.process.wait(timeout=15) == 0
+        before = requests_counted(other, "POST", "/action")
+        connection = http.client.HTTPConnection("127.0.0.1", other.port, timeout=15)
+        connection.request("POST", "/action", json.dumps({"session": session, "action": {"type": "increase"}}),
+                           {"Origin": origin, "Content-Type": "application/json"})
+        response = connection.getresponse()
+        body = response.read().decode()
+        connection.close()
+        assert response.status == 200 and json.loads(body)["state"]["count"] == 2, body
+        assert response.headers.get_all("Access-Control-Allow-Origin") == [origin]
+        assert requests_counted(other, "POST", "/action") == before + 1
+    finally:
+        cluster.close()
+
+
+def requests_counted(node, method, route):
+    """The node's `reactord_http_requests_total` for one route, over its status classes."""
+    prefix = f'reactord_http_requests_total{{method="{method}",route="{route}",'
+    text = node.request("GET", "/metrics")[1]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
 
 
 def test_an_unloaded_session_gives_its_lease_back_and_any_node_takes_it(postgres):

@@ -11,6 +11,9 @@ import Foundation
 /// pattern, answers CORS preflights, and marks its replies for allowed origins.
 struct RouteTable {
     private(set) var router = Router()
+    /// The same routes without that wrapping: for a request a route hands back to them
+    /// (Forwarding's retry), which its first route already times, logs and marks.
+    private(set) var handlers = Router()
     let context: ServiceContext
     private var methodsByPattern: [(pattern: String, methods: [HTTPMethod])] = []
 
@@ -28,6 +31,7 @@ struct RouteTable {
     mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping Handler) {
         let observer = RequestObserver(context: context, method: method, route: pattern)
         let cors = context.cors
+        handlers.add(method, pattern, handler)
         router.add(method, pattern) { request in
             let start = DispatchTime.now().uptimeNanoseconds
             let reply = cors.apply(to: handler(request), for: request)
