@@ -116,6 +116,21 @@ final class AccessLineFormatTests: XCTestCase {
         }
     }
 
+    /// Only the answers of POST /sessions and POST /action name the session the request made or
+    /// acted on: a page of `GET /sessions` names many, and the line none of them.
+    func testAListOfSessionsIsNotTakenForTheRequestsSession() {
+        let page = Array(#"{"sessions":[{"session":"\#(Self.session)","reactor":"counter"}],"next":null}"#.utf8)
+        let request = Request(method: .GET, path: "/sessions", query: ["limit": "1"])
+        for format in [LogFormat.text, .json] {
+            for line in [
+                directLine(format, base: [:], request, "/sessions", .response(Response(status: 200, body: page)), 0),
+                referenceLine(format, base: [:], request, "/sessions", .response(Response(status: 200, body: page)), 0),
+            ] {
+                XCTAssertFalse(line.contains(Self.session), line)
+            }
+        }
+    }
+
     /// The server's own handler takes the direct way; another handler (a test's capture, one
     /// with a metadata provider) keeps swift-log's.
     func testOnlyTheBufferedHandlerWithoutAProviderWritesDirectly() {

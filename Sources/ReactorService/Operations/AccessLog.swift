@@ -56,7 +56,7 @@ struct AccessLog: Sendable {
         case let .response(response):
             fields["status"] = .stringConvertible(response.status)
             fields["bytes"] = .stringConvertible(Self.bodyBytes(of: response))
-            if session == nil { session = Self.sessionID(in: response.body) }
+            if session == nil, Self.answerNamesSession(request) { session = Self.sessionID(in: response.body) }
         case .eventStream:
             fields["status"] = "200"
             fields["stream"] = "open"
@@ -80,7 +80,7 @@ struct AccessLog: Sendable {
         case let .response(response):
             line.status = .code(response.status)
             line.bytes = Self.bodyBytes(of: response)
-            if line.session == nil, let range = Self.sessionRange(in: response.body) {
+            if line.session == nil, Self.answerNamesSession(request), let range = Self.sessionRange(in: response.body) {
                 line.session = .utf8(response.body[range])  // no String made: the line copies the bytes
             }
         case .eventStream:
@@ -150,6 +150,10 @@ struct AccessLog: Sendable {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// A POST without a session in its path (`POST /sessions`, `POST /action`) is about the one
+    /// its answer names; any other answer naming sessions (a page of `GET /sessions`) lists them.
+    private static func answerNamesSession(_ request: Request) -> Bool { request.method == .POST }
 
     /// The session a JSON reply is about: the service writes `"session":"…"` among the first
     /// members of every session document (POST /sessions, POST /action), so a short scan finds it.
