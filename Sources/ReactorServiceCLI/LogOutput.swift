@@ -179,7 +179,7 @@ struct BufferedStandardError: TextOutputStream, Sendable {
         LogOutput.standardError.write(line)
     }
 
-    /// `\n`, `\r`, and `\u{XX}` for the other control characters; a final newline stays.
+    /// `\n`, `\r`, `\t`, and `\u{XX}` for the other control characters; a final newline stays.
     static func escapingControls(_ line: [UInt8]) -> [UInt8] {
         let ending = line.last == UInt8(ascii: "\n") ? 1 : 0
         var out: [UInt8] = []
@@ -188,6 +188,7 @@ struct BufferedStandardError: TextOutputStream, Sendable {
             switch byte {
             case UInt8(ascii: "\n"): out += Array("\\n".utf8)
             case UInt8(ascii: "\r"): out += Array("\\r".utf8)
+            case UInt8(ascii: "\t"): out += Array("\\t".utf8)
             case _ where isControl(byte): out += Array("\\u{\(String(byte, radix: 16, uppercase: true))}".utf8)
             default: out.append(byte)
             }
@@ -195,10 +196,9 @@ struct BufferedStandardError: TextOutputStream, Sendable {
         return out + line.suffix(ending)
     }
 
-    /// A C0 control character but tab, or DEL (UTF-8's other bytes are 0x80 and up).
-    private static func isControl(_ byte: UInt8) -> Bool {
-        (byte < 0x20 && byte != UInt8(ascii: "\t")) || byte == 0x7F
-    }
+    /// A C0 control character, tab included (it would split a field for tools that read the
+    /// line by whitespace), or DEL (UTF-8's other bytes are 0x80 and up).
+    private static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
 }
 
 #if canImport(Glibc)

@@ -277,7 +277,7 @@ def test_the_text_log_keeps_a_line_break_in_logged_text_on_its_line():
         wait_until_healthy(SimpleNamespace(
             process=process, output=output, request=lambda *args, **options: request(port, *args, **options)))
         forged = "2026-11-28T03:00:00+0000 critical reactord: FORGED"
-        status, body, _ = request(port, "PUT", "/user", {"id": "evil\r\n" + forged + "\u0000\u001b[31m", "name": "n"},
+        status, body, _ = request(port, "PUT", "/user", {"id": "evil\r\n" + forged + "\u0000\u001b[31m\t", "name": "n"},
                                   headers={"Authorization": "Bearer ops-test"})
         assert status == 200, body
         process.terminate()
@@ -286,11 +286,11 @@ def test_the_text_log_keeps_a_line_break_in_logged_text_on_its_line():
         if process.poll() is None:
             process.kill()
     stderr = output()
-    assert b"\0" not in stderr and b"\x1b" not in stderr and b"\r" not in stderr
+    assert b"\0" not in stderr and b"\x1b" not in stderr and b"\r" not in stderr and b"\t" not in stderr
     lines = stderr.decode().splitlines()
     assert not [line for line in lines if line.startswith(forged)]
     [user_line] = [line for line in lines if "current user set" in line]
-    assert "evil\\r\\n" + forged + "\\u{0}\\u{1B}[31m" in user_line
+    assert "evil\\r\\n" + forged + "\\u{0}\\u{1B}[31m\\t" in user_line
 
 
 def test_access_log_off():
