@@ -234,7 +234,7 @@ public struct ServerOptions: ParsableArguments {
             try seconds(streamMaxAge, "stream-max-age", environment, .from(0, "from 0 to 1e9"))
             ?? configuration.streamMaxAge
         configuration.connectionTimeout =
-            try seconds(connectionTimeout, "connection-timeout", environment, .from(1, "from 1 to 1e9"))
+            try seconds(connectionTimeout, "connection-timeout", environment, .above(0, "above 0, up to 1e9"))
             ?? configuration.connectionTimeout
         let origins: String? = try corsOrigins ?? environment.value("REACTORD_CORS_ORIGINS")
         configuration.corsOrigins = try (origins?.split(separator: ",") ?? []).map { $0.trimmingWhitespace() }

@@ -201,10 +201,13 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(outcome.output.contains("--threads must be from 1 to 256"), outcome.output)
     }
 
-    /// `--connection-timeout` takes decimals, as every time does, rounded up to whole seconds.
+    /// `--connection-timeout` takes decimals, as every time does, rounded up to whole seconds:
+    /// half a second is one.
     func testAConnectionTimeoutWithDecimalsServes() throws {
-        let server = try ReactordProcess(arguments: ["--connection-timeout", "1.5"])
-        XCTAssertEqual(try HTTPClient(port: server.port).request("GET", "/healthz").status, 200)
+        for value in ["1.5", "0.5"] {
+            let server = try ReactordProcess(arguments: ["--connection-timeout", value])
+            XCTAssertEqual(try HTTPClient(port: server.port).request("GET", "/healthz").status, 200, value)
+        }
     }
 
     func testLogLevelMessageListsTheLevels() throws {
