@@ -101,7 +101,7 @@ class Server:
         status, headers, body = self.request("POST", "/sessions", {"reactor": reactor}, bearer)
         return status, headers, (json.loads(body) if body else None)
 
-    def open_stream(self, session, bearer=None, query_token=None):
+    def open_stream(self, session, bearer=None, query_token=None, last_event_id=None):
         """Opens the event stream: (status, headers, response); the response is left open when 200."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         path = f"/sessions/{session}/events"
@@ -109,6 +109,8 @@ class Server:
             path += "?" + urllib.parse.urlencode({"access_token": query_token})
             TOKENS_SEEN.add(query_token)
         headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
         if bearer:
             TOKENS_SEEN.add(bearer)
         connection.request("GET", path, headers=headers)
@@ -372,6 +374,19 @@ def test_a_stream_ends_with_token_expired_at_exp(hs_server):
     status, _, stream = hs_server.open_stream(session, bearer=token("alice"))
     assert status == 200
     stream.close()
+
+
+def test_a_token_expired_end_that_is_the_streams_first_event_carries_retry(hs_server):
+    """A resume that missed nothing has no event to send until the token expires: its `end` is
+    the first event, and carries `retry:` as every first event does (wire-contract.md)."""
+    alice = token("alice")
+    session = hs_server.create(alice)[2]["session"]
+    status, _, stream = hs_server.open_stream(session, bearer=token("alice", lifetime=2), last_event_id=0)
+    assert status == 200
+    lines = stream.read().decode().split("\n")   # to its end: the stream closes after `end`
+    stream.close()
+    events = [line for line in lines if line and not line.startswith(":")]
+    assert events == ["retry: 3000", "event: end", 'data: {"reason":"token-expired"}'], lines
 
 
 # --- quotas and limits -------------------------------------------------------------------------

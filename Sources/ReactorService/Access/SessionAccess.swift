@@ -233,13 +233,18 @@ final class SessionAccess: Sendable {
 
     // MARK: event streams
 
-    /// Ends `stream` with `event: end` (reason `token-expired`) at the token's `exp`, so the
-    /// client fetches a new token and resumes with Last-Event-ID.
-    func endAtExpiry(_ stream: EventStream, of principal: Principal?) {
+    /// Ends `stream` of `hub` with `event: end` (reason `token-expired`) at the token's `exp`,
+    /// so the client fetches a new token and resumes with Last-Event-ID.
+    func endAtExpiry(_ stream: EventStream, of hub: EventHub, for principal: Principal?) {
         guard let principal, let expiry = principal.claims["exp"]?.number else { return }
         let seconds = max(0, min(expiry - WallClock.now, 1e9))
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak stream] in
-            stream?.close(finalFrame: EventFrames.end(reason: "token-expired"))
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak stream, weak hub] in
+            guard let stream else { return }
+            if let hub {
+                hub.end(stream, reason: "token-expired")
+            } else {
+                stream.close(finalFrame: EventFrames.end(reason: "token-expired"))
+            }
         }
     }
 

@@ -41,6 +41,9 @@ final class EventHub: Sendable {
         var lastFiltered: [UInt8]?
         /// The `retry:` line, until it goes out in front of the stream's first event.
         var retry: Frame?
+
+        /// `end`, behind the `retry:` line when it is the stream's first event, as any first event is.
+        func lastFrame(_ end: Frame) -> Frame { retry.map { Frame($0.bytes + end.bytes) } ?? end }
     }
 
     /// What is to be done to a stream once the lock is released.
@@ -450,6 +453,18 @@ final class EventHub: Sendable {
         if ended > 0 { metrics.subscribers.decrement(by: Double(ended)) }
     }
 
+    /// Ends one stream with `event: end` (its token expired), behind what is queued for it. One
+    /// this hub no longer has (its session let go of it) is closed as it is.
+    func end(_ stream: EventStream, reason: String) {
+        let end = EventFrames.end(reason: reason)
+        let removed: Bool = locked { state in
+            guard let subscriber = state.subscribers.removeValue(forKey: ObjectIdentifier(stream)) else { return false }
+            state.outbox.append(.close(stream, final: subscriber.lastFrame(end)))
+            return true
+        }
+        if removed { metrics.subscribers.decrement() } else { stream.close(finalFrame: end) }
+    }
+
     private func unsubscribe(_ key: ObjectIdentifier) {
         let removed: Bool = locked { state in
             state.used()
@@ -584,9 +599,7 @@ extension EventHub.State {
     /// when there is one; returns how many there were.
     fileprivate mutating func closeSubscribers(final: Frame?) -> Int {
         for subscriber in subscribers.values {
-            // An `end` that is the stream's first event carries the `retry:` line, as any first event does.
-            let final = final.map { final in subscriber.retry.map { Frame($0.bytes + final.bytes) } ?? final }
-            outbox.append(.close(subscriber.stream, final: final))
+            outbox.append(.close(subscriber.stream, final: final.map(subscriber.lastFrame)))
         }
         defer { subscribers.removeAll() }
         return subscribers.count

@@ -50,7 +50,10 @@ final class ServiceMetrics: Sendable {
             name: "reactord_session_unloads_total", help: unloads, labels: [("reason", "memory")])
         subscribers = registry.makeGauge(name: "reactord_subscribers", help: "Event-stream subscribers connected now.")
         eventsDelivered = registry.makeCounter(
-            name: "reactord_events_delivered_total", help: "Events queued on subscriber streams.")
+            name: "reactord_events_delivered_total",
+            help:
+                "Live events queued on subscriber streams, one per stream (a stream's first state, resumed events and ends are not counted)."
+        )
         slowConsumersDropped = registry.makeCounter(
             name: "reactord_slow_consumers_dropped_total",
             help: "Event streams closed because their client read too slowly (queue over its limit).")

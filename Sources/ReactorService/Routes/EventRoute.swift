@@ -58,7 +58,7 @@ extension RouteTable {
         let access = context.access
         @Sendable func started(_ stream: EventStream) {
             slowConsumers.watch(stream, kind: source.kind)
-            access.endAtExpiry(stream, of: principal)
+            access.endAtExpiry(stream, of: source.hub, for: principal)
             // A plain close, no `event: end`: an EventSource reconnects and resumes.
             if maxAge > 0 {
                 DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
