@@ -433,6 +433,23 @@ class ActionLogTests: XCTestCase {
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/x").status, 400)
     }
 
+    /// With no history kept only the current version is known: an older one is a 404 naming it,
+    /// never the current state under the older version's number.
+    func testWithoutHistoryOnlyTheCurrentVersionIsAnswered() throws {
+        let fixture = try start { $0.historyLength = 0 }
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        for _ in 0..<3 { try act(fixture, session, #"{"type":"add","amount":1}"#) }
+        for version in 0..<3 {
+            let old = try fixture.client.request("GET", "/sessions/\(session)/states/\(version)")
+            XCTAssertEqual(old.status, 404, "version \(version): \(old.text)")
+            XCTAssertEqual(old.object["oldestVersion"] as? Int, 3, old.text)
+        }
+        let current = try fixture.client.request("GET", "/sessions/\(session)/states/3")
+        XCTAssertEqual(current.status, 200, current.text)
+        XCTAssertEqual((current.object["state"] as? [String: Any])?["total"] as? Int, 3)
+    }
+
     /// What the decoders allow the log keeps as the action it is: a body after a byte order mark,
     /// POST /action's `action` member written with escapes (it logged the whole body), and a retry
     /// of either under its key through the other route is the same request, replayed.

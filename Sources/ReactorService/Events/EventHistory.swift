@@ -30,28 +30,35 @@ struct EventHistory {
     private var start = 0
     let capacity: Int
 
-    /// The state just before the oldest event held (the latest state while none is held), when
-    /// known: what a stream that resumes from there had, for a filtered stream's first compare.
-    private var stateBeforeOldest: [UInt8]?
+    /// The state just before the oldest event held (the latest state while none is held), and
+    /// its version, when known: what a stream that resumes from there had, for a filtered
+    /// stream's first compare.
+    private var stateBeforeOldest: (seq: UInt64, json: [UInt8])?
 
     init(capacity: Int) { self.capacity = max(0, capacity) }
 
-    /// The state the session goes live with, before any event is held.
-    mutating func begin(with stateJSON: [UInt8]) {
-        if events.isEmpty { stateBeforeOldest = stateJSON }
+    /// The state the session goes live with, at `seq`, before any event is held.
+    mutating func begin(with stateJSON: [UInt8], at seq: UInt64) {
+        if events.isEmpty { stateBeforeOldest = (seq, stateJSON) }
     }
 
     mutating func append(_ event: RecordedEvent) {
-        guard capacity > 0 else {
-            if case let .state(json) = event.kind { stateBeforeOldest = json }
-            return
-        }
+        guard capacity > 0 else { return passOver(event) }
         if events.count < capacity {
             events.append(event)
         } else {
-            if case let .state(json) = events[start].kind { stateBeforeOldest = json }
+            passOver(events[start])
             events[start] = event
             start = (start + 1) % capacity
+        }
+    }
+
+    /// `event` is no longer held: the state before the oldest is the one at its version (a
+    /// pulse leaves the state as it was).
+    private mutating func passOver(_ event: RecordedEvent) {
+        switch event.kind {
+        case let .state(json): stateBeforeOldest = (event.seq, json)
+        case .pulse: stateBeforeOldest = stateBeforeOldest.map { (event.seq, $0.json) }
         }
     }
 
@@ -68,16 +75,16 @@ struct EventHistory {
         for event in ordered.reversed() where event.seq <= seq {
             if case let .state(json) = event.kind { return json }
         }
-        if let oldest = oldestSeq, seq + 1 < oldest { return nil }
-        return stateBeforeOldest
+        guard let before = stateBeforeOldest, seq >= before.seq else { return nil }
+        return before.json
     }
 
     private var oldestSeq: UInt64? { events.isEmpty ? nil : events[start].seq }
 
     /// The oldest version whose state `stateJSON(atOrBefore:)` knows, when any event is held.
     var oldestKnownState: UInt64? {
-        guard let oldest = oldestSeq else { return nil }
-        if stateBeforeOldest != nil { return oldest - 1 }
+        guard oldestSeq != nil else { return nil }
+        if let before = stateBeforeOldest { return before.seq }
         for event in ordered { if case .state = event.kind { return event.seq } }
         return nil
     }

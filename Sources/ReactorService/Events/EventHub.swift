@@ -151,7 +151,7 @@ final class EventHub: Sendable {
     func goLive() {
         let changedWhileRestoring: [UInt8]? = locked { state in
             state.isLive = true
-            defer { state.history.begin(with: state.stateJSON) }
+            defer { state.history.begin(with: state.stateJSON, at: state.seq) }
             guard let record = state.record, !record.isNew, record.published.json != state.stateJSON else {
                 return nil
             }
