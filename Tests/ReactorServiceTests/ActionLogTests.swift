@@ -433,6 +433,29 @@ class ActionLogTests: XCTestCase {
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/x").status, 400)
     }
 
+    /// An action past 16 KiB of JSON (fields its reactor never reads) is kept as its type and the
+    /// size left out: what one entry costs the store, a page and an export is bounded.
+    func testAnActionPastTheEntryLimitIsLoggedAsItsTypeAndItsSize() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        let large = #"{"type":"add","amount":2,"junk":"\#(String(repeating: "j", count: 20_000))"}"#
+        try act(fixture, session, large)
+        let small = #"{"type":"add","amount":1,"note":"\#(String(repeating: "n", count: 1_000))"}"#
+        try act(fixture, session, small)
+        let entries = try log(fixture, session, count: 2)
+        XCTAssertEqual(entries.count, 2)
+        let first = try XCTUnwrap(entries.first?["action"] as? [String: Any])
+        XCTAssertEqual(first["type"] as? String, "add")
+        XCTAssertEqual(first["omittedBytes"] as? Int, large.utf8.count)
+        XCTAssertEqual(first.count, 2, "the type and the size alone: \(first)")
+        XCTAssertEqual(
+            (entries.last?["action"] as? [String: Any])?["note"] as? String, String(repeating: "n", count: 1_000))
+        let export = try fixture.client.request("GET", "/sessions/\(session)/actions?format=ndjson")
+        XCTAssertEqual(export.status, 200, export.text)
+        XCTAssertLessThan(export.body.count, 4_000, "no entry past the limit")
+    }
+
     /// With no history kept only the current version is known: an older one is a 404 naming it,
     /// never the current state under the older version's number.
     func testWithoutHistoryOnlyTheCurrentVersionIsAnswered() throws {

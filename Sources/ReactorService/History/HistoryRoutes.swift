@@ -63,6 +63,13 @@ extension RouteTable {
                 case let .failure(refusal): return .response(refusal.response)
                 }
                 return Self.answerOffThread(afterCommitOf: session.hub, context) { [after, limit] _ in
+                    guard context.logReads.start() else {
+                        return .problem(
+                            status: 503,
+                            detail: "this node reads \(context.logReads.limit) action logs at once, its most; retry",
+                            headers: HTTPHeaders([("Retry-After", "1")]))
+                    }
+                    defer { context.logReads.finished() }
                     let read = { (after: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] in
                         guard let engine = context.persistence?.engine else {
                             return session.hub.loggedActions(after: after, limit: limit)

@@ -53,7 +53,8 @@ final class SessionActionLog {
         let firstVersion = runningFirstVersion == 0 ? nil : runningFirstVersion
         let version = firstVersion == nil ? version : runningLastVersion
         running = 0
-        let json = sensitive.isEmpty ? Array(source.json) : SensitiveFields.redacting(sensitive, in: source.json)
+        let json = Self.bounded(
+            sensitive.isEmpty ? Array(source.json) : SensitiveFields.redacting(sensitive, in: source.json))
         insert(
             LoggedAction(
                 number: number, cause: .action, firstVersion: firstVersion, version: version, json: json,
@@ -126,6 +127,21 @@ final class SessionActionLog {
     }
 
     private static let trimStep = 64
+
+    /// Bytes of an action's JSON an entry keeps at most. A body may be as large as the body limit
+    /// (1 MiB), most of it fields the reactor never reads: kept whole, a client could fill the disk
+    /// through one session's log, and a page or an export read a gigabyte.
+    static let largestAction = 16 << 10
+
+    /// `json`, or, past `largestAction`, its `type` and `omittedBytes`: the size left out.
+    static func bounded(_ json: [UInt8]) -> [UInt8] {
+        guard json.count > largestAction else { return json }
+        var out = Array(#"{"type":"#.utf8)
+        StateJSONEncoder.appendString(
+            RequestJSONDecoder.TopLevelObject(parsing: json)?.string("type") ?? "", into: &out)
+        out += Array(#","omittedBytes":\#(json.count)}"#.utf8)
+        return out
+    }
 }
 
 /// How much of each session's log is kept, and where.

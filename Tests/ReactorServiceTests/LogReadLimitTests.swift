@@ -1,0 +1,16 @@
+import XCTest
+
+@testable import ReactorService
+
+final class LogReadLimitTests: XCTestCase {
+    /// At most `limit` reads at once; a finished one makes room for the next.
+    func testReadsPastTheLimitWaitForOneToFinish() {
+        let limit = LogReadLimit(limit: 2)
+        XCTAssertTrue(limit.start())
+        XCTAssertTrue(limit.start())
+        XCTAssertFalse(limit.start())
+        limit.finished()
+        XCTAssertTrue(limit.start())
+        XCTAssertFalse(limit.start())
+    }
+}
