@@ -122,8 +122,12 @@ final class ServiceContext: Sendable {
                 currentUser.send(user)
             }
             sessions.setStored(try engine.sessionCount())
-            access.countStoredSessions { owner in
-                Result { () throws(StoreError) in try engine.sessionCount(ownedBy: owner) }
+            if let shared {
+                access.reserveCreations(in: shared.store)
+            } else {
+                access.countStoredSessions { owner in
+                    Result { () throws(StoreError) in try engine.sessionCount(ownedBy: owner) }
+                }
             }
         } catch {
             engine.close()

@@ -40,6 +40,15 @@ package protocol ClusterStore: StoreEngine {
     /// Gives up the leases on `ids` (unloaded or stopping), so another node takes them at once.
     func release(_ ids: [String])
 
+    /// Takes a place for session `id` of `owner` when the owner has fewer than `limit` sessions
+    /// stored or being made, on any node: counted and taken under a lock on the owner, so that
+    /// creations on several nodes at once count each other. The place lasts until
+    /// `releaseCreation` (once the session is stored, or not made), or a minute at most.
+    func reserveCreation(_ id: String, owner: String, limit: Int) throws(StoreError) -> Bool
+
+    /// Gives back `reserveCreation`'s place (best effort: it runs out by itself).
+    func releaseCreation(_ id: String)
+
     /// `id`'s events after `seq`, oldest first, at most `limit`, with its state and version
     /// now; nil when the session is not stored (deleted or expired).
     func events(of id: String, after seq: UInt64, limit: Int) throws(StoreError) -> SessionEvents?

@@ -59,7 +59,7 @@ final class PostgresStoreTests: XCTestCase {
         try opened[0].commit([write("s1", version: 0, isNew: true)], historyLength: 10)
         XCTAssertEqual(try opened[2].sessionCount(), 1)
         let check = try PostgresConnection(uri: dsn, secrets: [])
-        XCTAssertEqual(try check.execute("SELECT version FROM reactord_schema").string(0, 0), "4")
+        XCTAssertEqual(try check.execute("SELECT version FROM reactord_schema").string(0, 0), "5")
         XCTAssertEqual(try check.execute("SELECT count(*) FROM reactord_schema").string(0, 0), "1")
     }
 

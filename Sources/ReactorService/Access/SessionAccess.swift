@@ -27,6 +27,8 @@ final class SessionAccess: Sendable {
     private let verified = VerifiedTokens()
     /// With a durable store: a subject's sessions as the store counts them (set before listening).
     private let storedSessions = Locked<(@Sendable (String) -> Result<Int, StoreError>)?>(nil)
+    /// In a cluster: the shared store, where every node's creations take their places.
+    private let sharedCreations = Locked<(any ClusterStore)?>(nil)
 
     init(configuration: ServiceConfiguration, adminToken: String, metrics: ServiceMetrics, limits: LimitNotices) {
         verification = configuration.jwt
@@ -161,15 +163,22 @@ final class SessionAccess: Sendable {
 
     // MARK: making sessions
 
-    /// A place for one more session of `principal`, or the 429 to answer: the subject's quota
+    /// A place for session `id` of `principal`, or the 429 to answer: the subject's quota
     /// with authentication on, the client address's creation rate without. The ticket must be
     /// settled (`opened` after `ServiceContext.adopt`, or `cancel`).
-    func admitCreation(_ request: Request, for principal: Principal?) -> Result<CreationTicket, Refusal> {
+    func admitCreation(_ request: Request, for principal: Principal?, session id: String) -> Result<
+        CreationTicket, Refusal
+    > {
         if let principal {
             let subject = principal.subject
+            let shared = sharedCreations.current
             let reserved: Bool
             do throws(StoreError) {
-                reserved = try quota.reserve(subject, stored: storedSessions.current)
+                if let shared {
+                    reserved = try shared.reserveCreation(id, owner: subject, limit: quota.limit)
+                } else {
+                    reserved = try quota.reserve(subject, stored: storedSessions.current)
+                }
             } catch {
                 return .failure(Refusal(response: Problems.store(error)))
             }
@@ -183,7 +192,11 @@ final class SessionAccess: Sendable {
                             detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
                             headers: HTTPHeaders([("Retry-After", String(quotaRetryAfter))]))))
             }
-            return .success(CreationTicket(quota: quota, subject: principal.subject, rate: nil, peer: ""))
+            if let shared {
+                return .success(
+                    CreationTicket(quota: nil, subject: subject, rate: nil, peer: "", sharedPlace: (shared, id)))
+            }
+            return .success(CreationTicket(quota: quota, subject: subject, rate: nil, peer: ""))
         }
         let peer = request.client ?? ""  // behind a trusted proxy, the client it forwarded for
         if let createRate, let wait = createRate.take(peer) {
@@ -206,14 +219,26 @@ final class SessionAccess: Sendable {
         fileprivate let subject: String
         fileprivate let rate: CreationRateLimit?
         fileprivate let peer: String
+        /// The place taken in a cluster's store, and the session it is for.
+        fileprivate var sharedPlace: (store: any ClusterStore, id: String)?
 
         /// The session was not made (a full table, say): its place, or its token, is free again.
         func cancel() {
             quota?.release(pending: subject)
             rate?.giveBack(peer)
+            releaseSharedPlace()
         }
         /// The session is made and counted (by `sessionOpened`, or stored): the reservation ends.
-        func opened() { quota?.release(pending: subject) }
+        func opened() {
+            quota?.release(pending: subject)
+            releaseSharedPlace()
+        }
+
+        /// Off the calling thread (the journal's, after a commit): a round trip to the database.
+        private func releaseSharedPlace() {
+            guard let (store, id) = sharedPlace else { return }
+            DispatchQueue.global().async { store.releaseCreation(id) }
+        }
     }
 
     /// Counts each subject's sessions with `count` (a durable store's), from now on.
@@ -221,15 +246,23 @@ final class SessionAccess: Sendable {
         storedSessions.withLock { $0 = count }
     }
 
+    /// Takes each creation's place in `store`, shared by every node of a cluster, from now on.
+    func reserveCreations(in store: any ClusterStore) {
+        sharedCreations.withLock { $0 = store }
+    }
+
     /// A session entered memory: counted for its owner, with the memory store.
     func sessionOpened(_ session: any Session) {
-        if let owner = session.owner, storedSessions.current == nil { quota.opened(owner) }
+        if let owner = session.owner, countsInMemory { quota.opened(owner) }
     }
 
     /// A session left memory: uncounted, with the memory store.
     func sessionEnded(_ session: any Session) {
-        if let owner = session.owner, storedSessions.current == nil { quota.closed(owner) }
+        if let owner = session.owner, countsInMemory { quota.closed(owner) }
     }
+
+    /// The memory store: sessions are counted here as they open and end.
+    private var countsInMemory: Bool { storedSessions.current == nil && sharedCreations.current == nil }
 
     // MARK: event streams
 

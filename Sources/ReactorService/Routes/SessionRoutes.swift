@@ -247,8 +247,10 @@ extension RouteTable {
         ticket: IdempotencyLedger.Ticket?, restoring state: [UInt8]? = nil,
         _ context: ServiceContext
     ) -> Reply {
+        let key = SessionID.make()
+        let id = key.string
         let admission: SessionAccess.CreationTicket
-        switch context.access.admitCreation(request, for: principal) {
+        switch context.access.admitCreation(request, for: principal, session: id) {
         case let .success(admitted): admission = admitted
         case let .failure(refusal): return .response(refusal.response)
         }
@@ -273,8 +275,6 @@ extension RouteTable {
                     detail: "the session table is full (\(context.sessions.capacity) sessions); "
                         + "retry after idle sessions expire", headers: headers))
         }
-        let key = SessionID.make()
-        let id = key.string
         let session: any Session
         let hub = context.makeHub(id: id, kind: kind, owner: principal?.subject)
         // Its first write and the answer kept under the request's key go in one transaction.

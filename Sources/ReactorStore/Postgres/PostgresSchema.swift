@@ -76,6 +76,16 @@ enum PostgresSchema {
         );
         CREATE INDEX reactord_action_log_by_time ON reactord_action_log (time);
         """,
+        // 5: places taken for sessions being made, so that a subject's creations on several nodes
+        // at once count each other (--max-sessions-per-subject); id: the session's.
+        """
+        CREATE TABLE reactord_creations (
+            id text PRIMARY KEY,
+            owner text NOT NULL,
+            until timestamptz NOT NULL
+        );
+        CREATE INDEX reactord_creations_by_owner ON reactord_creations (owner);
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -896,6 +896,43 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
+    package func reserveCreation(_ id: String, owner: String, limit: Int) throws(StoreError) -> Bool {
+        try reading { connection in
+            // The lock first, in a statement of its own: the count that follows takes its snapshot
+            // after the lock is held, so it sees what the owner's last creation took.
+            try connection.execute("BEGIN")
+            do {
+                try connection.execute("SELECT pg_advisory_xact_lock(\(Self.creationLock), hashtext($1))", [owner])
+                // A session stored and its place still taken are one: counted by their id once.
+                let taken = try connection.execute(
+                    """
+                    WITH gone AS (DELETE FROM reactord_creations WHERE owner = $1 AND until < now()),
+                    held AS (
+                        SELECT count(*) AS n FROM (
+                            SELECT id FROM reactord_sessions WHERE owner = $1
+                            UNION SELECT id FROM reactord_creations WHERE owner = $1 AND until >= now()) c)
+                    INSERT INTO reactord_creations (id, owner, until)
+                    SELECT $2, $1, now() + interval '1 minute' FROM held WHERE n < $3
+                    RETURNING 1
+                    """, [owner, id, String(limit)])
+                try connection.execute("COMMIT")
+                return taken.count > 0
+            } catch {
+                if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
+                throw error
+            }
+        }
+    }
+
+    package func releaseCreation(_ id: String) {
+        _ = try? pool.with { connection in
+            try connection.execute("DELETE FROM reactord_creations WHERE id = $1", [id])
+        }
+    }
+
+    /// The advisory locks' first key for creations (the owner's hash is the second): "rctd".
+    private static let creationLock: Int32 = 0x7263_7464
+
     private func releaseInDatabase(_ ids: [String]) {
         if ids.isEmpty { return }
         // Best effort: a lease not released runs out by itself.
