@@ -200,6 +200,7 @@ public final class ReactorServer: Sendable {
                 "host": "\(context.configuration.host)", "port": "\(http.port)",
                 "reactors": "\(context.registry.names.joined(separator: ","))",
                 "access_log": "\(context.configuration.accessLog ? "on" : "off")",
+                "auth": "\(context.access.isAuthenticating ? "jwt" : "off")",
                 "store": "\(context.configuration.store)", "sessions": "\(context.sessions.sessionCount)",
             ].merging(
                 cluster.map { ["node": "\($0.store.nodeID)", "advertise": "\(advertised ?? "")"] } ?? [:]

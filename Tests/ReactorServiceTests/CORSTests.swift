@@ -1,3 +1,4 @@
+import ReactorService
 import XCTest
 
 /// Browsers from other origins: preflights, and the headers that let an allowed origin read
@@ -70,6 +71,20 @@ final class CORSTests: XCTestCase {
             XCTAssertTrue(
                 list(answer.header("Access-Control-Expose-Headers")).isSuperset(of: ["idempotent-replayed", "etag"]))
         }
+    }
+
+    /// A page may read why its token was refused (`error="invalid_token"`), not only the detail.
+    func testTheChallengeOfARefusedTokenIsExposed() throws {
+        let fixture = try ServerFixture { configuration in
+            configuration.corsOrigins = [Self.allowed]
+            configuration.jwt = try? JWTVerification(secret: "a-cors-test-hs256-secret-of-32-bytes+")
+        }
+        defer { fixture.stop() }
+        let refused = try fixture.client.request(
+            "POST", "/sessions", body: "{}", headers: ["Origin": Self.allowed, "Authorization": "Bearer not-a-jwt"])
+        XCTAssertEqual(refused.status, 401, refused.text)
+        XCTAssertNotNil(refused.header("WWW-Authenticate"))
+        XCTAssertTrue(list(refused.header("Access-Control-Expose-Headers")).contains("www-authenticate"))
     }
 
     func testPreflightForEventsAllowsLastEventID() throws {
