@@ -28,6 +28,11 @@ public final class Responder: Sendable {
 
     init(exchange: DeferredExchange) { self.exchange = exchange }
 
+    /// Runs `body` once the request is over: its answer sent whole, or its connection gone. On
+    /// libmicrohttpd's thread: it must not wait. For what an answer holds until the client has
+    /// read it (a place among a limited number of large answers).
+    public func whenComplete(_ body: @escaping @Sendable () -> Void) { exchange.whenComplete(body) }
+
     public func respond(_ response: Response) {
         var response = response
         let extras = self.extras.current
@@ -72,6 +77,7 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
     private var resumePending = false  // answered inside a resume batch: resumed at its end
     private var completed = false
     private var heldSocket: Int32 = -1  // see `endHold`
+    private var onComplete: [@Sendable () -> Void] = []
 
     init(connection: Connection) {
         self.connection = connection
@@ -154,10 +160,22 @@ final class DeferredExchange: PendingResume, @unchecked Sendable {
     /// The request is over (answered, or its connection closed): its socket is no longer held.
     func complete() {
         endHold()
-        lock.withLock {
+        let done = lock.withLock {
             completed = true
             suspended = false
             resumePending = false
+            defer { onComplete = [] }
+            return onComplete
         }
+        for body in done { body() }
+    }
+
+    /// `body` at `complete()`, or now when the request is over already.
+    func whenComplete(_ body: @escaping @Sendable () -> Void) {
+        let now = lock.withLock {
+            if !completed { onComplete.append(body) }
+            return completed
+        }
+        if now { body() }
     }
 }

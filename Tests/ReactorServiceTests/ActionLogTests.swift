@@ -456,6 +456,44 @@ class ActionLogTests: XCTestCase {
         XCTAssertLessThan(export.body.count, 4_000, "no entry past the limit")
     }
 
+    /// A node reads four logs at once, and a read keeps its place until its answer is sent whole:
+    /// four exports their clients do not read (larger than a socket's buffers) make a fifth read
+    /// a 503 with Retry-After, served again once those clients are gone.
+    func testFourUnreadExportsMakeAFifthLogReadWait() throws {
+        try XCTSkipUnless(type(of: self) == ActionLogTests.self, "the limit is the node's, whatever its store")
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        let padded = #"{"type":"add","amount":1,"note":"\#(String(repeating: "n", count: 15_000))"}"#
+        for _ in 0..<600 { try act(fixture, session, padded) }
+        var unread: [TestSocket] = []
+        for _ in 0..<4 {
+            let socket = try TestSocket(port: fixture.port, receiveBuffer: 4_096)
+            try socket.write("GET /sessions/\(session)/actions?format=ndjson HTTP/1.1\r\nHost: x\r\n\r\n")
+            unread.append(socket)
+        }
+        // Each has its answer's head: each took its place (a read races them otherwise).
+        for socket in unread {
+            XCTAssertTrue(String(decoding: try socket.receive(capacity: 12), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        }
+        var busy: TestResponse?
+        for _ in 0..<200 where busy == nil {
+            let answer = try fixture.client.request("GET", "/sessions/\(session)/actions?limit=1")
+            if answer.status == 503 { busy = answer } else { Thread.sleep(forTimeInterval: 0.02) }
+        }
+        let refused = try XCTUnwrap(busy, "a fifth read while four answers are unread")
+        XCTAssertEqual(refused.header("Retry-After"), "1")
+        XCTAssertTrue((refused.object["detail"] as? String ?? "").contains("action logs at once"), refused.text)
+        for socket in unread { socket.reset() }
+        unread = []  // closed: with SO_LINGER 0, a reset
+        var served = false
+        for _ in 0..<250 where !served {
+            served = try fixture.client.request("GET", "/sessions/\(session)/actions?limit=1").status == 200
+            if !served { Thread.sleep(forTimeInterval: 0.02) }
+        }
+        XCTAssertTrue(served, "the places are given back when their connections go")
+    }
+
     /// With no history kept only the current version is known: an older one is a 404 naming it,
     /// never the current state under the older version's number.
     func testWithoutHistoryOnlyTheCurrentVersionIsAnswered() throws {

@@ -3,8 +3,8 @@ import XCTest
 @testable import ReactorService
 
 final class LogReadLimitTests: XCTestCase {
-    /// At most `limit` reads at once; a finished one makes room for the next.
-    func testReadsPastTheLimitWaitForOneToFinish() {
+    /// At most `limit` reads at once: one more is refused, until one finishes.
+    func testReadsPastTheLimitAreRefusedUntilOneFinishes() {
         let limit = LogReadLimit(limit: 2)
         XCTAssertTrue(limit.start())
         XCTAssertTrue(limit.start())

@@ -62,14 +62,7 @@ extension RouteTable {
                 case let .success(found): limit = ndjson ? HistoryJSON.largestPage : found
                 case let .failure(refusal): return .response(refusal.response)
                 }
-                return Self.answerOffThread(afterCommitOf: session.hub, context) { [after, limit] _ in
-                    guard context.logReads.start() else {
-                        return .problem(
-                            status: 503,
-                            detail: "this node reads \(context.logReads.limit) action logs at once, its most; retry",
-                            headers: HTTPHeaders([("Retry-After", "1")]))
-                    }
-                    defer { context.logReads.finished() }
+                let reply = Self.answerOffThread(afterCommitOf: session.hub, context) { [after, limit] _ in
                     let read = { (after: UInt64?, limit: Int) throws(StoreError) -> [LoggedAction] in
                         guard let engine = context.persistence?.engine else {
                             return session.hub.loggedActions(after: after, limit: limit)
@@ -107,6 +100,7 @@ extension RouteTable {
                         return Problems.store(error)
                     }
                 }
+                return Self.limitingLogReads(context, reply)
             }
         }
         addReading(.GET, "/sessions/{id}/states/{version}") { request in
@@ -253,6 +247,24 @@ extension RouteTable {
                             + "\(HistoryJSON.largestPage)")))
         }
         return .success(limit)
+    }
+
+    /// `reply` (a log's page or export, made off this thread) while the node reads fewer than
+    /// `context.logReads.limit` logs, else 503. A read keeps its place until its answer is sent
+    /// whole: an export holds up to 64 MiB until the client has read it.
+    private static func limitingLogReads(_ context: ServiceContext, _ reply: Reply) -> Reply {
+        guard case let .deferred(work) = reply else { return reply }
+        return .deferred { responder in
+            guard context.logReads.start() else {
+                return responder.respond(
+                    .problem(
+                        status: 503,
+                        detail: "this node reads \(context.logReads.limit) action logs at once, its most; retry",
+                        headers: HTTPHeaders([("Retry-After", "1")])))
+            }
+            responder.whenComplete { context.logReads.finished() }
+            work(responder)
+        }
     }
 
     private static func version(_ text: String, named name: String) -> Result<UInt64, Refused> {
