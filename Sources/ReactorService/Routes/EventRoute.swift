@@ -56,9 +56,9 @@ extension RouteTable {
         let maxAge = context.configuration.streamMaxAge.inSeconds
         let slowConsumers = context.slowConsumers
         let access = context.access
-        @Sendable func started(_ stream: EventStream) {
+        @Sendable func started(_ stream: EventStream, on hub: EventHub) {
             slowConsumers.watch(stream, kind: source.kind)
-            access.endAtExpiry(stream, of: source.hub, for: principal)
+            access.endAtExpiry(stream, of: hub, for: principal)
             // A plain close, no `event: end`: an EventSource reconnects and resumes.
             if maxAge > 0 {
                 DispatchQueue.global().asyncAfter(deadline: .now() + maxAge) { [weak stream] in
@@ -70,7 +70,7 @@ extension RouteTable {
             if source.hub.subscribe(
                 stream, lastEventID: lastEventID, filter: streamFilter, retry: retry, reservation: reservation)
             {
-                return started(stream)
+                return started(stream, on: source.hub)
             }
             // Let go since it was found (a lease lost, a commit lost): found again on a thread
             // that may wait for the store; the same resume from the same store, so the stream
@@ -79,7 +79,7 @@ extension RouteTable {
                 for _ in 0..<2 {
                     guard case let .success(again) = Self.streamSource(id, context) else { break }
                     if again.hub.subscribe(stream, lastEventID: lastEventID, filter: streamFilter, retry: retry) {
-                        return started(stream)
+                        return started(stream, on: again.hub)
                     }
                 }
                 // Not found again (a store error, no room): closed as a lost lease closes it, and

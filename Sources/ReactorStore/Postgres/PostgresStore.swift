@@ -899,8 +899,10 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
     package func reserveCreation(_ id: String, owner: String, limit: Int) throws(StoreError) -> Bool {
         try reading { connection in
             // The lock first, in a statement of its own: the count that follows takes its snapshot
-            // after the lock is held, so it sees what the owner's last creation took.
-            try connection.execute("BEGIN")
+            // after the lock is held (read committed, whatever the database's default), so it sees
+            // what the owner's last creation took. A lock not had within 2 s is a 503 to retry,
+            // not a connection of the pool held meanwhile.
+            try connection.execute("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '2s'")
             do {
                 try connection.execute("SELECT pg_advisory_xact_lock(\(Self.creationLock), hashtext($1))", [owner])
                 // A session stored and its place still taken are one: counted by their id once.
