@@ -153,6 +153,15 @@ enum ActionLogChecks {
         XCTAssertEqual(try store.state(of: "s2", at: 0), .found(Array(#"{"count":0}"#.utf8)))
         try store.commit([write("s2", version: 2)], historyLength: 10)
         XCTAssertEqual(try store.state(of: "s2", at: 1), .notRetained(oldest: 2))
+        // A gap a run with --history 0 left (11...13 made, no event written): the states before
+        // it are still known, none in it is the last one before it.
+        let older = (1...10).map { StoredEvent(seq: $0, pulse: nil, json: Array("{\"at\":\($0)}".utf8)) }
+        try store.commit(
+            [write("s3", version: 0, isNew: true), write("s3", version: 10, events: older)], historyLength: 100)
+        try store.commit([write("s3", version: 13)], historyLength: 100)
+        XCTAssertEqual(try store.state(of: "s3", at: 10), .found(Array(#"{"at":10}"#.utf8)))
+        XCTAssertEqual(try store.state(of: "s3", at: 12), .notRetained(oldest: 1))
+        XCTAssertEqual(try store.state(of: "s3", at: 11), .notRetained(oldest: 1))
     }
 
     /// Sessions listed in byte order of their ids, a page at a time.

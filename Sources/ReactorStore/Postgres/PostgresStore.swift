@@ -305,23 +305,28 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
 
     package func state(of session: String, at version: UInt64) throws(StoreError) -> StateAtVersion {
         try reading { connection in
-            // The history is a contiguous tail: the newest state event at or before `version`
-            // is its state; the oldest one kept is what a refusal names.
+            // The newest state event at or before `version` is its state when every event after
+            // it up to `version` is there too (a run with --history 0 writes none, and leaves a
+            // gap after the older ones); the oldest one kept is what a refusal names.
             let rows = try connection.execute(
                 """
-                SELECT s.state, s.version,
+                SELECT s.state, s.version, k.data,
                     CASE WHEN $2::bigint < s.version THEN
-                        (SELECT data FROM reactord_events
-                         WHERE session = $1 AND seq <= $2::bigint AND pulse IS NULL ORDER BY seq DESC LIMIT 1) END,
-                    CASE WHEN $2::bigint < s.version THEN
-                        (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL) END
-                FROM reactord_sessions s WHERE s.id = $1
+                        (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL) END,
+                    (SELECT count(*) FROM reactord_events WHERE session = $1 AND seq > k.seq AND seq <= $2::bigint)
+                        = $2::bigint - k.seq
+                FROM reactord_sessions s
+                LEFT JOIN LATERAL (
+                    SELECT seq, data FROM reactord_events
+                    WHERE $2::bigint < s.version AND session = $1 AND seq <= $2::bigint AND pulse IS NULL
+                    ORDER BY seq DESC LIMIT 1) k ON true
+                WHERE s.id = $1
                 """, [session, String(Int64(clamping: version))])
             guard rows.count > 0 else { return .noSession }
             let current = try storedCount(rows.int64(0, 1) ?? 0, "version")
             if version == current { return .found(rows.bytes(0, 0) ?? []) }
             if version > current { return .notYet(current: current) }
-            if let kept = rows.bytes(0, 2) { return .found(kept) }
+            if let kept = rows.bytes(0, 2), rows.bool(0, 4) { return .found(kept) }
             return .notRetained(
                 oldest: rows.isNull(0, 3) ? current : try storedCount(rows.int64(0, 3) ?? 0, "event id"))
         }

@@ -228,11 +228,17 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
             let current = try storedCount(row.int64(1), "version")
             if version == current { return .found(row.bytes(0)) }
             if version > current { return .notYet(current: current) }
-            // The history is a contiguous tail: the newest state event at or before `version` is its state.
+            // The newest state event at or before `version` is its state when every event after it
+            // up to `version` is there too (a run with --history 0 writes none, and leaves a gap
+            // after the older ones).
             let kept = try connection.statement(
-                "SELECT data FROM events WHERE session = ? AND seq <= ? AND pulse IS NULL ORDER BY seq DESC LIMIT 1")
+                """
+                SELECT data, (SELECT count(*) FROM events WHERE session = ?1 AND seq > k.seq AND seq <= ?2) = ?2 - k.seq
+                FROM (SELECT seq, data FROM events WHERE session = ?1 AND seq <= ?2 AND pulse IS NULL
+                      ORDER BY seq DESC LIMIT 1) k
+                """)
             try kept.bind(.text(session), .integer(Int64(clamping: version)))
-            if try kept.next() { return .found(kept.bytes(0)) }
+            if try kept.next(), kept.int64(1) == 1 { return .found(kept.bytes(0)) }
             let oldest = try connection.statement(
                 "SELECT seq FROM events WHERE session = ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1")
             try oldest.bind(.text(session), .integer(SQLiteActionLog.base))
