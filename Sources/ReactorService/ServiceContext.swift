@@ -38,8 +38,9 @@ final class ServiceContext: Sendable {
     /// Where requests do what may wait (a store's read, a probe of it), off libmicrohttpd's
     /// threads: threads of their own, as many as are waiting (up to 64, the probes apart).
     let waitingWork = WaitingWork()
-    /// The action log's pages and exports read at once (more get 503).
-    let logReads = LogReadLimit(limit: 4)
+    /// The action log's pages and exports read at once (more get 503): a page reads up to 1,000
+    /// entries and an export holds up to 64 MiB, so that many at once would take the memory.
+    let logReads = Places(capacity: 4)
     /// Counts and logs the streams closed for reading too slowly.
     var slowConsumers: SlowConsumers { SlowConsumers(metrics: metrics, logger: logger) }
     /// What `openStore()` sets, before the server listens, and nothing changes after.

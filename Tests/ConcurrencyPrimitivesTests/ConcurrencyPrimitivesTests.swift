@@ -30,6 +30,34 @@ final class ConcurrencyPrimitivesTests: XCTestCase {
         var count = 0
     }
 
+    /// At most `capacity` places taken: one more is refused until one is given back; many
+    /// threads taking and giving back leave none taken.
+    func testPlacesAreRefusedPastTheCapacityUntilOneIsGivenBack() throws {
+        let places = Places(capacity: 2)
+        XCTAssertTrue(places.take())
+        XCTAssertTrue(places.take())
+        XCTAssertFalse(places.take())
+        places.giveBack()
+        XCTAssertTrue(places.take())
+        XCTAssertFalse(places.take())
+        places.giveBack(2)
+        XCTAssertEqual(places.taken, 0)
+        let done = Locked(0)
+        let finished = Condition()
+        for _ in 0..<4 {
+            try PlatformThread.detached {
+                for _ in 0..<1_000 where places.take() { places.giveBack() }
+                done.withLock { $0 += 1 }
+                finished.broadcast()
+            }
+        }
+        let all = done.withLock(waitingOn: finished, until: { $0 == 4 }, deadline: .after(seconds: 30)) { _, ready in
+            ready
+        }
+        XCTAssertTrue(all)
+        XCTAssertEqual(places.taken, 0)
+    }
+
     func testGuardedHoldsANonSendableObjectForManyThreads() throws {
         let tally = Guarded(Tally())
         let threads = 4

@@ -250,19 +250,19 @@ extension RouteTable {
     }
 
     /// `reply` (a log's page or export, made off this thread) while the node reads fewer than
-    /// `context.logReads.limit` logs, else 503. A read keeps its place until its answer is sent
+    /// `context.logReads.capacity` logs, else 503. A read keeps its place until its answer is sent
     /// whole: an export holds up to 64 MiB until the client has read it.
     private static func limitingLogReads(_ context: ServiceContext, _ reply: Reply) -> Reply {
         guard case let .deferred(work) = reply else { return reply }
         return .deferred { responder in
-            guard context.logReads.start() else {
+            guard context.logReads.take() else {
                 return responder.respond(
                     .problem(
                         status: 503,
-                        detail: "this node reads \(context.logReads.limit) action logs at once, its most; retry",
+                        detail: "this node reads \(context.logReads.capacity) action logs at once, its most; retry",
                         headers: HTTPHeaders([("Retry-After", "1")])))
             }
-            responder.whenComplete { context.logReads.finished() }
+            responder.whenComplete { context.logReads.giveBack() }
             work(responder)
         }
     }

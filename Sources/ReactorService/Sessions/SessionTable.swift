@@ -7,21 +7,21 @@ import ConcurrencyPrimitives
 final class SessionTable: Sendable {
     private static let shardCount = 16
     private let shards: [Locked<[SessionKey: any Session]>]
-    private let loadedCount = Locked(0)
+    private let inMemory: Places
     /// Nil until `setStored` (sessions are not stored: the memory store).
     private let storedCount = Locked<Int?>(nil)
-    let capacity: Int
+    var capacity: Int { inMemory.capacity }
     let storedCapacity: Int
 
     init(capacity: Int, storedCapacity: Int) {
-        self.capacity = capacity
+        inMemory = Places(capacity: capacity)
         self.storedCapacity = storedCapacity
         shards = (0..<Self.shardCount).map { _ in Locked([:]) }
     }
 
     /// The sessions there are: stored with a durable store, else loaded.
-    var sessionCount: Int { storedCount.current ?? loadedCount.current }
-    var loadedSessionCount: Int { loadedCount.current }
+    var sessionCount: Int { storedCount.current ?? inMemory.taken }
+    var loadedSessionCount: Int { inMemory.taken }
     var storedSessionCount: Int? { storedCount.current }
 
     /// The stored count as the store has it now; from the first call on, sessions are stored (a
@@ -29,16 +29,10 @@ final class SessionTable: Sendable {
     func setStored(_ stored: Int) { storedCount.withLock { $0 = stored } }
 
     /// Claims a place in memory for a new or loaded session; `false` when every place is taken.
-    func reserve() -> Bool {
-        loadedCount.withLock { count in
-            guard count < capacity else { return false }
-            count += 1
-            return true
-        }
-    }
+    func reserve() -> Bool { inMemory.take() }
 
     /// Gives back a place claimed with `reserve()` that was not used.
-    func cancelReservation() { loadedCount.withLock { $0 -= 1 } }
+    func cancelReservation() { inMemory.giveBack() }
 
     /// Claims a place in the store for a new session; `false` when it holds `storedCapacity`.
     func reserveStored() -> Bool {
@@ -68,7 +62,7 @@ final class SessionTable: Sendable {
     func remove(_ id: String) -> (any Session)? {
         guard let key = SessionKey(id) else { return nil }
         let removed = shard(key).withLock { $0.removeValue(forKey: key) }
-        if removed != nil { loadedCount.withLock { $0 -= 1 } }
+        if removed != nil { inMemory.giveBack() }
         return removed
     }
 
@@ -80,7 +74,7 @@ final class SessionTable: Sendable {
             sessions[session.key] = nil
             return true
         }
-        if removed { loadedCount.withLock { $0 -= 1 } }
+        if removed { inMemory.giveBack() }
         return removed
     }
 
@@ -122,7 +116,7 @@ final class SessionTable: Sendable {
             sessions[session.key] = nil
             return true
         }
-        if removed { loadedCount.withLock { $0 -= 1 } }
+        if removed { inMemory.giveBack() }
         return removed
     }
 
@@ -155,7 +149,7 @@ final class SessionTable: Sendable {
                 return leaving
             }
         }
-        if !removed.isEmpty { loadedCount.withLock { $0 -= removed.count } }
+        if !removed.isEmpty { inMemory.giveBack(removed.count) }
         return removed
     }
 
