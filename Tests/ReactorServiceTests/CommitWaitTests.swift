@@ -45,6 +45,19 @@ final class CommitWaitTests: XCTestCase {
         return outcome
     }
 
+    /// A write that does not end (a frozen volume) makes the store's probe fail, though its reads
+    /// still answer; once the write ends the store is ready again.
+    func testAWriteThatDoesNotEndMakesTheStoreNotReady() {
+        let probe = StoreProbe(engine: store) { [journal] in journal?.writeInProgressFor }
+        XCTAssertNil(probe.unreachableReason())
+        _ = changeTaken(count: 1)
+        Thread.sleep(forTimeInterval: StoreProbe.longestWrite + 0.3)
+        let reason = probe.unreachableReason()
+        XCTAssertTrue(reason?.contains("has not finished a write") == true, String(describing: reason))
+        store.allow(succeeding: true)
+        XCTAssertTrue(waitUntil(timeout: 5) { probe.unreachableReason() == nil }, "ready once the write ended")
+    }
+
     /// A change whose write committed is answered as stored, though the next write (queued behind
     /// it when the request asked) fails: it was answered 507, and a retry applied it twice.
     func testAChangeWhoseWriteCommittedIsStoredThoughTheNextWriteFails() {

@@ -46,6 +46,11 @@ final class Journal: Sendable {
         var isEmpty: Bool { dirty.isEmpty && changes.isEmpty && completions.isEmpty }
     }
     private let queue = Locked(Queue())
+    /// When the write in progress started (`ProcessClock`); nil between writes.
+    private let writeStarted = Locked<Double?>(nil)
+
+    /// Seconds the write in progress has taken so far; nil between writes.
+    var writeInProgressFor: Double? { writeStarted.current.map { ProcessClock.now - $0 } }
     /// Signalled, under `queue`'s lock, when work arrives, a stop is asked for, or the thread ends.
     private let changed = Condition()
     private let failures: StoreFailureLog
@@ -215,11 +220,13 @@ final class Journal: Sendable {
     private func commit(_ batch: [StoreChange]) -> Outcome {
         var outcome = Outcome()
         if batch.isEmpty { return outcome }
+        writeStarted.withLock { $0 = ProcessClock.now }
         do throws(StoreError) {
             outcome.refused = try engine.commit(batch, historyLength: historyLength, actionLogLength: actionLogLength)
         } catch {
             outcome.failure = error
         }
+        writeStarted.withLock { $0 = nil }
         if let failure = outcome.failure { failures.failed(failure, "to commit") } else { failures.succeeded() }
         return outcome
     }

@@ -87,12 +87,13 @@ final class Persistence: Sendable {
 
     init(engine: any StoreEngine, historyLength: Int, actionLogLength: Int = 0, logger: Logger) {
         self.engine = engine
-        probe = StoreProbe(engine: engine)
         self.historyLength = historyLength
         failures = StoreFailureLog(logger: logger)
-        journal = Journal(
+        let journal = Journal(
             engine: engine, historyLength: historyLength, actionLogLength: actionLogLength,
             failures: failures)
+        self.journal = journal
+        probe = StoreProbe(engine: engine) { journal.writeInProgressFor }
     }
 
     /// The session `key` from the store, loaded into `context.sessions`; the loaded one if

@@ -19,14 +19,24 @@ final class StoreProbe: Sendable {
     private let engine: any StoreEngine
     /// Seconds a probe waits for the check.
     private let limit: Int
+    /// Seconds the journal's write in progress has taken so far (nil: none runs).
+    private let writeInProgressFor: @Sendable () -> Double?
 
-    init(engine: any StoreEngine, limit: Int = 1) {
+    /// A write running longer than this is a store that stopped taking writes (a frozen volume),
+    /// which its reads, served from its cache, do not show.
+    static let longestWrite = 2.0
+
+    init(engine: any StoreEngine, limit: Int = 1, writeInProgressFor: @escaping @Sendable () -> Double? = { nil }) {
         self.engine = engine
         self.limit = limit
+        self.writeInProgressFor = writeInProgressFor
     }
 
     /// nil when the store answered a one-row read, else why not: within about `limit` seconds.
     func unreachableReason() -> String? {
+        if let seconds = writeInProgressFor(), seconds > Self.longestWrite {
+            return "the store has not finished a write for \(Int(seconds)) s"
+        }
         let (awaited, start) = state.withLock { state in
             defer { state.running = true }
             return (state.finished + 1, !state.running)
