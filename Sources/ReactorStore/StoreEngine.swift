@@ -11,6 +11,10 @@ package protocol StoreEngine: AnyObject, Sendable, ActionLogReading {
     /// The global user's JSON, or nil when none is set.
     func loadUser() throws(StoreError) -> [UInt8]?
 
+    /// Why the store can no longer be used, found without a read (its file moved or deleted
+    /// while open); nil when nothing is known wrong.
+    func fileProblem() -> String?
+
     /// How many sessions the store holds.
     func sessionCount() throws(StoreError) -> Int
 
@@ -44,6 +48,8 @@ package protocol StoreEngine: AnyObject, Sendable, ActionLogReading {
 }
 
 extension StoreEngine {
+    package func fileProblem() -> String? { nil }
+
     /// A commit that keeps no action log.
     @discardableResult
     package func commit(_ changes: [StoreChange], historyLength: Int) throws(StoreError) -> Set<String> {

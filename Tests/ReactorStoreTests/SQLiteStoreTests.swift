@@ -51,6 +51,30 @@ final class SQLiteStoreTests: XCTestCase {
 
     /// A session's activity as it leaves memory moves its stored time only later, and writes
     /// nothing for a session that is gone.
+    /// The file moved, deleted or replaced while the store has it open: a commit into it would be
+    /// lost to every restart, so it fails, naming what happened, and so does the probe's check.
+    func testACommitFailsOnceTheFileIsNoLongerAtItsPath() throws {
+        for change in ["moved", "deleted", "replaced"] {
+            let path = folder.appendingPathComponent("\(change).sqlite").path
+            let store = try SQLiteStore(path: path)
+            defer { store.close() }
+            try store.commit([write("s", version: 0, isNew: true)], historyLength: 10)
+            XCTAssertNil(store.fileProblem())
+            switch change {
+            case "moved": try FileManager.default.moveItem(atPath: path, toPath: path + ".old")
+            case "deleted": try FileManager.default.removeItem(atPath: path)
+            default:
+                try FileManager.default.moveItem(atPath: path, toPath: path + ".old")
+                FileManager.default.createFile(atPath: path, contents: Data())
+            }
+            let problem = try XCTUnwrap(store.fileProblem(), change)
+            XCTAssertTrue(problem.contains(path), problem)
+            XCTAssertThrowsError(try store.commit([write("s", version: 1)], historyLength: 10), change) { error in
+                guard case .unavailable = error as? StoreError else { return XCTFail("\(error)") }
+            }
+        }
+    }
+
     func testActivityMovesTheStoredTimeOnlyLater() throws {
         let store = try SQLiteStore(path: folder.appendingPathComponent("t.sqlite").path)
         defer { store.close() }

@@ -34,6 +34,7 @@ final class StoreProbe: Sendable {
 
     /// nil when the store answered a one-row read, else why not: within about `limit` seconds.
     func unreachableReason() -> String? {
+        if let problem = engine.fileProblem() { return problem }
         if let seconds = writeInProgressFor(), seconds > Self.longestWrite {
             return "the store has not finished a write for \(Int(seconds)) s"
         }

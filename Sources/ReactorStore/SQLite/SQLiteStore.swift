@@ -162,6 +162,8 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
         writeLock.lock()
         defer { writeLock.unlock() }
         guard let writer else { throw .unavailable("the store is closed", cause: path) }
+        // Written into a file no longer at its path, a change is lost to every restart.
+        if let problem = fileProblem() { throw .unavailable(problem, cause: path) }
         var kept: Set<String> = []
         var gone: Set<String> = []  // written to after its delete: nothing of it is kept
         do {
@@ -445,6 +447,20 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
             return .damaged("the store's file is damaged", cause: "\(error)")
         }
         return .unavailable("the store failed", cause: "\(error)")
+    }
+
+    /// Whether the file open (and locked) is still the one at `path`: an operator may have moved
+    /// or deleted it, or its folder, while the server ran.
+    package func fileProblem() -> String? {
+        var open = stat()
+        var named = stat()
+        guard fstat(lockFile, &open) == 0 else { return nil }  // closed
+        if open.st_nlink == 0 { return "the store's file \(path) was deleted while in use" }
+        guard stat(path, &named) == 0 else { return "the store's file \(path) was moved or deleted while in use" }
+        guard named.st_dev == open.st_dev, named.st_ino == open.st_ino else {
+            return "the store's file \(path) was replaced by another while in use"
+        }
+        return nil
     }
 
     /// Checks the path, then takes the file's exclusive lock (creating an empty file, which
