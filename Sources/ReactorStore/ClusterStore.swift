@@ -46,8 +46,10 @@ package protocol ClusterStore: StoreEngine {
     /// `releaseCreation` (once the session is stored, or not made), or a minute at most.
     func reserveCreation(_ id: String, owner: String, limit: Int) throws(StoreError) -> Bool
 
-    /// Gives back `reserveCreation`'s place (best effort: it runs out by itself).
-    func releaseCreation(_ id: String)
+    /// Gives back `reserveCreation`'s place; false when the database could not be reached (the
+    /// place runs out by itself).
+    @discardableResult
+    func releaseCreation(_ id: String) -> Bool
 
     /// `id`'s events after `seq`, oldest first, at most `limit`, with its state and version
     /// now; nil when the session is not stored (deleted or expired).

@@ -189,7 +189,8 @@ final class SessionAccess: Sendable {
                     Refusal(
                         response: .problem(
                             status: 429,
-                            detail: "this subject has \(quota.limit) sessions, its most; delete one or let one expire",
+                            detail: "this subject has \(quota.limit) sessions (stored, or being made), its most; "
+                                + "delete one or let one expire",
                             headers: HTTPHeaders([("Retry-After", String(quotaRetryAfter))]))))
             }
             if let shared {
@@ -234,10 +235,17 @@ final class SessionAccess: Sendable {
             releaseSharedPlace()
         }
 
-        /// Off the calling thread (the journal's, after a commit): a round trip to the database.
+        /// Off the calling thread (the journal's, after a commit): a round trip to the database,
+        /// tried again every second for the place's minute while the database cannot be reached
+        /// (a creation that failed with it would keep its subject's place until then).
         private func releaseSharedPlace() {
             guard let (store, id) = sharedPlace else { return }
-            DispatchQueue.global().async { store.releaseCreation(id) }
+            @Sendable func release(tries: Int) {
+                if !store.releaseCreation(id), tries > 1 {
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 1) { release(tries: tries - 1) }
+                }
+            }
+            DispatchQueue.global().async { release(tries: 60) }
         }
     }
 

@@ -314,7 +314,9 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
                     CASE WHEN $2::bigint < s.version THEN
                         (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL) END,
                     (SELECT count(*) FROM reactord_events WHERE session = $1 AND seq > k.seq AND seq <= $2::bigint)
-                        = $2::bigint - k.seq
+                        = $2::bigint - k.seq,
+                    CASE WHEN k.seq IS NOT NULL THEN
+                        (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL AND seq > $2::bigint) END
                 FROM reactord_sessions s
                 LEFT JOIN LATERAL (
                     SELECT seq, data FROM reactord_events
@@ -326,7 +328,12 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             let current = try storedCount(rows.int64(0, 1) ?? 0, "version")
             if version == current { return .found(rows.bytes(0, 0) ?? []) }
             if version > current { return .notYet(current: current) }
-            if let kept = rows.bytes(0, 2), rows.bool(0, 4) { return .found(kept) }
+            if let kept = rows.bytes(0, 2) {
+                if rows.bool(0, 4) { return .found(kept) }
+                // In a gap: the oldest state kept after it (else the current one) is what is named.
+                return .notRetained(
+                    oldest: rows.isNull(0, 5) ? current : try storedCount(rows.int64(0, 5) ?? 0, "event id"))
+            }
             return .notRetained(
                 oldest: rows.isNull(0, 3) ? current : try storedCount(rows.int64(0, 3) ?? 0, "event id"))
         }
@@ -931,10 +938,12 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         }
     }
 
-    package func releaseCreation(_ id: String) {
-        _ = try? pool.with { connection in
+    @discardableResult
+    package func releaseCreation(_ id: String) -> Bool {
+        let released = try? pool.with { connection in
             try connection.execute("DELETE FROM reactord_creations WHERE id = $1", [id])
         }
+        return released != nil
     }
 
     /// The advisory locks' first key for creations (the owner's hash is the second): "rctd".
