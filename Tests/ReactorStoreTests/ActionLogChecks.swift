@@ -160,8 +160,13 @@ enum ActionLogChecks {
             [write("s3", version: 0, isNew: true), write("s3", version: 10, events: older)], historyLength: 100)
         try store.commit([write("s3", version: 13)], historyLength: 100)
         XCTAssertEqual(try store.state(of: "s3", at: 10), .found(Array(#"{"at":10}"#.utf8)))
-        XCTAssertEqual(try store.state(of: "s3", at: 12), .notRetained(oldest: 1))
-        XCTAssertEqual(try store.state(of: "s3", at: 11), .notRetained(oldest: 1))
+        XCTAssertEqual(try store.state(of: "s3", at: 12), .notRetained(oldest: 13), "named: one after the gap")
+        XCTAssertEqual(try store.state(of: "s3", at: 11), .notRetained(oldest: 13))
+        // A run with history again after the gap: its first state is the oldest after it.
+        let newer = (14...15).map { StoredEvent(seq: $0, pulse: nil, json: Array("{\"at\":\($0)}".utf8)) }
+        try store.commit([write("s3", version: 15, events: newer)], historyLength: 100)
+        XCTAssertEqual(try store.state(of: "s3", at: 12), .notRetained(oldest: 14))
+        XCTAssertEqual(try store.state(of: "s3", at: 14), .found(Array(#"{"at":14}"#.utf8)))
     }
 
     /// Sessions listed in byte order of their ids, a page at a time.

@@ -240,7 +240,15 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
                       ORDER BY seq DESC LIMIT 1) k
                 """)
             try kept.bind(.text(session), .integer(Int64(clamping: version)))
-            if try kept.next(), kept.int64(1) == 1 { return .found(kept.bytes(0)) }
+            if try kept.next() {
+                if kept.int64(1) == 1 { return .found(kept.bytes(0)) }
+                // In a gap: the oldest state kept after it (else the current one) is what is named.
+                let after = try connection.statement(
+                    "SELECT seq FROM events WHERE session = ? AND seq > ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1"
+                )
+                try after.bind(.text(session), .integer(Int64(clamping: version)), .integer(SQLiteActionLog.base))
+                return .notRetained(oldest: try after.next() ? try storedCount(after.int64(0), "event id") : current)
+            }
             let oldest = try connection.statement(
                 "SELECT seq FROM events WHERE session = ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1")
             try oldest.bind(.text(session), .integer(SQLiteActionLog.base))
