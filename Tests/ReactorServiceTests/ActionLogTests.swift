@@ -484,6 +484,8 @@ class ActionLogTests: XCTestCase {
         let refused = try XCTUnwrap(busy, "a fifth read while four answers are unread")
         XCTAssertEqual(refused.header("Retry-After"), "1")
         XCTAssertTrue((refused.object["detail"] as? String ?? "").contains("action logs at once"), refused.text)
+        let metrics = try fixture.client.request("GET", "/metrics").text
+        XCTAssertTrue(metrics.contains(#"reactord_limited_total{limit="action_log_reads"}"#), "counted as a limit")
         for socket in unread { socket.reset() }
         unread = []  // closed: with SO_LINGER 0, a reset
         var served = false

@@ -256,6 +256,9 @@ extension RouteTable {
         guard case let .deferred(work) = reply else { return reply }
         return .deferred { responder in
             guard context.logReads.take() else {
+                context.metrics.countLimited("action_log_reads")
+                context.limitNotices.hit(
+                    "an action-log read refused: this node reads \(context.logReads.capacity) at once")
                 return responder.respond(
                     .problem(
                         status: 503,

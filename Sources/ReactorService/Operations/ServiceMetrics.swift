@@ -125,7 +125,8 @@ final class ServiceMetrics: Sendable {
     /// One 429, by the limit that answered it.
     func countLimited(_ limit: String) {
         counter(
-            "reactord_limited_total", "Sessions refused 429 by a per-subject or per-address creation limit, by limit.",
+            "reactord_limited_total",
+            "Requests refused by a limit (429 by a creation limit, 503 past the action-log reads at once), by limit.",
             "limit", limit
         )
         .increment()
