@@ -133,7 +133,7 @@ final class SessionActionLog {
     /// through one session's log, and a page or an export read a gigabyte.
     static let largestAction = 16 << 10
 
-    /// `json`, or, past `largestAction`, its `type` and `omittedBytes`: the size left out.
+    /// `json`, or, past `largestAction`, its `type` and `omittedBytes`: the size of the action left out.
     static func bounded(_ json: [UInt8]) -> [UInt8] {
         guard json.count > largestAction else { return json }
         var out = Array(#"{"type":"#.utf8)
