@@ -193,6 +193,15 @@ public final class ReactorServer: Sendable {
         // Only now, with the store open and the port bound: a start that fails must not replace
         // the token of a server that runs in the same folder.
         if configuration.adminToken == nil { announceGeneratedToken() }
+        if let files = OpenFileLimit.short(of: configuration.connectionLimit) {
+            // Connections past it would wait unanswered in the kernel's queue, with nothing logged.
+            context.logger.warning(
+                "fewer open files are allowed than the connection limit needs",
+                metadata: [
+                    "open_file_limit": "\(files)", "connection_limit": "\(configuration.connectionLimit)",
+                    "fix": "raise ulimit -n, or lower --connection-limit",
+                ])
+        }
         context.readiness.setListening(true)
         context.logger.info(
             "reactord listening",

@@ -7,6 +7,7 @@ Run by scripts/check-operations (scripts/test): REACTORD_BINARY names the binary
 """
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -27,14 +28,16 @@ BINARY = os.environ.get("REACTORD_BINARY", ".build/debug/reactord")
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, open_files=None):
         # The durable store (answers wait for its commit: the deferred path) in a file of its own.
         self.directory = tempfile.TemporaryDirectory(prefix="reactord-ops-")
         if not any(arg == "--store" for arg in args):
             args = ("--store", f"sqlite:{self.directory.name}/ops.sqlite", *args)
+        # `ulimit -n open_files`, soft and hard (so the server cannot raise it).
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))) if open_files else None
         self.process = subprocess.Popen(
             [BINARY, "--port", "0", "--admin-token", "ops-test", "--log-format", "json", *args],
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True, preexec_fn=limit)
         self.lines = []
         self.port = wait_until_listening(self.process, self.lines)
 
@@ -182,6 +185,17 @@ def test_the_connection_limit_is_a_limit_hit_in_the_log():
     assert len(limits) == 1 and limits[0]["level"] == "warning", limits
     assert "connection limit" in limits[0]["fields"]["what"]
     assert limits[0]["fields"]["also_since_last_line"] == "0"
+
+
+def test_an_open_file_limit_below_the_connection_limit_is_a_warning_at_start():
+    for connection_limit, warned in (("10000", True), ("100", False)):
+        server = Server("--store", "memory", "--connection-limit", connection_limit, open_files=256)
+        assert server.stop() == 0
+        warnings = [json.loads(line) for line in server.lines if "fewer open files" in line]
+        assert bool(warnings) == warned, (connection_limit, server.lines)
+        if warned:
+            assert warnings[0]["level"] == "warning"
+            assert warnings[0]["fields"]["open_file_limit"] == "256", warnings
 
 
 def test_a_full_store_is_a_limit_hit():
