@@ -193,11 +193,10 @@ final class SessionAccess: Sendable {
                                 + "delete one or let one expire",
                             headers: HTTPHeaders([("Retry-After", String(quotaRetryAfter))]))))
             }
-            if let shared {
-                return .success(
-                    CreationTicket(quota: nil, subject: subject, rate: nil, peer: "", sharedPlace: (shared, id)))
-            }
-            return .success(CreationTicket(quota: quota, subject: subject, rate: nil, peer: ""))
+            return .success(
+                CreationTicket(
+                    quota: shared == nil ? quota : nil, subject: subject, rate: nil, peer: "",
+                    sharedPlace: shared.map { ($0, id) }))
         }
         let peer = request.client ?? ""  // behind a trusted proxy, the client it forwarded for
         if let createRate, let wait = createRate.take(peer) {

@@ -307,16 +307,16 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
         try reading { connection in
             // The newest state event at or before `version` is its state when every event after
             // it up to `version` is there too (a run with --history 0 writes none, and leaves a
-            // gap after the older ones); the oldest one kept is what a refusal names.
+            // gap after the older ones). A refusal names the oldest state kept after `version`:
+            // with none at or before it, the oldest kept; in a gap, the oldest after the gap.
             let rows = try connection.execute(
                 """
                 SELECT s.state, s.version, k.data,
                     CASE WHEN $2::bigint < s.version THEN
-                        (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL) END,
+                        (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL AND seq > $2::bigint)
+                    END,
                     (SELECT count(*) FROM reactord_events WHERE session = $1 AND seq > k.seq AND seq <= $2::bigint)
-                        = $2::bigint - k.seq,
-                    CASE WHEN k.seq IS NOT NULL THEN
-                        (SELECT min(seq) FROM reactord_events WHERE session = $1 AND pulse IS NULL AND seq > $2::bigint) END
+                        = $2::bigint - k.seq
                 FROM reactord_sessions s
                 LEFT JOIN LATERAL (
                     SELECT seq, data FROM reactord_events
@@ -328,12 +328,7 @@ package final class PostgresStore: ClusterStore, @unchecked Sendable {
             let current = try storedCount(rows.int64(0, 1) ?? 0, "version")
             if version == current { return .found(rows.bytes(0, 0) ?? []) }
             if version > current { return .notYet(current: current) }
-            if let kept = rows.bytes(0, 2) {
-                if rows.bool(0, 4) { return .found(kept) }
-                // In a gap: the oldest state kept after it (else the current one) is what is named.
-                return .notRetained(
-                    oldest: rows.isNull(0, 5) ? current : try storedCount(rows.int64(0, 5) ?? 0, "event id"))
-            }
+            if let kept = rows.bytes(0, 2), rows.bool(0, 4) { return .found(kept) }
             return .notRetained(
                 oldest: rows.isNull(0, 3) ? current : try storedCount(rows.int64(0, 3) ?? 0, "event id"))
         }

@@ -232,7 +232,8 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
             if version > current { return .notYet(current: current) }
             // The newest state event at or before `version` is its state when every event after it
             // up to `version` is there too (a run with --history 0 writes none, and leaves a gap
-            // after the older ones).
+            // after the older ones). A refusal names the oldest state kept after `version`: with
+            // none at or before it, the oldest kept; in a gap, the oldest after the gap.
             let kept = try connection.statement(
                 """
                 SELECT data, (SELECT count(*) FROM events WHERE session = ?1 AND seq > k.seq AND seq <= ?2) = ?2 - k.seq
@@ -240,18 +241,11 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
                       ORDER BY seq DESC LIMIT 1) k
                 """)
             try kept.bind(.text(session), .integer(Int64(clamping: version)))
-            if try kept.next() {
-                if kept.int64(1) == 1 { return .found(kept.bytes(0)) }
-                // In a gap: the oldest state kept after it (else the current one) is what is named.
-                let after = try connection.statement(
-                    "SELECT seq FROM events WHERE session = ? AND seq > ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1"
-                )
-                try after.bind(.text(session), .integer(Int64(clamping: version)), .integer(SQLiteActionLog.base))
-                return .notRetained(oldest: try after.next() ? try storedCount(after.int64(0), "event id") : current)
-            }
+            if try kept.next(), kept.int64(1) == 1 { return .found(kept.bytes(0)) }
             let oldest = try connection.statement(
-                "SELECT seq FROM events WHERE session = ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1")
-            try oldest.bind(.text(session), .integer(SQLiteActionLog.base))
+                "SELECT seq FROM events WHERE session = ? AND seq > ? AND seq < ? AND pulse IS NULL ORDER BY seq LIMIT 1"
+            )
+            try oldest.bind(.text(session), .integer(Int64(clamping: version)), .integer(SQLiteActionLog.base))
             return .notRetained(oldest: try oldest.next() ? try storedCount(oldest.int64(0), "event id") : current)
         }
     }
