@@ -174,31 +174,52 @@ struct BufferedStandardError: TextOutputStream, Sendable {
     /// is written escaped, so that one log call stays one line and the log stays text.
     mutating func write(_ string: String) {
         var line = string
-        let isClean = line.withUTF8 { bytes in bytes.dropLast().allSatisfy { !Self.isControl($0) } }
-        guard isClean else { return LogOutput.standardError.write(bytes: Self.escapingControls(Array(line.utf8))) }
+        let isClean = line.withUTF8 { bytes in
+            (0..<max(bytes.count - 1, 0)).allSatisfy { Self.escape(bytes, at: $0) == nil }
+        }
+        guard isClean else { return LogOutput.standardError.write(bytes: Self.escaping(Array(line.utf8))) }
         LogOutput.standardError.write(line)
     }
 
-    /// `\n`, `\r`, `\t`, and `\u{XX}` for the other control characters; a final newline stays.
-    static func escapingControls(_ line: [UInt8]) -> [UInt8] {
-        let ending = line.last == UInt8(ascii: "\n") ? 1 : 0
+    /// `line` with every byte sequence `escape` names replaced by its escape; a final newline stays.
+    static func escaping(_ line: [UInt8]) -> [UInt8] {
+        let end = line.last == UInt8(ascii: "\n") ? line.count - 1 : line.count
         var out: [UInt8] = []
         out.reserveCapacity(line.count + 16)
-        for byte in line.dropLast(ending) {
-            switch byte {
-            case UInt8(ascii: "\n"): out += Array("\\n".utf8)
-            case UInt8(ascii: "\r"): out += Array("\\r".utf8)
-            case UInt8(ascii: "\t"): out += Array("\\t".utf8)
-            case _ where isControl(byte): out += Array("\\u{\(String(byte, radix: 16, uppercase: true))}".utf8)
-            default: out.append(byte)
+        line.withUnsafeBufferPointer { bytes in
+            var index = 0
+            while index < end {
+                if let found = escape(bytes, at: index) {
+                    out += Array(found.escape.utf8)
+                    index += found.length
+                } else {
+                    out.append(bytes[index])
+                    index += 1
+                }
             }
         }
-        return out + line.suffix(ending)
+        return out + line[end...]
     }
 
-    /// A C0 control character, tab included (it would split a field for tools that read the
-    /// line by whitespace), or DEL (UTF-8's other bytes are 0x80 and up).
-    private static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
+    /// What the text at `index` is written as, when it may not be written as it is: `\n`, `\r`,
+    /// `\t` and `\u{XX}` for the other C0 and C1 controls and DEL; `\u{2028}` and `\u{2029}`,
+    /// which some readers take for line ends too (Python's `splitlines`, JavaScript); and `\\`
+    /// for a backslash, so that a client's own `\n` cannot pass for an escaped line break.
+    private static func escape(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> (length: Int, escape: String)? {
+        let byte = bytes[index]
+        switch byte {
+        case UInt8(ascii: "\n"): return (1, "\\n")
+        case UInt8(ascii: "\r"): return (1, "\\r")
+        case UInt8(ascii: "\t"): return (1, "\\t")
+        case UInt8(ascii: "\\"): return (1, "\\\\")
+        case 0..<0x20, 0x7F: return (1, "\\u{\(String(byte, radix: 16, uppercase: true))}")
+        case 0xC2 where index + 1 < bytes.count && (0x80...0x9F).contains(bytes[index + 1]):
+            return (2, "\\u{\(String(bytes[index + 1], radix: 16, uppercase: true))}")
+        case 0xE2 where index + 2 < bytes.count && bytes[index + 1] == 0x80 && (0xA8...0xA9).contains(bytes[index + 2]):
+            return (3, bytes[index + 2] == 0xA8 ? "\\u{2028}" : "\\u{2029}")
+        default: return nil
+        }
+    }
 }
 
 #if canImport(Glibc)
