@@ -63,14 +63,8 @@ final class EdgeGuard: @unchecked Sendable {
     /// one (up to 4 Mi: 32 MiB of address space, only touched where sockets are): a connection's
     /// socket beyond it has no deadline.
     private static func tableCapacity() -> Int32 {
-        var limit = rlimit()
-        #if canImport(Glibc)
-        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        #else
-        let resource = RLIMIT_NOFILE
-        #endif
-        guard getrlimit(resource, &limit) == 0 else { return 1 << 16 }
-        return Int32(min(max(UInt64(limit.rlim_cur), UInt64(limit.rlim_max), 1 << 10), 1 << 22))
+        guard let limit = OpenFileLimit.current() else { return 1 << 16 }
+        return Int32(min(max(limit.soft, limit.hard, 1 << 10), 1 << 22))
     }
 
     enum Admission { case admit, refuse, drop }

@@ -61,19 +61,4 @@ enum Listener {
     private static func bindError(_ host: String, _ port: UInt16) -> HTTPServerError {
         .cannotBind(host: host, port: port, reason: String(cString: strerror(errno)))
     }
-
-    /// Every connection is a descriptor: lift the soft limit to the hard one, or select-era
-    /// defaults (1,024) cap the server long before its connection limit.
-    static func raiseOpenFileLimit() {
-        var limit = rlimit()
-        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(RLIMIT_NOFILE_VALUE, &limit)
-    }
 }
-
-#if canImport(Glibc)
-private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-#else
-private let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
-#endif

@@ -70,7 +70,7 @@ public final class HTTPServer: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard daemons.isEmpty, !stopping else { throw HTTPServerError.alreadyStarted }
-        Listener.raiseOpenFileLimit()
+        OpenFileLimit.raiseToHard()
         let listener = try Listener.open(
             host: configuration.host, port: configuration.port,
             backlog: configuration.listenBacklog)

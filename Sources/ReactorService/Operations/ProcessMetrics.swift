@@ -1,4 +1,5 @@
 import ConcurrencyPrimitives
+import MicroHTTP
 
 #if os(Linux)
 import Glibc
@@ -38,8 +39,7 @@ final class ProcessMetrics: Sendable {
             residentMemory.set(resident * pageSize)
         }
         openFDs.set(Double(Self.countEntries("/proc/self/fd")))
-        var limit = rlimit()
-        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 { maxFDs.set(Double(limit.rlim_cur)) }
+        if let limit = OpenFileLimit.current() { maxFDs.set(Double(limit.soft)) }
         var usage = rusage()
         if getrusage(RUSAGE_SELF.rawValue, &usage) == 0 {
             let total =
