@@ -420,6 +420,27 @@ final class DurabilityTests: XCTestCase {
         XCTAssertTrue(log.contains(path), log)
     }
 
+    /// A store in WAL mode on a full disk fails to open with "disk I/O error" (its shared-memory
+    /// file cannot grow): the refusal to start says the disk is full, for a new file as well.
+    func testAStartOnAFullDiskSaysTheDiskIsFull() throws {
+        let full = try mountTmpfs("full", options: "size=256k")
+        defer { unmount(full) }
+        let existing = full.appendingPathComponent("existing.sqlite").path
+        let new = full.appendingPathComponent("new.sqlite").path
+        let made = Process()
+        made.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        made.arguments = [existing, "PRAGMA journal_mode=wal; CREATE TABLE t(x);"]
+        made.standardOutput = FileHandle.nullDevice
+        try made.run()
+        made.waitUntilExit()
+        _ = shell("/bin/dd", ["if=/dev/zero", "of=\(full.path)/filler", "bs=4096", "count=1000"])
+        for path in [existing, new] {
+            let (status, log) = try runToExit(["--store", "sqlite:\(path)"])
+            XCTAssertNotEqual(status ?? 0, 0)
+            XCTAssertTrue(log.contains(path) && log.contains("its disk is full"), log)
+        }
+    }
+
     func testAFileThatIsNoDatabaseIsRefusedAndLeftUntouched() throws {
         let bytes = Array("name,count\nalice,3\n".utf8) + (0..<4096).map { UInt8($0 % 251) }
         try Data(bytes).write(to: URL(fileURLWithPath: database))

@@ -442,6 +442,10 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
             if sqlite?.primaryCode == SQLITE_NOTADB {
                 return .cannotOpen("\(path) is not a SQLite database; left untouched")
             }
+            // A full disk may come as an I/O error (the WAL's shared-memory file cannot grow).
+            if sqlite?.primaryCode == SQLITE_FULL || (sqlite?.primaryCode == SQLITE_IOERR && diskIsFull(under: path)) {
+                return .cannotOpen("cannot open the store \(path): its disk is full (\(error))")
+            }
             return .cannotOpen("cannot open the store \(path): \(error)")
         }
         if sqlite?.primaryCode == SQLITE_FULL { return .full("the store's disk is full", cause: "\(error)") }
@@ -449,6 +453,14 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
             return .damaged("the store's file is damaged", cause: "\(error)")
         }
         return .unavailable("the store failed", cause: "\(error)")
+    }
+
+    /// Whether the file system holding `path` has less than a megabyte left for this process.
+    private static func diskIsFull(under path: String) -> Bool {
+        var space = statvfs()
+        let folder = path.lastIndex(of: "/").map { path[..<$0].isEmpty ? "/" : String(path[..<$0]) } ?? "."
+        guard statvfs(folder, &space) == 0 else { return false }
+        return UInt64(space.f_bavail) * UInt64(space.f_frsize) < 1 << 20
     }
 
     /// Whether the file open (and locked) is still the one at `path`: an operator may have moved
