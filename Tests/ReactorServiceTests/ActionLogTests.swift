@@ -431,6 +431,10 @@ class ActionLogTests: XCTestCase {
         XCTAssertEqual(kept.status, 200, kept.text)
         XCTAssertEqual((kept.object["state"] as? [String: Any])?["total"] as? Int, oldest)
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)/states/x").status, 400)
+        // A whole number past the largest version: the refusal says where versions end.
+        let past = try fixture.client.request("GET", "/sessions/\(session)/states/18446744073709551616")
+        XCTAssertEqual(past.status, 400)
+        XCTAssertTrue((past.object["detail"] as? String ?? "").contains("to 18446744073709551615"), past.text)
     }
 
     /// An action past 16 KiB of JSON (fields its reactor never reads) is kept as its type and the

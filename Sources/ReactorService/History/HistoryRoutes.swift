@@ -272,7 +272,11 @@ extension RouteTable {
 
     private static func version(_ text: String, named name: String) -> Result<UInt64, Refused> {
         guard let version = UInt64(digits: text) else {
-            return .failure(Refused(.problem(status: 400, detail: "\(name) must be a version: a whole number from 0")))
+            return .failure(
+                Refused(
+                    .problem(
+                        status: 400, detail: "\(name) must be a version: a whole number from 0 to 18446744073709551615")
+                ))
         }
         return .success(version)
     }
