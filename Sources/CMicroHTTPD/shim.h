@@ -58,6 +58,8 @@ struct mhd_shim_parse_state
   /// Bytes of the connection's pool a request's query may take: its text, and 64 for each
   /// argument (the header record libmicrohttpd allocates for it there).
   size_t query_budget;
+  /// Targets shorter than this are marked with their length (`marks` has 3 + this many bytes).
+  size_t measured_target_limit;
 };
 
 /// libmicrohttpd's URL and argument unescaper, except that "%00" stays as it is: the path
@@ -107,7 +109,9 @@ mhd_shim_unescape_keeping_nul (void *cls, struct MHD_Connection *connection, cha
 /// `marks`, which the access handler answers 400. A query larger than `query_budget` would run
 /// the connection's pool dry as libmicrohttpd parses it, and it would then close the connection
 /// without an answer: its arguments are cut off here (the '?' ends the target) and the request
-/// starts with `marks + 2`, answered 414. Any other starts with `marks + 1`. (Written for 0.9.75,
+/// starts with `marks + 2`, answered 414. Any other starts with `marks + 3 + its length` (as a C
+/// string: up to a NUL byte, which libmicrohttpd keeps in it; the access handler finds the version
+/// further on than that length puts it), or `marks + 1` past `measured_target_limit`. (Written for 0.9.75,
 /// which finds the '?' before this call and parses the arguments after it: MHD_SHIM_KNOWN_VERSION.) (With this callback
 /// installed, libmicrohttpd reports every request whose line it read as completed, also those
 /// it ends before the access handler's first call: the marks tell them apart.)
@@ -135,6 +139,7 @@ mhd_shim_check_target (void *cls, const char *uri, struct MHD_Connection *connec
   (void) query;
   (void) arguments;
 #endif
+  if (length < state->measured_target_limit) return (char *) state->marks + 3 + length;
   return (char *) state->marks + 1;
 }
 

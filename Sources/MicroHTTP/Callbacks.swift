@@ -38,7 +38,7 @@ func mhdRequestCompleted(
     if let context, let raw = context.pointee {
         context.pointee = nil
         // Ended before the access handler saw it: nothing of ours to finish.
-        if raw == unseenRequestMark || raw == malformedTargetMark || raw == oversizedQueryMark { return }
+        if RequestMark(raw) != nil { return }
         if raw != bodylessRequestMark { exchange = Unmanaged<Exchange>.fromOpaque(raw).takeRetainedValue() }
     }
     server._withUnsafeGuaranteedRef {

@@ -12,14 +12,43 @@ import Darwin
 nonisolated(unsafe) let bodylessRequestMark = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
 /// What `mhd_shim_check_target` puts in `con_cls` once a request line is in, before the first
-/// call: `malformedTargetMark` for a target with whitespace or a control character in it,
-/// `oversizedQueryMark` for a query too large for the connection's pool (its arguments cut off),
-/// `unseenRequestMark` for any other. A request libmicrohttpd ends before that call (a head it
-/// answers itself, a client gone mid-head) still has its mark when it completes.
-nonisolated(unsafe) let requestMarks = UnsafeMutableRawPointer.allocate(byteCount: 3, alignment: 1)
-nonisolated(unsafe) let malformedTargetMark = requestMarks
-nonisolated(unsafe) let unseenRequestMark = requestMarks + 1
-nonisolated(unsafe) let oversizedQueryMark = requestMarks + 2
+/// call (see `RequestMark`): addresses within `requestMarks`, never touched, so its pages cost no
+/// memory. A request libmicrohttpd ends before that call (a head it answers itself, a client
+/// gone mid-head) still has its mark when it completes.
+nonisolated(unsafe) let requestMarks = UnsafeMutableRawPointer.allocate(
+    byteCount: 3 + RequestMark.measuredTargetLimit, alignment: 1)
+
+/// What `mhd_shim_check_target` found in a request line.
+enum RequestMark: Equatable {
+    /// Whitespace or a control character in the target.
+    case malformedTarget
+    /// A query too large for the connection's pool (its arguments cut off).
+    case oversizedQuery
+    /// Any other target, `length` bytes long up to its first NUL (nil: too long to be marked so).
+    case target(length: Int?)
+
+    /// Longer targets are not measured; a request line that long cannot fit a connection's pool.
+    static let measuredTargetLimit = 1 << 20
+
+    /// nil when `raw` is no request mark (an exchange of ours, `bodylessRequestMark`).
+    init?(_ raw: UnsafeMutableRawPointer?) {
+        guard let raw, raw >= requestMarks, raw < requestMarks + 3 + Self.measuredTargetLimit else { return nil }
+        switch raw - requestMarks {
+        case 0: self = .malformedTarget
+        case 1: self = .target(length: nil)
+        case 2: self = .oversizedQuery
+        case let offset: self = .target(length: offset - 3)
+        }
+    }
+
+    /// Whether a NUL byte cut the target short: libmicrohttpd finds the target in the request line
+    /// by its length, then hands it over as a C string, so "/sessions/S\0/../x" was served as
+    /// "/sessions/S". The version follows the target and the space after it.
+    func cutShort(url: UnsafePointer<CChar>, version: UnsafePointer<CChar>) -> Bool {
+        guard case let .target(length?) = self, version.pointee != 0 else { return false }  // no version: 505
+        return UnsafeRawPointer(url) + length + 1 != UnsafeRawPointer(version)
+    }
+}
 
 /// Marks, in a connection's socket context, one accepted past the connection limit.
 // A mark like those above: compared, never read or written through.
@@ -40,9 +69,8 @@ extension HTTPServer {
         version: UnsafePointer<CChar>, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
         context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> Bool {
-        let malformedTarget = context.pointee == malformedTargetMark
-        let oversizedQuery = context.pointee == oversizedQueryMark
-        if malformedTarget || oversizedQuery || context.pointee == unseenRequestMark { context.pointee = nil }
+        let mark = RequestMark(context.pointee)
+        if mark != nil { context.pointee = nil }
         if let raw = context.pointee {
             if raw == bodylessRequestMark {
                 context.pointee = nil
@@ -78,8 +106,9 @@ extension HTTPServer {
         }
         let framing = mhd_shim_framing_fields(connection.raw, method)
         if let problem = Self.requestLineProblem(
-            method: method, malformedTarget: malformedTarget,
-            oversizedQuery: oversizedQuery)
+            method: method,
+            malformedTarget: mark == .malformedTarget || mark?.cutShort(url: url, version: version) == true,
+            oversizedQuery: mark == .oversizedQuery)
             ?? Self.framingProblem(framing, version: version)
         {
             // Then close: the framing of what follows is unknowable.

@@ -106,7 +106,9 @@ public final class HTTPServer: @unchecked Sendable {
         // (a 3.5 KB query fits a 4 KiB pool, as before; the 55 short arguments that ran it dry do not).
         let queryBudget = max(configuration.connectionMemoryLimit - 512, 512)
         states.initialize(
-            repeating: mhd_shim_parse_state(marks: requestMarks, target: nil, query_budget: queryBudget),
+            repeating: mhd_shim_parse_state(
+                marks: requestMarks, target: nil, query_budget: queryBudget,
+                measured_target_limit: RequestMark.measuredTargetLimit),
             count: threads)
         var started: [OpaquePointer] = []
         for index in 0..<threads {

@@ -255,6 +255,14 @@ final class HostileInputTests: XCTestCase {
         // A NUL in the path (percent-encoded) is just a path no route has.
         assertProblem(try raw("GET /sessions/%00 HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
         assertProblem(try raw("GET /sessions/\(session)%00/events HTTP/1.1\r\nHost: t\r\n\r\n"), 404)
+        // A raw NUL in the target is a control character as any other: 400. libmicrohttpd hands
+        // the target over as a C string, which it cut short: the DELETE deleted the session.
+        for line in [
+            "DELETE /sessions/\(session)\u{0}/../other", "GET /sessions/\(session)\u{0}/x",
+            "GET /sessions/\(session)?fields=count\u{0},bogus", "GET /healthz\u{0}",
+        ] {
+            assertProblem(try raw(line + " HTTP/1.1\r\nHost: t\r\n\r\n"), 400, mentions: ["control character"])
+        }
         try assertUnchangedAndAlive()
 
         // The escaped NUL is valid JSON and a valid message: accepted, stored and sent back
