@@ -50,7 +50,8 @@ mhd_shim_log (void *cls, const char *format, va_list arguments)
 
 /// One daemon's (one thread's) request-line parsing: `mhd_shim_check_target` sees the target
 /// first and notes it; libmicrohttpd then unescapes the target's query arguments and, in place,
-/// its path from that very address. `marks` (two bytes): see `mhd_shim_check_target`.
+/// its path from that very address. `marks` (3 + `measured_target_limit` bytes): see
+/// `mhd_shim_check_target`.
 struct mhd_shim_parse_state
 {
   void *marks;
@@ -135,11 +136,12 @@ mhd_shim_check_target (void *cls, const char *uri, struct MHD_Connection *connec
     query[1] = '\0';   /* libmicrohttpd parses the arguments after the '?' it found: none now */
     return (char *) state->marks + 2;
   }
+  /* 0.9.75 puts the version one byte after the target; later versions after the last whitespace. */
+  if (length < state->measured_target_limit) return (char *) state->marks + 3 + length;
 #else
   (void) query;
   (void) arguments;
 #endif
-  if (length < state->measured_target_limit) return (char *) state->marks + 3 + length;
   return (char *) state->marks + 1;
 }
 
