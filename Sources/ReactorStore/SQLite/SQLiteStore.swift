@@ -458,9 +458,14 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
     /// Whether the file system holding `path` has less than a megabyte left for this process.
     private static func diskIsFull(under path: String) -> Bool {
         var space = statvfs()
-        let folder = path.lastIndex(of: "/").map { path[..<$0].isEmpty ? "/" : String(path[..<$0]) } ?? "."
-        guard statvfs(folder, &space) == 0 else { return false }
+        guard statvfs(folder(of: path), &space) == 0 else { return false }
         return UInt64(space.f_bavail) * UInt64(space.f_frsize) < 1 << 20
+    }
+
+    /// The folder `path` names its file in.
+    private static func folder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// Whether the file open (and locked) is still the one at `path`: an operator may have moved
@@ -481,9 +486,9 @@ package final class SQLiteStore: StoreEngine, @unchecked Sendable {
     /// SQLite treats as an empty database). SQLite's own locks are POSIX record locks, which
     /// do not interact with flock, so this lock is ours alone; it is held until `close()`.
     private static func lockExclusively(_ path: String) throws(StoreError) -> Int32 {
-        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        let folder = folder(of: path)
         var info = stat()
-        guard stat(folder.isEmpty ? "/" : folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+        guard stat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw .cannotOpen("cannot open the store \(path): the folder \(folder) does not exist")
         }
         if stat(path, &info) == 0 {
