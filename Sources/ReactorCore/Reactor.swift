@@ -118,6 +118,7 @@ extension Reactor {
 
     /// Starts this reactor from `state` instead of `initialState`: how a store brings a
     /// reactor back after a restart, without replaying its actions (so no effect runs twice).
+    /// `state` is reduced from and goes through `transform(state:)`, as `initialState` does.
     /// Only before the reactor's first use (`action`, `state`, `currentState`, `pulse`, `stub`);
     /// returns false, changing nothing, after it.
     @discardableResult

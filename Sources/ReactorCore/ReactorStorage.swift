@@ -163,18 +163,20 @@ final class ReactorStorage<Action, Mutation, State>: MutationStageOwner<Action, 
         // states pass straight through.
         guard let reduced = statesPassThrough ? output : source else { return }
         var state = reduced.latest
+        // Emitting from here on: a value `reduce` itself causes (a send to a merged subject)
+        // waits for this state to be delivered, so reduce never runs inside itself.
+        let wasEmitting = gate.isEmitting
+        gate.isEmitting = true
+        defer { gate.isEmitting = wasEmitting }
         guard handle.reduce(&state, mutation) else {
             teardown()
             return
         }
         if statesPassThrough {
-            publish(state)
-            return
+            output.send(state)
+        } else {
+            reduced.send(state)
         }
-        let wasEmitting = gate.isEmitting
-        gate.isEmitting = true
-        reduced.send(state)
-        gate.isEmitting = wasEmitting
     }
 
     /// Sets `currentState` and delivers to `reactor.state` subscribers.

@@ -82,4 +82,42 @@ final class ReentrancyTests: XCTestCase {
         XCTAssertEqual(seen.map(\.1), [nil, nil, "kim"])
         cancellable.cancel()
     }
+
+    func testAMergedStreamSentToFromReduceWaitsForTheCurrentReduce() {
+        final class Tagger: Reactor {
+            enum Action { case go }
+            enum Mutation { case go, tag(String) }
+            struct State { var log: [String] = [], tag = "none" }
+            let initialState = State()
+            let bus = PassthroughSubject<String, Never>()
+            var depth = 0, deepest = 0
+            func mutate(action: Action) -> AnyPublisher<Mutation, Never> { .just(.go) }
+            func transform(mutation: AnyPublisher<Mutation, Never>) -> AnyPublisher<Mutation, Never> {
+                .merge(mutation, bus.map(Mutation.tag).eraseToAnyPublisher())
+            }
+            func reduce(state: State, mutation: Mutation) -> State {
+                depth += 1
+                deepest = max(deepest, depth)
+                defer { depth -= 1 }
+                var state = state
+                switch mutation {
+                case .go:
+                    bus.send("from reduce")
+                    state.log.append("go")
+                case let .tag(tag):
+                    state.tag = tag
+                    state.log.append("tag")
+                }
+                return state
+            }
+        }
+        let reactor = Tagger()
+        var seen: [[String]] = []
+        let cancellable = reactor.state.sink { seen.append($0.log) }
+        reactor.action.send(.go)
+        XCTAssertEqual(reactor.deepest, 1, "reduce ran inside itself")
+        XCTAssertEqual(reactor.currentState.tag, "from reduce", "the merged value was lost")
+        XCTAssertEqual(seen, [[], ["go"], ["go", "tag"]])
+        cancellable.cancel()
+    }
 }
