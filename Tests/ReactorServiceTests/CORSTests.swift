@@ -69,7 +69,8 @@ final class CORSTests: XCTestCase {
                 "POST", "/sessions/\(session)/actions", body: #"{"type":"increase"}"#, headers: headers)
             XCTAssertEqual(answer.status, 200)
             XCTAssertTrue(
-                list(answer.header("Access-Control-Expose-Headers")).isSuperset(of: ["idempotent-replayed", "etag"]))
+                list(answer.header("Access-Control-Expose-Headers")).isSuperset(
+                    of: ["idempotent-replayed", "etag", "reactord-not-applied"]))
         }
     }
 

@@ -10,7 +10,8 @@ struct CORSPolicy: Sendable {
     private static let allowedHeaders =
         "Content-Type, Authorization, Last-Event-ID, Cache-Control, If-Match, If-None-Match, \(IdempotentRequest.header)"
     private static let exposedHeaders =
-        "Location, Retry-After, ETag, \(IdempotentRequest.replayedHeader), Reactord-Next-After, WWW-Authenticate"
+        "Location, Retry-After, ETag, \(IdempotentRequest.replayedHeader), Reactord-Next-After, \(Problems.notAppliedField), "
+        + "WWW-Authenticate"
 
     /// `configuration.corsOrigins` as browsers send them (`ServiceConfiguration.corsOrigin`).
     init(configuration: ServiceConfiguration) {
