@@ -24,7 +24,8 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 libpq5 libssl3 \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin reactord \
+    && groupadd --system --gid 10001 reactord \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin reactord \
     && mkdir /data \
     && chown 10001:10001 /data
 COPY --from=builder /out/reactord /usr/local/bin/reactord

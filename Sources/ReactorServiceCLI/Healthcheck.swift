@@ -12,8 +12,9 @@ import Darwin
 #endif
 
 /// `reactord healthcheck`: the container's HEALTHCHECK, done by the binary itself so the image
-/// needs no curl. A plain HTTP/1.1 GET on a socket to 127.0.0.1 (no Foundation networking);
-/// exit status 0 for a 2xx answer, 1 otherwise, with one line saying why.
+/// needs no curl. A plain HTTP/1.1 GET on a socket (no Foundation networking) to the address the
+/// server binds (`REACTORD_HOST`; a wildcard one is asked on loopback); exit status 0 for a 2xx
+/// answer, 1 otherwise, with one line saying why.
 struct Healthcheck: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Asks a running reactord on this host whether it is ready (exit status 0) or not (1).")
@@ -21,6 +22,13 @@ struct Healthcheck: ParsableCommand {
     // Not `--port`: the server's own options are parsed after a subcommand's name too.
     @Option(name: .customLong("server-port"), help: "Port of the server to ask. [env: REACTORD_PORT] (default: 8080)")
     var port: UInt16?
+    @Option(
+        name: .customLong("server-host"),
+        help: """
+            Address the server binds: asked there, on loopback when it is 0.0.0.0 or ::. \
+            [env: REACTORD_HOST] (default: 127.0.0.1)
+            """)
+    var host: String?
     @Option(help: "Path to GET: /readyz (ready for work) or /healthz (alive).")
     var path: String = "/readyz"
     @Option(help: "Seconds to wait for the answer.")
@@ -38,9 +46,10 @@ struct Healthcheck: ParsableCommand {
     func run() throws {
         let environment = Environment(ProcessInfo.processInfo.environment)
         let port = try port ?? environment.value("REACTORD_PORT") ?? 8080
+        let bound = try host ?? environment.value("REACTORD_HOST") ?? "127.0.0.1"
         let status: Int
         do {
-            status = try Self.get(path: path, port: port, timeout: timeout)
+            status = try Self.get(path: path, host: Self.reachable(bound), port: port, timeout: timeout)
         } catch {
             print("unhealthy: GET \(path): \(error)")
             throw ExitCode(1)
@@ -56,33 +65,21 @@ struct Healthcheck: ParsableCommand {
         let description: String
     }
 
-    /// The status code of `GET path` on 127.0.0.1:`port`.
-    static func get(path: String, port: UInt16, timeout: Double) throws -> Int {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
+    /// Where a server bound to `host` is asked: there, or on loopback for a wildcard.
+    static func reachable(_ host: String) -> String {
+        switch host {
+        case "0.0.0.0", "": return "127.0.0.1"
+        case "::", "[::]": return "::1"
+        default: return host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        }
+    }
+
+    /// The status code of `GET path` on `host`:`port`.
+    static func get(path: String, host: String, port: UInt16, timeout: Double) throws -> Int {
+        let fd = try connected(to: host, port: port, timeout: timeout)
         defer { close(fd) }
-        var limit = timeval()
-        limit.tv_sec = .init(timeout)
-        limit.tv_usec = .init((timeout - timeout.rounded(.down)) * 1_000_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
-            throw Failure(description: "cannot connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))")
-        }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: \(authority)\r\nConnection: close\r\n\r\n".utf8)
         var sent = 0
         while sent < request.count {
             let count = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
@@ -109,5 +106,38 @@ struct Healthcheck: ParsableCommand {
             throw Failure(description: "not an HTTP answer: \(line.prefix(80))")
         }
         return status
+    }
+
+    /// A socket connected to one of `host`'s addresses (a name or a literal, IPv4 or IPv6), with
+    /// `timeout` on its sends and receives.
+    private static func connected(to host: String, port: UInt16, timeout: Double) throws -> Int32 {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV
+        var found: UnsafeMutablePointer<addrinfo>?
+        let resolved = getaddrinfo(host, String(port), &hints, &found)
+        guard resolved == 0, let first = found else {
+            throw Failure(description: "cannot resolve \(host): \(String(cString: gai_strerror(resolved)))")
+        }
+        defer { freeaddrinfo(first) }
+        var reason = "no address"
+        var next: UnsafeMutablePointer<addrinfo>? = first
+        while let candidate = next {
+            next = candidate.pointee.ai_next
+            let fd = socket(candidate.pointee.ai_family, candidate.pointee.ai_socktype, candidate.pointee.ai_protocol)
+            guard fd >= 0 else {
+                reason = "socket: \(String(cString: strerror(errno)))"
+                continue
+            }
+            var limit = timeval()
+            limit.tv_sec = .init(timeout)
+            limit.tv_usec = .init((timeout - timeout.rounded(.down)) * 1_000_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            if connect(fd, candidate.pointee.ai_addr, candidate.pointee.ai_addrlen) == 0 { return fd }
+            reason = String(cString: strerror(errno))
+            close(fd)
+        }
+        throw Failure(description: "cannot connect to \(host) port \(port): \(reason)")
     }
 }

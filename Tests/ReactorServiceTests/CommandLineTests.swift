@@ -201,6 +201,21 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(outcome.output.contains("--threads must be from 1 to 256"), outcome.output)
     }
 
+    /// The container's HEALTHCHECK asks the address the server binds (`REACTORD_HOST`), not
+    /// always 127.0.0.1: a server bound to another address was reported unhealthy for good.
+    func testTheHealthcheckAsksTheAddressTheServerBinds() throws {
+        let server = try ReactordProcess(arguments: ["--host", "127.0.0.2"])
+        let port = String(server.port)
+        let there = try run(["healthcheck", "--server-port", port], environment: ["REACTORD_HOST": "127.0.0.2"])
+        XCTAssertEqual(there.status, 0, there.output)
+        XCTAssertTrue(there.output.contains("healthy: GET /readyz answered 200"), there.output)
+        let byFlag = try run(["healthcheck", "--server-port", port, "--server-host", "127.0.0.2"])
+        XCTAssertEqual(byFlag.status, 0, byFlag.output)
+        let elsewhere = try run(["healthcheck", "--server-port", port])
+        XCTAssertEqual(elsewhere.status, 1, elsewhere.output)
+        XCTAssertTrue(elsewhere.output.contains("cannot connect to 127.0.0.1 port \(port)"), elsewhere.output)
+    }
+
     /// `--connection-timeout` takes decimals, as every time does, rounded up to whole seconds:
     /// half a second is one.
     func testAConnectionTimeoutWithDecimalsServes() throws {
