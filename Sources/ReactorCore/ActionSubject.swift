@@ -45,6 +45,19 @@ public final class ActionSubject<Element>: Subject {
         }
     }
 
+    /// `send`, calling `ownRunDone` once the action and what it caused on this thread are done,
+    /// still under the reactor's gate, before anything other threads queued meanwhile runs (an
+    /// effect's later value, a change of a merged stream): so `currentState` there is the
+    /// action's own result. Called at once when the action is only queued.
+    package func send(_ value: Element, ownRunDone: () -> Void) {
+        if let gate {
+            gate.dispatchWaiting(self, value, queueWhenHeld: true, ownRunDone: ownRunDone)
+        } else {
+            perform(value)
+            ownRunDone()
+        }
+    }
+
     /// Ignored: an action stream never ends.
     public func send(completion: Subscribers.Completion<Never>) {}
 

@@ -35,7 +35,18 @@ final class SerialGate {
     /// touches it. (Beside the other flags: a word they share, not one of its own.)
     @exclusivity(unchecked) var isEmitting = false
     @exclusivity(unchecked) private var waiters = 0
-    @exclusivity(unchecked) private var queue: [() -> Void] = []
+    @exclusivity(unchecked) private var queue: [QueuedWork] = []
+
+    /// How many items the holder's own thread queued that have not run yet (see `QueuedWork`).
+    /// Only the holder touches it.
+    @exclusivity(unchecked) private var ownQueued = 0
+
+    /// Work queued for the holder; `isForeign` when another thread queued it (an effect's
+    /// value, a merged stream's, an action waiting its turn), not the holder's own run.
+    private struct QueuedWork {
+        let run: () -> Void
+        let isForeign: Bool
+    }
 
     /// Small state shared with the gate's owner (current state, subscriber lists): one
     /// mutex per reactor instead of several.
@@ -89,11 +100,30 @@ final class SerialGate {
 
     /// Runs what was queued meanwhile, then lets the gate go. Only the holder calls it.
     func exit(_ context: ThreadContext) {
+        drainAndLeave(context, ownRunPending: false, ownRunDone: {})
+    }
+
+    /// `exit`; with `ownRunPending`, it calls `ownRunDone`, still holding the gate, once the
+    /// holder's own run is over (nothing it queued itself is left): before the next work another
+    /// thread queued, or before letting go. So a caller sees the state its own work left, without
+    /// what other threads delivered after it. (What they queued before an item of its own, which
+    /// must wait its turn behind theirs, runs first, and is in that state.)
+    @inline(__always)
+    private func drainAndLeave(_ context: ThreadContext, ownRunPending: Bool, ownRunDone: () -> Void) {
+        var ownRunPending = ownRunPending
         while true {
             mutex.lock()
+            if ownRunPending && (queue.isEmpty || closed) {
+                // Unlocked: what it does may queue more work, which then runs before letting go.
+                mutex.unlock()
+                ownRunPending = false
+                ownRunDone()
+                continue
+            }
             if queue.isEmpty || closed {
                 let dropped = queue
                 queue = []
+                ownQueued = 0
                 busy = false
                 if waiters > 0 { condition?.signal() }
                 mutex.unlock()
@@ -101,10 +131,20 @@ final class SerialGate {
                 _ = dropped  // released outside the lock
                 return
             }
-            var batch: [() -> Void] = []
+            var batch: [QueuedWork] = []
             swap(&batch, &queue)
             mutex.unlock()
-            for work in batch { work() }
+            for work in batch {
+                if work.isForeign {
+                    if ownRunPending && ownQueued == 0 {
+                        ownRunPending = false
+                        ownRunDone()
+                    }
+                } else {
+                    ownQueued -= 1
+                }
+                work.run()
+            }
         }
     }
 
@@ -116,7 +156,7 @@ final class SerialGate {
             return
         }
         if busy {
-            queue.append(work)
+            queue.append(QueuedWork(run: work, isForeign: true))
             mutex.unlock()
             return
         }
@@ -145,15 +185,16 @@ final class SerialGate {
     /// Queues `item` for `work` (the caller holds the gate, or found it busy under
     /// `mutex`, which it still holds).
     /// It runs with the cause of the thread that queued it (`ChangeCause`).
-    private func appendLocked<W: GateWork>(_ work: W, _ item: W.Item, _ context: ThreadContext) {
+    private func appendLocked<W: GateWork>(_ work: W, _ item: W.Item, _ context: ThreadContext, isForeign: Bool) {
         work.queuedInGate += 1
         let cause = context.cause
-        queue.append { [self] in
+        let run = { [self] in
             mutex.lock()
             work.queuedInGate -= 1
             mutex.unlock()
             ChangeCause.with(cause) { work.perform(item) }
         }
+        queue.append(QueuedWork(run: run, isForeign: isForeign))
     }
 
     /// From the holder: run `item` now, unless it must wait its turn (it is emitting and
@@ -162,7 +203,10 @@ final class SerialGate {
     private func performHeld<W: GateWork>(_ work: W, _ item: W.Item, defer deferring: Bool, _ context: ThreadContext) {
         mutex.lock()
         if deferring || work.queuedInGate > 0 {
-            if !closed { appendLocked(work, item, context) }
+            if !closed {
+                appendLocked(work, item, context, isForeign: false)
+                ownQueued += 1
+            }
             mutex.unlock()
             return
         }
@@ -179,7 +223,7 @@ final class SerialGate {
             return
         }
         if busy {
-            appendLocked(work, item, context)
+            appendLocked(work, item, context, isForeign: true)
             mutex.unlock()
             return
         }
@@ -209,17 +253,32 @@ final class SerialGate {
     /// behind the current work (an action sent from inside the pipeline).
     @inline(__always)
     func dispatchWaiting<W: GateWork>(_ work: W, _ item: W.Item, queueWhenHeld: Bool) {
+        dispatchWaiting(work, item, queueWhenHeld: queueWhenHeld, reportingOwnRun: false, ownRunDone: {})
+    }
+
+    /// `dispatchWaiting`, calling `ownRunDone` once in every case: as `drainAndLeave` does when
+    /// this thread ran the work, at once when it was queued or the gate is closed.
+    @inline(__always)
+    func dispatchWaiting<W: GateWork>(_ work: W, _ item: W.Item, queueWhenHeld: Bool, ownRunDone: () -> Void) {
+        dispatchWaiting(work, item, queueWhenHeld: queueWhenHeld, reportingOwnRun: true, ownRunDone: ownRunDone)
+    }
+
+    @inline(__always)
+    private func dispatchWaiting<W: GateWork>(
+        _ work: W, _ item: W.Item, queueWhenHeld: Bool, reportingOwnRun: Bool, ownRunDone: () -> Void
+    ) {
         let context = ThreadContext.current
         if context.holds(self) {
             performHeld(work, item, defer: queueWhenHeld, context)
         } else if tryEnter(context) {
             work.perform(item)
-            exit(context)
+            return drainAndLeave(context, ownRunPending: reportingOwnRun, ownRunDone: ownRunDone)
         } else if context.holdsAnyGate {
             performOrQueue(work, item, context)
         } else if enter(context) {
             work.perform(item)
-            exit(context)
+            return drainAndLeave(context, ownRunPending: reportingOwnRun, ownRunDone: ownRunDone)
         }
+        if reportingOwnRun { ownRunDone() }
     }
 }

@@ -128,6 +128,26 @@ class ActionLogTests: XCTestCase {
         XCTAssertTrue(time > before && time < Date().addingTimeInterval(1), "\(time)")
     }
 
+    /// A change that another thread sends while an action runs (an effect's, a merged stream's) is
+    /// not the action's: neither in its answer (the state its own run left) nor in its entry.
+    func testAnEffectsChangeSentWhileItsActionRunsIsNotInTheAnswer() throws {
+        let fixture = try start()
+        defer { fixture.stop() }
+        let session = try open(fixture)
+        let answer = try act(fixture, session, #"{"type":"addDuring","amount":7}"#)
+        XCTAssertEqual(answer.object["version"] as? Int, 1, answer.text)
+        XCTAssertEqual((answer.object["state"] as? [String: Any])?["total"] as? Int, 0, answer.text)
+        let entries = try log(fixture, session, count: 2)
+        XCTAssertEqual(entries.count, 2, "\(entries)")
+        XCTAssertEqual(entries.first?["cause"] as? String, "action", "\(entries)")
+        XCTAssertEqual(entries.first?["version"] as? Int, 1, "\(entries)")
+        XCTAssertEqual(entries.last?["cause"] as? String, "effect", "\(entries)")
+        XCTAssertEqual(entries.last?["from"] as? Int, 2, "\(entries)")
+        XCTAssertEqual(entries.last?["version"] as? Int, 2, "\(entries)")
+        let state = try fixture.client.request("GET", "/sessions/\(session)")
+        XCTAssertEqual((state.object["state"] as? [String: Any])?["total"] as? Int, 7, state.text)
+    }
+
     func testAnEffectsLaterChangesAndTheUsersAreLoggedAsSuch() throws {
         let fixture = try start()
         defer { fixture.stop() }
@@ -674,6 +694,8 @@ private final class LedgerReactor: Reactor {
     enum Action: Decodable, RedactedInActionLog {
         case add(Int)
         case addLater(Int)
+        /// A change is sent, from another thread, while its own run still goes on.
+        case addDuring(Int)
         case noop
         case login(String)
 
@@ -686,6 +708,7 @@ private final class LedgerReactor: Reactor {
             switch try container.decode(String.self, forKey: .type) {
             case "add": self = .add(try container.decode(Int.self, forKey: .amount))
             case "addLater": self = .addLater(try container.decode(Int.self, forKey: .amount))
+            case "addDuring": self = .addDuring(try container.decode(Int.self, forKey: .amount))
             case "noop": self = .noop
             case "login": self = .login(try container.decode(String.self, forKey: .name))
             default:
@@ -708,6 +731,8 @@ private final class LedgerReactor: Reactor {
 
     let initialState = State()
     private let currentUser: CurrentValueSubject<User?, Never>
+    /// Changes from elsewhere (another thread), merged as the user is.
+    private let others = PassthroughSubject<Mutation, Never>()
 
     init(currentUser: CurrentValueSubject<User?, Never>) { self.currentUser = currentUser }
 
@@ -722,12 +747,28 @@ private final class LedgerReactor: Reactor {
                     await send(.add(amount))
                     await send(.setPending(false))
                 })
+        case let .addDuring(amount):
+            // Sent after its own mutation, while this run still holds the reactor: the change
+            // waits for the run to end.
+            nonisolated(unsafe) let others = others
+            let sendFromAnotherThread = Deferred { () -> Empty<Mutation, Never> in
+                let sent = DispatchSemaphore(value: 0)
+                Thread.detachNewThread {
+                    others.send(.add(amount))
+                    sent.signal()
+                }
+                XCTAssertEqual(sent.wait(timeout: .now() + 10), .success, "the other thread sent its change")
+                return Empty()
+            }
+            return .concat(.just(.setPending(true)), sendFromAnotherThread.eraseToAnyPublisher())
         case .noop, .login: return .empty
         }
     }
 
     func transform(mutation: AnyPublisher<Mutation, Never>) -> AnyPublisher<Mutation, Never> {
-        .merge(mutation, currentUser.dropFirst().map { Mutation.setUser($0?.name) }.eraseToAnyPublisher())
+        .merge(
+            mutation, currentUser.dropFirst().map { Mutation.setUser($0?.name) }.eraseToAnyPublisher(),
+            others.eraseToAnyPublisher())
     }
 
     func reduce(state: State, mutation: Mutation) -> State {

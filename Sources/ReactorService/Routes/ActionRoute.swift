@@ -219,7 +219,7 @@ extension RouteTable {
                     }
                 }
                 let keep = ticket.map { ticket in
-                    { (snapshot: EventHub.Snapshot) in
+                    { @Sendable (snapshot: EventHub.Snapshot) in
                         ticket.keep(SessionJSON.response(of: session, snapshot), session: session.id)
                     }
                 }

@@ -44,7 +44,7 @@ protocol Session: AnyObject, Sendable {
     /// of the action. The action goes into the reactor: the caller hands it over whole.
     func perform(
         _ action: sending DecodedAction, ifMatch: Preconditions.Condition?,
-        keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
+        keep: (@Sendable (EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
     ) -> ActionResult
     /// Releases the reactor, cancelling its effects, then ends the streams: with `event: end`
     /// and `reason` when the session is over, else with a plain close (clients resume).
@@ -174,7 +174,7 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
 
     func perform(
         _ action: sending DecodedAction, ifMatch: Preconditions.Condition?,
-        keep: ((EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
+        keep: (@Sendable (EventHub.Snapshot) -> StoredAnswer?)?, source: ActionSource?
     ) -> ActionResult {
         held.withLock(moving: action) { held, action in
             guard held.hasReactor else { return .gone }
@@ -183,15 +183,22 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
             hub.touch()
             // Logged: its changes carry the cause that attributes them to its entry.
             let cause = source == nil ? 0 : hub.beginAction()
+            // The answer is the state the action's own run left: read before anything that
+            // other threads queued meanwhile runs (an effect's value, a user change).
+            var latest = hub.latest
             guard keep != nil || cause != 0 else {
-                held.send(action.action)
-                return .applied(hub.latest)
+                held.send(action.action) { latest = hub.latest }
+                return .applied(latest)
             }
             if cause == 0 { hub.holdWrites() }
-            ChangeCause.with(cause) { held.send(action.action) }
-            let latest = hub.latest
-            hub.releaseWrites(
-                adding: keep?(latest), logging: cause == 0 ? nil : source, redacting: sessionKind.redactedFields)
+            ChangeCause.with(cause) {
+                held.send(action.action) {
+                    latest = hub.latest
+                    hub.releaseWrites(
+                        adding: keep?(latest), logging: cause == 0 ? nil : source,
+                        redacting: sessionKind.redactedFields)
+                }
+            }
             return .applied(latest)
         }
     }
@@ -243,8 +250,9 @@ private class HeldReactor {
     /// False once the reactor was let go.
     var hasReactor: Bool { false }
     var hasRunningEffects: Bool { false }
-    /// Sends an action of the reactor's `Action` type to it.
-    func send(_ action: Any) {}
+    /// Sends an action of the reactor's `Action` type to it; `ownRunDone` as
+    /// `ActionSubject.send(_:ownRunDone:)` calls it.
+    func send(_ action: Any, ownRunDone: () -> Void) {}
     /// The current state's top-level field names; nil once the reactor was let go.
     func stateFieldNames() -> Set<String>? { nil }
     /// Lets the reactor go and ends its state stream. (Cancelling the stream takes only its
@@ -286,9 +294,9 @@ private final class ReactorHeld<R: Reactor>: HeldReactor, Subscriber where R.Sta
     override var hasReactor: Bool { reactor != nil }
     override var hasRunningEffects: Bool { reactor?.hasRunningEffects ?? false }
 
-    override func send(_ action: Any) {
+    override func send(_ action: Any, ownRunDone: () -> Void) {
         // `as!`, not `as?`: an `R.Action?` would cost a metadata lookup (and it is this kind's).
-        actions.send(action as! R.Action)
+        actions.send(action as! R.Action, ownRunDone: ownRunDone)
     }
 
     override func stateFieldNames() -> Set<String>? {
