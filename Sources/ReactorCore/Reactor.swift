@@ -126,6 +126,14 @@ extension Reactor {
         ReactorRegistry.shared.storage(for: self, startingFrom: state).made
     }
 
+    /// Ends this reactor's pipeline now, as its release would: its running effects are cancelled
+    /// and its subscriptions (a merged global user) let go; nothing reaches `reduce` or the state
+    /// subscribers afterwards. For a server ending a session whose reactor an effect may still
+    /// hold (a `.run` that captured it), which no release would end.
+    package func tearDown() {
+        ReactorRegistry.shared.existingStorage(of: self)?.teardown()
+    }
+
     /// Whether an effect `mutate` returned is still running (a `.run` that has not returned, a
     /// publisher that has not finished): a server keeps such a reactor in memory until it ends.
     public var hasRunningEffects: Bool { storage.hasRunningEffects }

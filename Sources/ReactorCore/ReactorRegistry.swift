@@ -66,6 +66,14 @@ final class ReactorRegistry: @unchecked Sendable {
         }
     }
 
+    /// The storage of `reactor` if it has one; none is made.
+    func existingStorage(of reactor: some Reactor) -> AnyReactorStorage? {
+        guard let existing = shelf.withLock({ $0.storages[ObjectIdentifier(reactor)] }),
+            existing.isOwned(by: reactor)
+        else { return nil }
+        return existing
+    }
+
     var count: Int { shelf.withLock { $0.storages.count } }
 
     func remove(_ storage: AnyReactorStorage) {

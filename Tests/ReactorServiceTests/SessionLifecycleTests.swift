@@ -1,3 +1,6 @@
+import ReactorCore
+import ReactorService
+import TestSupport
 import XCTest
 
 final class SessionLifecycleTests: XCTestCase {
@@ -42,6 +45,26 @@ final class SessionLifecycleTests: XCTestCase {
         XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
         XCTAssertEqual(try fixture.send(session, #"{"type":"increase"}"#).status, 404)
         XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(session)").status, 404)
+    }
+
+    /// A DELETE cancels the session's effects, also one that holds its reactor: no release of
+    /// the reactor would end that one.
+    func testDeleteCancelsAnEffectThatHoldsItsReactor() throws {
+        let ticks = Locked(0)
+        let fixture = try ServerFixture()
+        defer { fixture.stop() }
+        fixture.server.register("ticker") { _ in TickingReactor(ticks: ticks) }
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"ticker"}"#)
+        let session = try XCTUnwrap(created.object["session"] as? String, created.text)
+        XCTAssertEqual(try fixture.send(session, #""tick""#).status, 200)
+        let deadline = Date().addingTimeInterval(5)
+        while ticks.value < 3, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertGreaterThanOrEqual(ticks.value, 3, "the effect runs")
+        XCTAssertEqual(try fixture.client.request("DELETE", "/sessions/\(session)").status, 204)
+        Thread.sleep(forTimeInterval: 0.1)
+        let afterDelete = ticks.value
+        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertEqual(ticks.value, afterDelete, "the effect still ran after the DELETE")
     }
 
     func testIdleSessionExpiresAfterTTLButNotWhileSubscribed() throws {
@@ -114,4 +137,31 @@ final class SessionLifecycleTests: XCTestCase {
         XCTAssertEqual(refused.header("Retry-After"), "1000000000")
         XCTAssertEqual(try fixture.client.request("GET", "/healthz").status, 200)
     }
+}
+
+/// A reactor whose effect holds the reactor itself (as a `.run` that captured `self` does) and
+/// counts its ticks until cancelled.
+private final class TickingReactor: Reactor {
+    typealias Action = String
+    typealias Mutation = Int
+    typealias State = Int
+
+    let initialState = 0
+    private let ticks: Locked<Int>
+
+    init(ticks: Locked<Int>) { self.ticks = ticks }
+
+    func mutate(action: String) -> AnyPublisher<Int, Never> {
+        nonisolated(unsafe) let reactor = self
+        let ticks = self.ticks
+        return .run { send in
+            while !Task.isCancelled {
+                withExtendedLifetime(reactor) { ticks.update { $0 += 1 } }
+                await send(1)
+                try? await Task.sleep(nanoseconds: 10_000_000)
+            }
+        }
+    }
+
+    func reduce(state: Int, mutation: Int) -> Int { state + mutation }
 }

@@ -304,10 +304,13 @@ private final class ReactorHeld<R: Reactor>: HeldReactor, Subscriber where R.Sta
     }
 
     override func release() {
+        let released = reactor
         reactor = nil
         let ending = link
         link = .ended
         if case let .subscribed(subscription) = ending { subscription.cancel() }
+        // Its effects end now, also one that holds the reactor (and would keep it from going).
+        released?.tearDown()
     }
 
     var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
