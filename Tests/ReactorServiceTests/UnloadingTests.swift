@@ -184,6 +184,22 @@ final class UnloadingTests: XCTestCase {
             (read.object["state"] as? [String: Any])?["done"] as? Bool, true, "the effect's mutation was stored")
     }
 
+    /// A running effect keeps its session in memory, not alive: idle past its TTL, it expires.
+    func testARunningEffectDoesNotKeepItsSessionPastItsTTL() throws {
+        let fixture = try start { $0.sessionTTL = .seconds(1) }
+        defer { fixture.stop() }
+        let gate = EffectGate()
+        defer { gate.open() }
+        fixture.server.register("slow") { _ in SlowReactor(gate: gate) }
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"slow"}"#)
+        let session = try XCTUnwrap(created.object["session"] as? String)
+        XCTAssertEqual(try fixture.send(session, #""start""#).status, 200)
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? self.health(fixture).loaded) == 0 }, "expired, though its effect runs")
+        XCTAssertEqual(try fixture.client.request("GET", "/sessions/\(session)").status, 404)
+        XCTAssertEqual(try health(fixture).stored, 0)
+    }
+
     func testTheUserChangedWhileUnloadedReachesTheSessionWhenItLoads() throws {
         let fixture = try start()
         defer { fixture.stop() }

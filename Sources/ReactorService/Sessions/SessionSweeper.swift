@@ -76,7 +76,17 @@ final class SessionSweeper: Sendable {
                 context.sessions.unloadIdle(since: ProcessClock.now - idleLimit),
                 counter: context.metrics.idleUnloads, persistence: persistence)
         }
-        for session in context.sessions.loaded { session.hub.refreshStoredActivity() }
+        // Idle past its TTL but kept in memory (an effect still runs): it expires all the same,
+        // as it would out of memory, and its effects end with it.
+        let ttl = context.configuration.sessionTTL
+        let expiredBefore = ttl > .zero ? ProcessClock.now - ttl.inSeconds : nil
+        for session in context.sessions.loaded {
+            if let expiredBefore, session.hub.isIdle(since: expiredBefore), context.takeForDeletion(session) {
+                context.remove(session, reason: "expired")
+            } else {
+                session.hub.refreshStoredActivity()
+            }
+        }
         persistence.deleteExpiredStored(from: context)
         // A shared store's count is everyone's: read again now and then (a count of a large table).
         if context.cluster != nil, ProcessClock.now - lastCount >= 10 {
