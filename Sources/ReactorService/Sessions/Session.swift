@@ -55,6 +55,10 @@ protocol Session: AnyObject, Sendable {
     /// same step (a DELETE's If-Match): `.applied` when released, `.stale`, or `.gone` when
     /// its reactor was let go already.
     func release(ifAt condition: Preconditions.Condition) -> ActionResult
+    /// Releases the reactor, its effects cancelled, only if nothing used the session since
+    /// `cutoff` (no action or read, no subscriber), checked in the same step: an action that
+    /// comes after finds it gone. True when released (the session's TTL, which then removes it).
+    func release(ifIdleSince cutoff: Double) -> Bool
     /// Releases the reactor and ends the hub to leave memory, when the session is idle since
     /// `cutoff` (no subscriber, no running effect, nothing left to write): true then. Atomic with
     /// actions: one that comes later finds no reactor, and its request looks the session up again.
@@ -230,6 +234,14 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
 
     func release() {
         held.withLock { $0.release() }
+    }
+
+    func release(ifIdleSince cutoff: Double) -> Bool {
+        held.withLock { held in
+            guard held.hasReactor, hub.isIdle(since: cutoff) else { return false }
+            held.release()
+            return true
+        }
     }
 
     func release(ifAt condition: Preconditions.Condition) -> ActionResult {

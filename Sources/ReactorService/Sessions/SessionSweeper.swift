@@ -76,13 +76,14 @@ final class SessionSweeper: Sendable {
                 context.sessions.unloadIdle(since: ProcessClock.now - idleLimit),
                 counter: context.metrics.idleUnloads, persistence: persistence)
         }
-        // Idle past its TTL but kept in memory (an effect still runs): it expires all the same,
-        // as it would out of memory, and its effects end with it.
+        // Idle past its TTL but kept in memory (an effect still runs): on one node it expires all
+        // the same, as it would out of memory, and its effects end with it. (In a cluster, another
+        // node's subscribers keep it in use without this node seeing them.)
         let ttl = context.configuration.sessionTTL
-        let expiredBefore = ttl > .zero ? ProcessClock.now - ttl.inSeconds : nil
+        let expiredBefore = ttl > .zero && context.cluster == nil ? ProcessClock.now - ttl.inSeconds : nil
         for session in context.sessions.loaded {
-            if let expiredBefore, session.hub.isIdle(since: expiredBefore), context.takeForDeletion(session) {
-                context.remove(session, reason: "expired")
+            if let expiredBefore, session.release(ifIdleSince: expiredBefore) {
+                if context.takeForDeletion(session) { context.remove(session, reason: "expired") }
             } else {
                 session.hub.refreshStoredActivity()
             }
