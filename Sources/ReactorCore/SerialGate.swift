@@ -155,14 +155,17 @@ final class SerialGate {
             mutex.unlock()
             return
         }
+        let context = ThreadContext.current
         if busy {
-            queue.append(QueuedWork(run: work, isForeign: true))
+            // The holder's own (a stage flushing what it buffered), or another thread's.
+            let isOwn = context.holds(self)
+            queue.append(QueuedWork(run: work, isForeign: !isOwn))
+            if isOwn { ownQueued += 1 }
             mutex.unlock()
             return
         }
         busy = true
         mutex.unlock()
-        let context = ThreadContext.current
         context.push(self)
         work()
         exit(context)
