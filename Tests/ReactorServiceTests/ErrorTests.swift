@@ -118,17 +118,22 @@ final class ErrorTests: XCTestCase {
         XCTAssertEqual(try fixture.send(session, #"{"type":"alert"}"#).status, 422)
         XCTAssertEqual(try fixture.send("AAAAAAAAAAAAAAAAAAAAAA", #"{"type":"increase"}"#).status, 404)
         XCTAssertEqual(try fixture.client.request("POST", "/action", body: "{not json").status, 400)
+        // A body in a Content-Encoding is not understood, not a server that could not serve it.
+        let encoded = try fixture.client.request(
+            "POST", "/sessions/\(session)/actions", body: "{}", headers: ["Content-Encoding": "gzip"])
+        XCTAssertEqual(encoded.status, 415)
         let text = try fixture.client.request("GET", "/metrics").text
         for line in [
             #"reactord_actions_total{reactor="unknown",outcome="too_large"} 1"#,
             #"reactord_actions_total{reactor="counter",outcome="invalid"} 1"#,
             #"reactord_actions_total{reactor="unknown",outcome="unknown_session"} 1"#,
-            #"reactord_actions_total{reactor="unknown",outcome="malformed"} 1"#,
+            #"reactord_actions_total{reactor="unknown",outcome="malformed"} 2"#,
             #"reactord_actions_total{reactor="counter",outcome="applied"} 1"#,
         ] {
             XCTAssertTrue(text.contains(line), "\(line) in\n\(text)")
         }
         XCTAssertFalse(text.contains(#"reactor="unknown",outcome="invalid""#), text)
+        XCTAssertFalse(text.contains(#"outcome="unavailable""#), text)
     }
 
     func testWrongMethodIs405WithAllow() throws {

@@ -218,6 +218,8 @@ def test_json_log_has_access_and_lifecycle_lines(server):
     server.request("POST", "/action", json.dumps({"session": session, "action": {"type": "increase"}}))
     server.request("GET", f"/sessions/{session}?access_token=hunter2&fields=count")
     server.request("GET", "/healthz")
+    assert server.request("HEAD", f"/sessions/{session}")[0] == 200
+    assert server.request("HEAD", f"/sessions/{session}/events")[0] == 200
     assert server.stop() == 0
     records = [json.loads(line) for line in server.lines if line.strip()]
     for record in records:
@@ -229,6 +231,10 @@ def test_json_log_has_access_and_lifecycle_lines(server):
     fields = action["fields"]
     assert fields["method"] == "POST" and fields["status"] == "200" and fields["session"] == session
     assert int(fields["bytes"]) > 0 and float(fields["duration_ms"]) >= 0
+    # A HEAD sends no body and opens no stream, and its line says so.
+    heads = [r["fields"] for r in access if r["fields"]["method"] == "HEAD"]
+    assert len(heads) == 2, heads
+    assert all(f.get("bytes", "0") == "0" and "stream" not in f for f in heads), heads
     get = next(r for r in access if r["fields"]["route"] == "/sessions/{id}")
     assert get["fields"]["query"] == "access_token=REDACTED&fields=count"
     assert not any("hunter2" in line for line in server.lines), "the token is redacted everywhere"

@@ -55,11 +55,11 @@ struct AccessLog: Sendable {
         switch reply {
         case let .response(response):
             fields["status"] = .stringConvertible(response.status)
-            fields["bytes"] = .stringConvertible(Self.bodyBytes(of: response))
+            fields["bytes"] = .stringConvertible(Self.bodyBytes(of: response, to: request))
             if session == nil, Self.answerNamesSession(request) { session = Self.sessionID(in: response.body) }
         case .eventStream:
             fields["status"] = "200"
-            fields["stream"] = "open"
+            if request.method != .HEAD { fields["stream"] = "open" }
         case .deferred:
             fields["status"] = "deferred"
         }
@@ -79,13 +79,13 @@ struct AccessLog: Sendable {
         switch reply {
         case let .response(response):
             line.status = .code(response.status)
-            line.bytes = Self.bodyBytes(of: response)
+            line.bytes = Self.bodyBytes(of: response, to: request)
             if line.session == nil, Self.answerNamesSession(request), let range = Self.sessionRange(in: response.body) {
                 line.session = .utf8(response.body[range])  // no String made: the line copies the bytes
             }
         case .eventStream:
             line.status = .code(200)
-            line.streamOpen = true
+            line.streamOpen = request.method != .HEAD  // a HEAD gets the headers, no stream
         case .deferred:
             line.status = .deferred
         }
@@ -122,9 +122,10 @@ struct AccessLog: Sendable {
         return false
     }
 
-    /// The body's bytes sent: none on a 304, whose body only measures its Content-Length.
-    private static func bodyBytes(of response: Response) -> Int {
-        response.status == 304 ? 0 : response.body.count
+    /// The body's bytes sent: none on a 304 or to a HEAD, whose body only measures its
+    /// Content-Length.
+    private static func bodyBytes(of response: Response, to request: Request) -> Int {
+        response.status == 304 || request.method == .HEAD ? 0 : response.body.count
     }
 
     /// `text` with every byte but the unreserved characters (RFC 3986) and `,:/@` as `%XX`: what

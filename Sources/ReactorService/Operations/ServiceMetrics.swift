@@ -102,7 +102,7 @@ final class ServiceMetrics: Sendable {
     static func actionOutcome(status: Int) -> ActionOutcome? {
         switch status {
         case 200..<300: return nil
-        case 400: return .malformed
+        case 400, 415: return .malformed
         case 401, 403: return .refused
         case 404: return .unknownSession
         case 412: return .preconditionFailed
