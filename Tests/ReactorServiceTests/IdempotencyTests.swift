@@ -78,6 +78,28 @@ final class IdempotencyTests: XCTestCase {
         XCTAssertEqual(try count(client, session), 2)
     }
 
+    /// The gauge of kept keys is counted at the sweeper's first look after a start, not a minute
+    /// later: a 0 there read as "no keys" after every restart.
+    func testTheKeptKeysAreCountedSoonAfterARestart() throws {
+        var server = try start(["--unload-after", "0.5"])
+        var client = HTTPClient(port: server.port)
+        let session = try XCTUnwrap(try create(client).object["session"] as? String)
+        for index in 0..<3 { XCTAssertEqual(try act(client, session, key: "kept-\(index)").status, 200) }
+        XCTAssertEqual(kill(server.process.processIdentifier, SIGTERM), 0)
+        XCTAssertEqual(server.waitForExit(timeout: 10), 0)
+        server = try start(["--unload-after", "0.5"])
+        client = HTTPClient(port: server.port)
+        let gauge = "reactord_idempotency_keys_stored 3"
+        let deadline = Date().addingTimeInterval(3)  // the first trim came 5 s after a start
+        var metrics = ""
+        while Date() < deadline {
+            metrics = try client.request("GET", "/metrics").text
+            if metrics.contains(gauge) { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        XCTAssertTrue(metrics.contains(gauge), metrics)
+    }
+
     func testTheSameKeyForAnotherRequestIs422AndRunsNothing() throws {
         let server = try start()
         let client = HTTPClient(port: server.port)

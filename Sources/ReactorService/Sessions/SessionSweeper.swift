@@ -28,7 +28,7 @@ final class SessionSweeper: Sendable {
         Self.look(
             at: .now() + interval, every: interval, idleLimit: Self.idleLimit(context.configuration, durable: durable),
             on: DispatchQueue(label: "reactord.session-sweeper"), context: context, cancelled: cancelled,
-            lastCount: ProcessClock.now, lastTrim: ProcessClock.now)
+            lastCount: ProcessClock.now, lastTrim: -.infinity)  // keys trimmed and counted at the first look
     }
 
     /// One look at `deadline`, which schedules the next one `interval` after it (a fixed pace,
