@@ -200,6 +200,38 @@ final class UnloadingTests: XCTestCase {
         XCTAssertEqual(try health(fixture).stored, 0)
     }
 
+    /// A `transform(state:)` that gives no state at once (`debounce`, `receive(on:)`; here
+    /// `dropFirst`) leaves the session at its initial state meanwhile, as ReactorKit's
+    /// `currentState` does. It was `{}`: answered, streamed and stored so (every later load a 409),
+    /// or not stored at all, and the first state then emitted a pulse never assigned.
+    func testASessionIsAtItsInitialStateUntilItsStateTransformGivesOne() throws {
+        var fixture = try start()
+        fixture.server.register("late") { _ in LateStateReactor() }
+        let created = try fixture.client.request("POST", "/sessions", body: #"{"reactor":"late"}"#)
+        XCTAssertEqual(created.status, 201, created.text)
+        XCTAssertEqual((created.object["state"] as? [String: Any])?["count"] as? Int, 0, created.text)
+        let session = try XCTUnwrap(created.object["session"] as? String)
+        let idle = try XCTUnwrap(
+            try fixture.client.request("POST", "/sessions", body: #"{"reactor":"late"}"#).object["session"] as? String)
+        let events = try fixture.subscribe(session)
+        XCTAssertEqual(events.next()?.object["count"] as? Int, 0)
+        let bumped = try fixture.client.request("POST", "/sessions/\(session)/actions", body: #""bump""#)
+        XCTAssertEqual(bumped.object["version"] as? Int, 1, bumped.text)
+        let next = try XCTUnwrap(events.next())
+        XCTAssertEqual(next.event, "state", "no pulse of a never assigned field")
+        XCTAssertEqual(next.object["count"] as? Int, 1)
+        events.reset()
+        fixture.stop()
+        fixture = try start()
+        defer { fixture.stop() }
+        fixture.server.register("late") { _ in LateStateReactor() }
+        for (id, count) in [(session, 1), (idle, 0)] {
+            let read = try fixture.client.request("GET", "/sessions/\(id)")
+            XCTAssertEqual(read.status, 200, read.text)
+            XCTAssertEqual((read.object["state"] as? [String: Any])?["count"] as? Int, count, read.text)
+        }
+    }
+
     func testTheUserChangedWhileUnloadedReachesTheSessionWhenItLoads() throws {
         let fixture = try start()
         defer { fixture.stop() }
@@ -400,5 +432,27 @@ private final class SlowReactor: Reactor {
 
     func reduce(state: State, mutation: Mutation) -> State {
         State(done: true)
+    }
+}
+
+/// A reactor whose `transform(state:)` gives no state until its first action (`dropFirst`: as a
+/// `debounce` or a `receive(on:)` gives none at once), with a pulse never assigned.
+private final class LateStateReactor: Reactor {
+    enum Action: String, Decodable { case bump }
+    struct State: Codable {
+        var count = 0
+        @Pulse var note: String?
+    }
+
+    let initialState = State()
+
+    func reduce(state: State, mutation: Action) -> State {
+        var state = state
+        state.count += 1
+        return state
+    }
+
+    func transform(state: AnyPublisher<State, Never>) -> AnyPublisher<State, Never> {
+        state.dropFirst().eraseToAnyPublisher()
     }
 }

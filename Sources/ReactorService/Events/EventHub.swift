@@ -76,6 +76,8 @@ final class EventHub: Sendable {
         var subscribers: [ObjectIdentifier: Subscriber] = [:]
         /// Until the session is live, states only set the baseline: a new session is version 0.
         var isLive = false
+        /// Whether the reactor has given a state yet (see `publish(_:onlyIfFirst:)`).
+        var hasPublished = false
         var isEnded = false
         /// Ended with the session living on in the store (unloaded, or let go without `event: end`):
         /// a subscribe is turned back to look it up again.
@@ -268,8 +270,13 @@ final class EventHub: Sendable {
         }
     }
 
-    /// A new state of the reactor, already encoded. Called serially, from the reactor's pipeline.
-    func publish(_ encoded: EncodedState) {
+    /// Whether the reactor has given this hub a state yet.
+    var hasPublished: Bool { locked { $0.hasPublished } }
+
+    /// A new state of the reactor, already encoded. Called serially, from the reactor's pipeline;
+    /// `onlyIfFirst`: the session's state until its reactor gives one (see `ReactorSession.init`),
+    /// dropped if the reactor has given one meanwhile.
+    func publish(_ encoded: EncodedState, onlyIfFirst: Bool = false) {
         // A pulse's value is the state's (not Sendable): it is encoded out here, before the lock,
         // for each pulse whose count differs from the last one seen. Whether it makes an event is
         // decided below, in the same section as the state's, so both see one `isLive`. (Publishes
@@ -284,8 +291,9 @@ final class EventHub: Sendable {
         }
         let json = encoded.json
         locked { state in
-            guard !state.isEnded else { return }
+            guard !state.isEnded, !(onlyIfFirst && state.hasPublished) else { return }
             defer {
+                state.hasPublished = true
                 state.stateJSON = json
                 for pulse in changedPulses { state.setPulseCount(pulse.count, for: pulse.name) }
             }

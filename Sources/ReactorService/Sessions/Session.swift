@@ -137,6 +137,10 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
         if let state { reactor.restore(state) }
         let reactorHeld = ReactorHeld(reactor, hub: hub, kind: kind)
         reactor.state.subscribe(reactorHeld)
+        // A transform(state:) that delivers later (`debounce`, `receive(on:)`) has given no state
+        // yet: until it does, the session is at `currentState` (its initial or restored state),
+        // as ReactorKit's is. Its answer, first write and pulse counts start from that.
+        if !hub.hasPublished { reactorHeld.publishUntilFirst(reactor.currentState) }
         held = Guarded(reactorHeld)
         hub.goLive()
     }
@@ -335,12 +339,19 @@ private final class ReactorHeld<R: Reactor>: HeldReactor, Subscriber where R.Sta
 
     /// A new state, from the reactor's pipeline (serially): encoded once for every stream.
     func receive(_ state: R.State) -> Subscribers.Demand {
+        publish(state, onlyIfFirst: false)
+        return .none
+    }
+
+    /// `state` as the session's until the reactor gives its first.
+    func publishUntilFirst(_ state: R.State) { publish(state, onlyIfFirst: true) }
+
+    private func publish(_ state: R.State, onlyIfFirst: Bool) {
         do {
-            hub.publish(try StateEncoding.encode(state))
+            hub.publish(try StateEncoding.encode(state), onlyIfFirst: onlyIfFirst)
         } catch {
             kind.onEncodingError(error)
         }
-        return .none
     }
 
     func receive(completion: Subscribers.Completion<Never>) {}
