@@ -1,4 +1,5 @@
 import ArgumentParser
+import MicroHTTP
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -76,7 +77,13 @@ struct Healthcheck: ParsableCommand {
 
     /// The status code of `GET path` on `host`:`port`.
     static func get(path: String, host: String, port: UInt16, timeout: Double) throws -> Int {
-        let fd = try connected(to: host, port: port, timeout: timeout)
+        let fd: Int32
+        switch ClientSocket.connect(host: host, port: port, timeout: timeout) {
+        case let .success(connected): fd = connected
+        case let .failure(.unresolved(why)): throw Failure(description: "cannot resolve \(host): \(why)")
+        case let .failure(.unreachable(why)):
+            throw Failure(description: "cannot connect to \(host) port \(port): \(why ?? "no address")")
+        }
         defer { close(fd) }
         let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         let request = Array("GET \(path) HTTP/1.1\r\nHost: \(authority)\r\nConnection: close\r\n\r\n".utf8)
@@ -106,38 +113,5 @@ struct Healthcheck: ParsableCommand {
             throw Failure(description: "not an HTTP answer: \(line.prefix(80))")
         }
         return status
-    }
-
-    /// A socket connected to one of `host`'s addresses (a name or a literal, IPv4 or IPv6), with
-    /// `timeout` on its sends and receives.
-    private static func connected(to host: String, port: UInt16, timeout: Double) throws -> Int32 {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_NUMERICSERV
-        var found: UnsafeMutablePointer<addrinfo>?
-        let resolved = getaddrinfo(host, String(port), &hints, &found)
-        guard resolved == 0, let first = found else {
-            throw Failure(description: "cannot resolve \(host): \(String(cString: gai_strerror(resolved)))")
-        }
-        defer { freeaddrinfo(first) }
-        var reason = "no address"
-        var next: UnsafeMutablePointer<addrinfo>? = first
-        while let candidate = next {
-            next = candidate.pointee.ai_next
-            let fd = socket(candidate.pointee.ai_family, candidate.pointee.ai_socktype, candidate.pointee.ai_protocol)
-            guard fd >= 0 else {
-                reason = "socket: \(String(cString: strerror(errno)))"
-                continue
-            }
-            var limit = timeval()
-            limit.tv_sec = .init(timeout)
-            limit.tv_usec = .init((timeout - timeout.rounded(.down)) * 1_000_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-            if connect(fd, candidate.pointee.ai_addr, candidate.pointee.ai_addrlen) == 0 { return fd }
-            reason = String(cString: strerror(errno))
-            close(fd)
-        }
-        throw Failure(description: "cannot connect to \(host) port \(port): \(reason)")
     }
 }

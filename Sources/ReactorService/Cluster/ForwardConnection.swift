@@ -55,29 +55,18 @@ final class ForwardConnection {
             return .failure(OpenError(reason: "its address \(address) has no port"))
         }
         let target = hostPort(address)
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var found: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &found) == 0, let first = found else {
+        switch ClientSocket.connect(host: host, port: port, timeout: timeout) {
+        case let .success(fd):
+            var on: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+            return .success(ForwardConnection(fd: fd))
+        case .failure(.unresolved):
             return .failure(OpenError(reason: "its host \(host) does not resolve"))
+        case let .failure(.unreachable(why)):
+            return .failure(
+                OpenError(
+                    reason: why.map { "connecting to \(target) failed: \($0)" } ?? "no address of \(target) answers"))
         }
-        defer { freeaddrinfo(found) }
-        var reason = "no address of \(target) answers"
-        var candidate: UnsafeMutablePointer<addrinfo>? = first
-        while let info = candidate {
-            candidate = info.pointee.ai_next
-            let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { continue }
-            setTimeouts(fd, timeout)
-            if connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 {
-                var on: Int32 = 1
-                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
-                return .success(ForwardConnection(fd: fd))
-            }
-            reason = "connecting to \(target) failed: \(String(cString: strerror(errno)))"
-            Glibc.close(fd)
-        }
-        return .failure(OpenError(reason: reason))
     }
 
     func close() { Glibc.close(fd) }
@@ -166,11 +155,6 @@ final class ForwardConnection {
         return nil
     }
 
-    private static func setTimeouts(_ fd: Int32, _ seconds: Double) {
-        var time = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-    }
 }
 
 /// The status line and header fields of an answer, read as bytes: only reactord's own answers
