@@ -192,22 +192,24 @@ where R: SendableMetatype, R.Action: Decodable & SendableMetatype, R.State: Enco
             // Logged: its changes carry the cause that attributes them to its entry.
             let cause = source == nil ? 0 : hub.beginAction()
             // The answer is the state the action's own run left: read before anything that
-            // other threads queued meanwhile runs (an effect's value, a user change).
-            var latest = hub.latest
+            // other threads queued meanwhile runs (an effect's value, a user change). (`send`
+            // calls back once in every case.)
+            var latest: EventHub.Snapshot?
             guard keep != nil || cause != 0 else {
                 held.send(action.action) { latest = hub.latest }
-                return .applied(latest)
+                return .applied(latest ?? hub.latest)
             }
             if cause == 0 { hub.holdWrites() }
             ChangeCause.with(cause) {
                 held.send(action.action) {
-                    latest = hub.latest
+                    let snapshot = hub.latest
+                    latest = snapshot
                     hub.releaseWrites(
-                        adding: keep?(latest), logging: cause == 0 ? nil : source,
+                        adding: keep?(snapshot), logging: cause == 0 ? nil : source,
                         redacting: sessionKind.redactedFields)
                 }
             }
-            return .applied(latest)
+            return .applied(latest ?? hub.latest)
         }
     }
 
