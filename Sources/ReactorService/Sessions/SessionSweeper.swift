@@ -82,7 +82,9 @@ final class SessionSweeper: Sendable {
         let ttl = context.configuration.sessionTTL
         let expiredBefore = ttl > .zero && context.cluster == nil ? ProcessClock.now - ttl.inSeconds : nil
         for session in context.sessions.loaded {
-            if let expiredBefore, session.release(ifIdleSince: expiredBefore) {
+            // Idle first by the hub alone: the session's own lock is held through any action it runs.
+            if let expiredBefore, session.hub.isIdle(since: expiredBefore), session.release(ifIdleSince: expiredBefore)
+            {
                 if context.takeForDeletion(session) { context.remove(session, reason: "expired") }
             } else {
                 session.hub.refreshStoredActivity()
