@@ -29,10 +29,9 @@ public enum ClientSocket {
         var candidate: UnsafeMutablePointer<addrinfo>? = first
         while let info = candidate {
             candidate = info.pointee.ai_next
-            let fd = socket(
-                info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
-                info.pointee.ai_protocol)
+            let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
             guard fd >= 0 else { continue }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // not inherited by a process this one starts
             setTimeouts(fd, timeout)
             if systemConnect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return .success(fd) }
             reason = String(cString: strerror(errno))
